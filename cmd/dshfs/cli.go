@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+)
+
+// Exit codes of DESIGN.md §6.
+const (
+	exitOK       = 0
+	exitFound    = 1 // a refusal, corruption or difference was found
+	exitUsageErr = 2 // usage or I/O error
+)
+
+const usage = `usage:
+  dshfs ls [--config FILE] [--json] STORE
+  dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
+  dshfs check [--config FILE] [--json] STORE [ID...]
+  dshfs mount ...   (not built yet)
+  dshfs demo DIR    (not built yet)
+  dshfs convert SRC DST (not built yet)
+
+STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
+jsonl+raw:PATH (uncompressed), sqlite:PATH (not built yet).
+VIEW: events (default) | raw | header | status
+`
+
+// usageError is a command-line mistake: exit 2 with the usage text.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// opts holds the parsed flags; positional arguments are returned beside them.
+type opts struct {
+	config  string
+	json    bool
+	inspect bool
+	view    string
+}
+
+// parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing.
+func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
+	o := opts{view: "events"}
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !allowed[name] {
+			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
+		}
+		takesValue := name == "config" || name == "view"
+		if takesValue && !hasVal {
+			if i+1 >= len(args) {
+				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
+			}
+			i++
+			val = args[i]
+		} else if !takesValue && hasVal {
+			return o, nil, &usageError{fmt.Sprintf("flag --%s takes no value", name)}
+		}
+		switch name {
+		case "config":
+			o.config = val
+		case "view":
+			o.view = val
+		case "json":
+			o.json = true
+		case "inspect":
+			o.inspect = true
+		}
+	}
+	return o, pos, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsageErr
+	}
+	out := bufio.NewWriterSize(stdout, 1<<16)
+	defer out.Flush()
+	ctx := context.Background()
+	var code int
+	var err error
+	switch args[0] {
+	case "ls":
+		code, err = cmdLs(ctx, args[1:], out)
+	case "cat":
+		code, err = cmdCat(ctx, args[1:], out)
+	case "check":
+		code, err = cmdCheck(ctx, args[1:], out)
+	case "mount", "demo", "convert":
+		err = fmt.Errorf("dshfs %s: not built yet (see README: what works so far)", args[0])
+		code = exitUsageErr
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		err = &usageError{fmt.Sprintf("unknown command %q", args[0])}
+	}
+	if err != nil {
+		out.Flush()
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "dshfs: %s\n%s", err, usage)
+			return exitUsageErr
+		}
+		fmt.Fprintf(stderr, "dshfs: %s\n", err)
+		if code == exitOK {
+			code = exitUsageErr
+		}
+	}
+	return code
+}
+
+// checkConfig accepts --config FILE: the file must be readable. The configuration schema arrives with the
+// mount; until then no key changes what ls, cat and check do.
+func checkConfig(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(expandHome(path))
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	return f.Close()
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}
+
+// openStore resolves a STORE argument (DESIGN.md §6) to a Store.
+func openStore(spec string) (*eventstore.Store, error) {
+	kind, path := "", spec
+	for _, k := range []string{"jsonl+raw", "jsonl", "sqlite"} {
+		if rest, ok := strings.CutPrefix(spec, k+":"); ok {
+			kind, path = k, rest
+			break
+		}
+	}
+	path = expandHome(path)
+	if path == "" {
+		return nil, &usageError{"empty STORE"}
+	}
+	if kind == "" {
+		fi, err := os.Stat(path)
+		switch {
+		case err == nil && fi.Mode().IsRegular():
+			kind = "sqlite"
+		case err == nil && !fi.IsDir():
+			return nil, fmt.Errorf("store %s is neither a directory nor a SQLite file", path)
+		}
+	}
+	var mode jsonl.Compression
+	switch kind {
+	case "sqlite":
+		return nil, fmt.Errorf("store %s: the SQLite backend is not built yet (JSONL roots only so far)", path)
+	case "jsonl":
+		mode = jsonl.Zstd
+	case "jsonl+raw":
+		mode = jsonl.None
+	}
+	b, err := jsonl.Open(path, mode)
+	if err != nil {
+		return nil, err
+	}
+	return eventstore.New(b), nil
+}

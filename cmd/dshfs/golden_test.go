@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/fixtures"
+)
+
+// goldenSet pairs a fixture store root with the directory of the harness's answers for its sessions.
+type goldenSet struct {
+	name, root, golden string
+	perRoot            bool // colliders: one golden dir per root, named after the root
+}
+
+func goldenSets(t *testing.T) []goldenSet {
+	sets := []goldenSet{
+		{"upstream-raw", fixtures.Path(t, "upstream", "raw"), fixtures.Path(t, "golden", "upstream"), false},
+		{"upstream-zstd", fixtures.Path(t, "upstream", "zstd"), fixtures.Path(t, "golden", "upstream"), false},
+		{"generated-raw", fixtures.Path(t, "generated", "raw"), fixtures.Path(t, "golden", "generated-raw"), false},
+		{"generated-zstd", fixtures.Path(t, "generated", "zstd"), fixtures.Path(t, "golden", "generated-zstd"), false},
+	}
+	colliders, err := os.ReadDir(fixtures.Path(t, "upstream", "colliders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range colliders {
+		sets = append(sets, goldenSet{"colliders/" + c.Name(), fixtures.Path(t, "upstream", "colliders", c.Name()),
+			fixtures.Path(t, "golden", "colliders", c.Name()), true})
+	}
+	return sets
+}
+
+// runCLI runs the command in-process and returns its exit code, stdout and stderr.
+func runCLI(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// firstDiff names the first differing line of two texts, for readable golden failures.
+func firstDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("line %d:\n got: %.400s\nwant: %.400s", i+1, gl, wl)
+		}
+	}
+	return "identical lines (different trailing bytes?)"
+}
+
+func TestGoldenConformance(t *testing.T) {
+	sessions := 0
+	for _, set := range goldenSets(t) {
+		for _, s := range fixtures.Sessions(t, set.root) {
+			id, ok := jsonl.DecodeSegment(s.EncodedID)
+			if !ok {
+				t.Fatalf("%s: undecodable session dir %q", set.name, s.EncodedID)
+			}
+			gdir := filepath.Join(set.golden, s.EncodedID)
+			if set.perRoot {
+				gdir = set.golden
+			}
+			sessions++
+			t.Run(set.name+"/"+s.EncodedID, func(t *testing.T) {
+				for _, c := range []struct {
+					file string
+					args []string
+				}{
+					{"stored.jsonl", []string{"cat", "--view", "events", set.root, id}},
+					{"events.jsonl", []string{"cat", set.root, id, "--inspect", "--view", "events"}},
+					{"header.json", []string{"cat", "--view=header", set.root, id}},
+				} {
+					want, err := os.ReadFile(filepath.Join(gdir, c.file))
+					if err != nil {
+						t.Fatal(err)
+					}
+					code, got, stderr := runCLI(c.args...)
+					if code != 0 {
+						t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+					}
+					if got != string(want) {
+						t.Errorf("%s differs from golden %s: %s", strings.Join(c.args[:len(c.args)-2], " "), c.file, firstDiff(got, string(want)))
+					}
+				}
+			})
+		}
+	}
+	if sessions < 60+60+5+5+43 {
+		t.Fatalf("only %d fixture sessions checked", sessions)
+	}
+}
+
+func TestCheckFixtureRoots(t *testing.T) {
+	for _, set := range goldenSets(t) {
+		code, out, stderr := runCLI("check", set.root)
+		if code != 0 || out != "" {
+			t.Errorf("check %s: exit %d, output %q %s", set.name, code, out, stderr)
+		}
+	}
+	refused := fixtures.Path(t, "upstream", "refused-root")
+	code, out, _ := runCLI("check", refused)
+	if code != 1 {
+		t.Fatalf("check refused-root: exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("check refused-root: want 2 refusals, got %q", out)
+	}
+	for _, l := range lines {
+		f := strings.Split(l, "\t")
+		if len(f) != 3 || f[1] != "corrupt" || f[2] != "corrupt session log: first line is not a session header" {
+			t.Errorf("refusal line %q", l)
+		}
+	}
+	code, out, _ = runCLI("ls", refused)
+	if code != 0 || strings.Count(out, "\trefused\t") != 2 {
+		t.Errorf("ls refused-root: exit %d %q", code, out)
+	}
+}

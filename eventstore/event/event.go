@@ -1,0 +1,199 @@
+package event
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Event is one session event as stored: canonical record bytes plus envelope fields decoded from them.
+//
+// Raw is the source of truth; Type and Seq are cached because every consumer (scanner, validation,
+// directory listings) needs them for every event, and re-scanning Raw each time would dominate loading.
+type Event struct {
+	Raw  []byte // JSON.stringify of the record, member order as parsed
+	Type string // the "type" member when it is a string, else ""
+	Seq  int64  // the "seq" member when it is a non-negative safe integer, else -1
+}
+
+// ErrNotCanonical is returned by NewEvent for bytes that are not JSON.stringify output.
+var ErrNotCanonical = errors.New("event record is not canonical JSON (use event.Canonical first)")
+
+// NewEvent wraps canonical record bytes and fills Type/Seq. Any JSON value is accepted (a line holding
+// `42` or `null` gets Type "" and Seq -1), because the harness's scanner lets such values through and
+// only later validation rejects them.
+func NewEvent(raw []byte) (Event, error) {
+	if !isCanonical(raw) {
+		return Event{}, ErrNotCanonical
+	}
+	return trustedEvent(raw), nil
+}
+
+// ParseEvent canonicalizes one stored line (Canonical) and wraps the result, validating only once.
+func ParseEvent(line []byte) (Event, error) {
+	raw, err := Canonical(line)
+	if err != nil {
+		return Event{}, err
+	}
+	return trustedEvent(raw), nil
+}
+
+// trustedEvent wraps bytes already known to be canonical.
+func trustedEvent(raw []byte) Event {
+	e := Event{Raw: raw, Seq: -1}
+	if len(raw) == 0 || raw[0] != '{' {
+		return e
+	}
+	if t, ok := lookupMember(raw, "type"); ok && len(t) >= 2 && t[0] == '"' {
+		e.Type = decodeCanonicalString(t)
+	}
+	if s, ok := lookupMember(raw, "seq"); ok {
+		e.Seq = seqOf(s)
+	}
+	return e
+}
+
+// seqOf interprets a canonical number token as a seq: a non-negative safe integer, else -1.
+func seqOf(tok []byte) int64 {
+	if len(tok) == 0 || tok[0] < '0' || tok[0] > '9' {
+		return -1
+	}
+	if len(tok) <= 16 {
+		n, err := strconv.ParseInt(string(tok), 10, 64)
+		if err == nil {
+			if n > MaxSafeInteger {
+				return -1
+			}
+			return n
+		}
+	}
+	// Exponent or fractional spellings: only the value matters.
+	f := parseNumber(tok)
+	if IsSafeInteger(f) && f >= 0 {
+		return int64(f)
+	}
+	return -1
+}
+
+// decodeCanonicalString returns the WTF-8 contents of a canonical string token (with quotes).
+func decodeCanonicalString(tok []byte) string {
+	inner := tok[1 : len(tok)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			return string(unescapeCanonical(nil, inner))
+		}
+	}
+	return string(inner)
+}
+
+// Record parses the stored record.
+func (e Event) Record() (Value, error) { return Parse(e.Raw) }
+
+// Member returns the raw canonical bytes of a top-level record member.
+func (e Event) Member(key string) ([]byte, bool) { return Lookup(e.Raw, key) }
+
+// SeqText is how JS `${event.seq}` prints the seq member, which is what the harness's diagnostics
+// (seq gap, unknown type) embed: "undefined" when absent, numbers via FormatNumber, strings raw, null as
+// "null", objects as "[object Object]", arrays joined with ",".
+func (e Event) SeqText() string {
+	if e.Seq >= 0 {
+		return strconv.FormatInt(e.Seq, 10)
+	}
+	tok, ok := lookupMember(e.Raw, "seq")
+	if !ok {
+		return "undefined"
+	}
+	v, err := Parse(tok)
+	if err != nil {
+		return "undefined"
+	}
+	return JSString(v)
+}
+
+// JSString is JavaScript's String(v) for a JSON value (template-literal interpolation).
+func JSString(v Value) string {
+	return string(appendJSString(nil, v, false))
+}
+
+func appendJSString(dst []byte, v Value, inArray bool) []byte {
+	switch v.Kind {
+	case KindNull:
+		if inArray {
+			return dst // Array.prototype.join prints null and undefined elements as ""
+		}
+		return append(dst, "null"...)
+	case KindBool:
+		return strconv.AppendBool(dst, v.Bool)
+	case KindNumber:
+		return AppendNumber(dst, v.Num)
+	case KindString:
+		return append(dst, v.Str...)
+	case KindArray:
+		for i := range v.Arr {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSString(dst, v.Arr[i], true)
+		}
+		return dst
+	default:
+		return append(dst, "[object Object]"...)
+	}
+}
+
+// NewEventFrom builds a fresh event in the live-append key order: type, seq, time, data, then extra
+// members in the order given. data must be canonical JSON. Extra keys that JS would reorder or merge
+// (array-index keys, repeats of the envelope keys) are placed the way a JS object literal would.
+func NewEventFrom(typ string, seq, time int64, data []byte, extra ...Member) Event {
+	simple := true
+	for i, m := range extra {
+		switch m.Key {
+		case "type", "seq", "time", "data":
+			simple = false
+		}
+		if IsArrayIndexKey(m.Key) {
+			simple = false
+		}
+		for _, prev := range extra[:i] {
+			if prev.Key == m.Key {
+				simple = false
+			}
+		}
+	}
+	if !simple {
+		dv, err := Parse(data)
+		if err != nil {
+			dv = Value{}
+		}
+		members := append([]Member{
+			{Key: "type", Value: String(typ)},
+			{Key: "seq", Value: Int(seq)},
+			{Key: "time", Value: Int(time)},
+			{Key: "data", Value: dv},
+		}, extra...)
+		return trustedEvent(Stringify(Object(members...)))
+	}
+	buf := make([]byte, 0, len(data)+len(typ)+48)
+	buf = append(buf, `{"type":`...)
+	buf = AppendQuote(buf, typ)
+	buf = append(buf, `,"seq":`...)
+	buf = AppendNumber(buf, float64(seq))
+	buf = append(buf, `,"time":`...)
+	buf = AppendNumber(buf, float64(time))
+	buf = append(buf, `,"data":`...)
+	buf = append(buf, data...)
+	for _, m := range extra {
+		buf = append(buf, ',')
+		buf = AppendQuote(buf, m.Key)
+		buf = append(buf, ':')
+		buf = AppendStringify(buf, m.Value)
+	}
+	buf = append(buf, '}')
+	return Event{Raw: buf, Type: typ, Seq: seqFromInt(seq)}
+}
+
+func seqFromInt(seq int64) int64 {
+	if seq < 0 || seq > MaxSafeInteger {
+		return -1
+	}
+	return seq
+}

@@ -1,0 +1,363 @@
+package event
+
+import "strconv"
+
+// Packed chunk rows (spec/jsonl.md §3.3, the harness's chunk-rows.ts) are a storage encoding, not events:
+// a run of consecutive streaming-delta assistant/chunk events is stored as one `text-chunks`,
+// `reasoning-chunks` or `tool-call-chunks` line and expanded back on read.
+
+// Row type tags.
+const (
+	TagTextChunks      = "text-chunks"
+	TagReasoningChunks = "reasoning-chunks"
+	TagToolCallChunks  = "tool-call-chunks"
+)
+
+// MinRun is the smallest run the harness packs; shorter runs stay one event per line. A format constant:
+// the decoder accepts rows of any length.
+const MinRun = 3
+
+// MalformedRowError is the harness's "malformed <tag> storage row: <why>", which its scanner reports as an
+// unparsable committed line.
+type MalformedRowError struct {
+	Tag string
+	Why string
+}
+
+func (e *MalformedRowError) Error() string { return "malformed " + e.Tag + " storage row: " + e.Why }
+
+// IsRowTag reports whether a type tag marks a packed chunk row.
+func IsRowTag(t string) bool {
+	return t == TagTextChunks || t == TagReasoningChunks || t == TagToolCallChunks
+}
+
+// DecodeRecord decodes one stored line (already canonical) into the events it stores: a `text-chunks`,
+// `reasoning-chunks` or `tool-call-chunks` row is validated and expanded (failure: *MalformedRowError with
+// the harness's texts); anything else is one event, unvalidated.
+func DecodeRecord(raw []byte) ([]Event, error) {
+	ev := trustedEvent(raw)
+	if !IsRowTag(ev.Type) {
+		return []Event{ev}, nil
+	}
+	v, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return expandRow(v, ev.Type)
+}
+
+// expandRow validates a row-tagged value in the harness's order of checks and expands it.
+func expandRow(v Value, tag string) ([]Event, error) {
+	bad := func(why string) ([]Event, error) { return nil, &MalformedRowError{Tag: tag, Why: why} }
+	if !v.HasExactKeys("type", "seq0", "time0", "data") {
+		return bad("envelope must be exactly {type, seq0, time0, data}")
+	}
+	seq0, _ := v.Get("seq0")
+	if seq0.Kind != KindNumber || !IsSafeInteger(seq0.Num) || seq0.Num < 0 {
+		return bad("seq0 must be a non-negative safe integer")
+	}
+	time0, _ := v.Get("time0")
+	if time0.Kind != KindNumber || !IsSafeInteger(time0.Num) {
+		return bad("time0 must be a safe integer")
+	}
+	data, _ := v.Get("data")
+	// JS isRecord accepts arrays too; they then fail the exact-keys test below, as in the harness.
+	if data.Kind != KindObject && data.Kind != KindArray {
+		return bad("data must be an object")
+	}
+	payloadKey := "texts"
+	var id, name Value
+	hasName := false
+	if tag == TagToolCallChunks {
+		payloadKey = "args"
+		hasName = data.HasExactKeys("turn", "step", "index", "id", "name", "dt", "args")
+		if !hasName && !data.HasExactKeys("turn", "step", "index", "id", "dt", "args") {
+			return bad("data must be exactly {turn, step, index, id, name?, dt, args}")
+		}
+		id, _ = data.Get("id")
+		name, _ = data.Get("name")
+		if id.Kind != KindString || (hasName && name.Kind != KindString) {
+			return bad("id (and name when present) must be strings")
+		}
+	} else if !data.HasExactKeys("turn", "step", "index", "dt", "texts") {
+		return bad("data must be exactly {turn, step, index, dt, texts}")
+	}
+	turn, _ := data.Get("turn")
+	step, _ := data.Get("step")
+	index, _ := data.Get("index")
+	if turn.Kind != KindNumber || step.Kind != KindNumber || index.Kind != KindNumber {
+		return bad("turn/step/index must be numbers")
+	}
+	payload, _ := data.Get(payloadKey)
+	if payload.Kind != KindArray || len(payload.Arr) == 0 {
+		return bad(payloadKey + " must be a non-empty string array")
+	}
+	for _, p := range payload.Arr {
+		if p.Kind != KindString {
+			return bad(payloadKey + " must be a non-empty string array")
+		}
+	}
+	dt, _ := data.Get("dt")
+	if dt.Kind != KindArray {
+		return bad("dt must be an array of safe integers")
+	}
+	for _, g := range dt.Arr {
+		if g.Kind != KindNumber || !IsSafeInteger(g.Num) {
+			return bad("dt must be an array of safe integers")
+		}
+	}
+	if len(dt.Arr) != len(payload.Arr)-1 {
+		return bad("dt length " + strconv.Itoa(len(dt.Arr)) + " does not match " + strconv.Itoa(len(payload.Arr)) + " members")
+	}
+	// Reconstruction bounds, computed in float64 as JS does: leaving the safe range would make the
+	// harness's arithmetic round, so such a row is outside any encoder's image.
+	if !IsSafeInteger(seq0.Num + float64(len(payload.Arr)) - 1) {
+		return bad("member seqs must stay safe integers")
+	}
+	t := time0.Num
+	for _, g := range dt.Arr {
+		t += g.Num
+		if !IsSafeInteger(t) {
+			return bad("member times must stay safe integers")
+		}
+	}
+
+	// Expansion: every member shares the data prefix; build it once.
+	var prefix []byte
+	prefix = append(prefix, `,"data":{"turn":`...)
+	prefix = AppendStringify(prefix, turn)
+	prefix = append(prefix, `,"step":`...)
+	prefix = AppendStringify(prefix, step)
+	prefix = append(prefix, `,"chunk":{"type":`...)
+	switch tag {
+	case TagTextChunks:
+		prefix = append(prefix, `"text-delta"`...)
+	case TagReasoningChunks:
+		prefix = append(prefix, `"reasoning-delta"`...)
+	default:
+		prefix = append(prefix, `"tool-call-delta"`...)
+	}
+	prefix = append(prefix, `,"index":`...)
+	prefix = AppendStringify(prefix, index)
+	if tag == TagToolCallChunks {
+		prefix = append(prefix, `,"id":`...)
+		prefix = AppendQuote(prefix, id.Str)
+		if hasName {
+			prefix = append(prefix, `,"name":`...)
+			prefix = AppendQuote(prefix, name.Str)
+		}
+		prefix = append(prefix, `,"argumentsDelta":`...)
+	} else {
+		prefix = append(prefix, `,"text":`...)
+	}
+
+	events := make([]Event, len(payload.Arr))
+	t = time0.Num
+	for k, p := range payload.Arr {
+		if k > 0 {
+			t += dt.Arr[k-1].Num
+		}
+		seq := seq0.Num + float64(k)
+		buf := make([]byte, 0, len(prefix)+len(p.Str)+64)
+		buf = append(buf, `{"type":"assistant/chunk","seq":`...)
+		buf = AppendNumber(buf, seq)
+		buf = append(buf, `,"time":`...)
+		buf = AppendNumber(buf, t)
+		buf = append(buf, prefix...)
+		buf = AppendQuote(buf, p.Str)
+		buf = append(buf, '}', '}', '}')
+		events[k] = Event{Raw: buf, Type: "assistant/chunk", Seq: seqFromInt(int64(seq))}
+	}
+	return events, nil
+}
+
+// deltaKind classifies events for packing; kindNone means "store verbatim".
+type deltaKind uint8
+
+const (
+	kindNone deltaKind = iota
+	kindText
+	kindReasoning
+	kindToolCall
+)
+
+// delta is an eligible assistant/chunk event with the fields run continuation compares.
+type delta struct {
+	ev                Event
+	kind              deltaKind
+	seq, time         float64
+	turn, step, index Value
+	id, name          string
+	hasName           bool
+	payload           string // text or argumentsDelta
+}
+
+// classify applies the encoder's whitelist: the ENTIRE shape (envelope, data, chunk; exact keys,
+// primitive types, integer seq/time) must match, or the event stays one line. Anything the whitelist
+// does not fully recognize losing compression is fine; losing data is not.
+func classify(e Event) (delta, bool) {
+	if e.Type != "assistant/chunk" {
+		return delta{}, false
+	}
+	v, err := Parse(e.Raw)
+	if err != nil || !v.HasExactKeys("type", "seq", "time", "data") {
+		return delta{}, false
+	}
+	seq, _ := v.Get("seq")
+	tm, _ := v.Get("time")
+	if seq.Kind != KindNumber || !IsSafeInteger(seq.Num) || seq.Num < 0 || tm.Kind != KindNumber || !IsSafeInteger(tm.Num) {
+		return delta{}, false
+	}
+	data, _ := v.Get("data")
+	if !data.HasExactKeys("turn", "step", "chunk") {
+		return delta{}, false
+	}
+	d := delta{ev: e, seq: seq.Num, time: tm.Num}
+	d.turn, _ = data.Get("turn")
+	d.step, _ = data.Get("step")
+	if d.turn.Kind != KindNumber || d.step.Kind != KindNumber {
+		return delta{}, false
+	}
+	chunk, _ := data.Get("chunk")
+	if chunk.Kind != KindObject && chunk.Kind != KindArray {
+		return delta{}, false
+	}
+	d.index, _ = chunk.Get("index")
+	if d.index.Kind != KindNumber {
+		return delta{}, false
+	}
+	ct, _ := chunk.Get("type")
+	if ct.Kind != KindString {
+		return delta{}, false
+	}
+	switch ct.Str {
+	case "text-delta", "reasoning-delta":
+		text, _ := chunk.Get("text")
+		if !chunk.HasExactKeys("type", "index", "text") || text.Kind != KindString {
+			return delta{}, false
+		}
+		d.kind = kindText
+		if ct.Str == "reasoning-delta" {
+			d.kind = kindReasoning
+		}
+		d.payload = text.Str
+	case "tool-call-delta":
+		name, hasName := chunk.Get("name")
+		shapeOK := chunk.HasExactKeys("type", "index", "id", "argumentsDelta") ||
+			(chunk.HasExactKeys("type", "index", "id", "name", "argumentsDelta") && name.Kind == KindString)
+		id, _ := chunk.Get("id")
+		args, _ := chunk.Get("argumentsDelta")
+		if !shapeOK || id.Kind != KindString || args.Kind != KindString {
+			return delta{}, false
+		}
+		d.kind = kindToolCall
+		d.id, d.name, d.hasName = id.Str, name.Str, hasName
+		d.payload = args.Str
+	default:
+		return delta{}, false
+	}
+	return d, true
+}
+
+// continues reports whether next extends a run ending in prev (same kind checked by the caller).
+func continues(prev, next *delta) bool {
+	if next.seq != prev.seq+1 {
+		return false
+	}
+	// The gap must survive float subtraction exactly, or the row would decode to another timestamp.
+	if !IsSafeInteger(next.time - prev.time) {
+		return false
+	}
+	if next.turn.Num != prev.turn.Num || next.step.Num != prev.step.Num || next.index.Num != prev.index.Num {
+		return false
+	}
+	if next.kind != kindToolCall {
+		return true
+	}
+	return prev.id == next.id && prev.hasName == next.hasName && prev.name == next.name
+}
+
+// PackBatch encodes one durable batch as the harness's writer does with packChunks=true: runs of at
+// least MinRun eligible consecutive assistant/chunk deltas become one row; everything else is one line
+// (its Raw). Returns the lines without LFs.
+func PackBatch(events []Event) [][]byte {
+	out := make([][]byte, 0, len(events))
+	var run []delta
+	flush := func() {
+		if len(run) >= MinRun {
+			out = append(out, buildRow(run))
+		} else {
+			for _, d := range run {
+				out = append(out, d.ev.Raw)
+			}
+		}
+		run = run[:0]
+	}
+	for _, e := range events {
+		d, ok := classify(e)
+		if !ok {
+			flush()
+			out = append(out, e.Raw)
+			continue
+		}
+		if n := len(run); n > 0 && run[0].kind == d.kind && continues(&run[n-1], &d) {
+			run = append(run, d)
+			continue
+		}
+		flush()
+		run = append(run, d)
+	}
+	flush()
+	return out
+}
+
+// buildRow encodes a complete run in the harness's row key order.
+func buildRow(run []delta) []byte {
+	first := &run[0]
+	buf := make([]byte, 0, 128+32*len(run))
+	buf = append(buf, `{"type":"`...)
+	switch first.kind {
+	case kindText:
+		buf = append(buf, TagTextChunks...)
+	case kindReasoning:
+		buf = append(buf, TagReasoningChunks...)
+	default:
+		buf = append(buf, TagToolCallChunks...)
+	}
+	buf = append(buf, `","seq0":`...)
+	buf = AppendNumber(buf, first.seq)
+	buf = append(buf, `,"time0":`...)
+	buf = AppendNumber(buf, first.time)
+	buf = append(buf, `,"data":{"turn":`...)
+	buf = AppendStringify(buf, first.turn)
+	buf = append(buf, `,"step":`...)
+	buf = AppendStringify(buf, first.step)
+	buf = append(buf, `,"index":`...)
+	buf = AppendStringify(buf, first.index)
+	buf = append(buf, `,"dt":[`...)
+	for i := 1; i < len(run); i++ {
+		if i > 1 {
+			buf = append(buf, ',')
+		}
+		buf = AppendStringify(buf, Number(run[i].time-run[i-1].time))
+	}
+	buf = append(buf, ']')
+	if first.kind == kindToolCall {
+		buf = append(buf, `,"id":`...)
+		buf = AppendQuote(buf, first.id)
+		if first.hasName {
+			buf = append(buf, `,"name":`...)
+			buf = AppendQuote(buf, first.name)
+		}
+		buf = append(buf, `,"args":[`...)
+	} else {
+		buf = append(buf, `,"texts":[`...)
+	}
+	for i := range run {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = AppendQuote(buf, run[i].payload)
+	}
+	return append(buf, ']', '}', '}')
+}

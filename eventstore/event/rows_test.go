@@ -1,0 +1,366 @@
+package event
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// decodeLog decodes every complete event line of a raw log (the torn LF-less tail excluded) and
+// returns the decoded events grouped per stored line.
+func decodeLog(t *testing.T, path string) [][]Event {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lines, _ := splitRecords(t, data)
+	out := make([][]Event, len(lines))
+	for i, line := range lines {
+		raw, err := Canonical(line)
+		if err != nil {
+			t.Fatalf("%s line %d: %v", path, i+1, err)
+		}
+		evs, err := DecodeRecord(raw)
+		if err != nil {
+			t.Fatalf("%s line %d: %v", path, i+1, err)
+		}
+		out[i] = evs
+	}
+	return out
+}
+
+// TestDecodeRecordGoldenStored: expanding every stored line reproduces the harness's readFrom(id, 0).
+func TestDecodeRecordGoldenStored(t *testing.T) {
+	fx := fixturesDir(t)
+	sets := []struct{ store, golden string }{
+		{"upstream/raw", "golden/upstream"},
+		{"generated/raw", "golden/generated-raw"},
+	}
+	rows := 0
+	for _, s := range sets {
+		files := sessionFiles(t, filepath.Join(fx, s.store))
+		for _, name := range sortedKeys(files) {
+			want, err := os.ReadFile(filepath.Join(fx, s.golden, name, "stored.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			for i, evs := range decodeLog(t, files[name]) {
+				if len(evs) > 1 {
+					rows++
+				}
+				for k, e := range evs {
+					if e.Seq != int64(len(bytes.Split(got, []byte("\n"))))-1 {
+						t.Errorf("%s: line %d member %d has Seq %d", name, i+1, k, e.Seq)
+					}
+					got = append(got, e.Raw...)
+					got = append(got, '\n')
+				}
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s/%s: stored events differ at %s", s.golden, name, firstDiff(got, want))
+			}
+		}
+	}
+	if rows == 0 {
+		t.Fatal("fixtures contain no packed rows")
+	}
+}
+
+// batches groups a log's lines (each with its decoded events) into durable write batches: a batch ends
+// after a step/end, turn/end or session/end-seed line, as the zstd fixtures' frames show.
+func batches(lines [][]Event) [][]int {
+	var out [][]int
+	var cur []int
+	for i, evs := range lines {
+		cur = append(cur, i)
+		if len(evs) == 1 {
+			switch evs[0].Type {
+			case "step/end", "turn/end", "session/end-seed":
+				out = append(out, cur)
+				cur = nil
+			}
+		}
+	}
+	if cur != nil {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// TestPackBatchReproducesFixtureBatches: packing each batch's expanded events yields the batch's lines.
+func TestPackBatchReproducesFixtureBatches(t *testing.T) {
+	fx := fixturesDir(t)
+	frames := readFrames(t, filepath.Join(fx, "upstream/zstd-FRAMES.tsv"))
+	for _, store := range []string{"upstream/raw", "generated/raw"} {
+		files := sessionFiles(t, filepath.Join(fx, store))
+		for _, name := range sortedKeys(files) {
+			data, err := os.ReadFile(files[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, lines, _ := splitRecords(t, data)
+			decoded := decodeLog(t, files[name])
+			bs := batches(decoded)
+			if n, ok := frames[name]; ok && len(decoded) > 0 && n != len(bs)+1 {
+				t.Errorf("%s: %d batches but the zstd copy has %d frames", name, len(bs), n)
+			}
+			for _, b := range bs {
+				var evs []Event
+				for _, i := range b {
+					evs = append(evs, decoded[i]...)
+				}
+				packed := PackBatch(evs)
+				if len(packed) != len(b) {
+					t.Errorf("%s: batch at line %d packs into %d lines, stored %d", name, b[0]+1, len(packed), len(b))
+					continue
+				}
+				for k, i := range b {
+					if !bytes.Equal(packed[k], lines[i]) {
+						t.Errorf("%s line %d:\n got: %s\nwant: %s", name, i+1, packed[k], lines[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// readFrames reads zstd-FRAMES.tsv: encoded id → frame count.
+func readFrames(t *testing.T, path string) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n")[1:] {
+		f := strings.Split(line, "\t")
+		n := 0
+		for _, c := range f[2] {
+			n = n*10 + int(c-'0')
+		}
+		out[f[0]] = n
+	}
+	if len(out) == 0 {
+		t.Fatal("empty zstd-FRAMES.tsv")
+	}
+	return out
+}
+
+// chunk builds an assistant/chunk event line; body is the chunk object JSON.
+func chunk(seq, time int, body string) Event {
+	return mustEvent(`{"type":"assistant/chunk","seq":` + itoa(seq) + `,"time":` + itoa(time) + `,"data":{"turn":1,"step":0,"chunk":` + body + `}}`)
+}
+
+func mustEvent(s string) Event {
+	raw, err := Canonical([]byte(s))
+	if err != nil {
+		panic(err)
+	}
+	e, err := NewEvent(raw)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+func text(seq, time int, s string) Event {
+	return chunk(seq, time, `{"type":"text-delta","index":0,"text":"`+s+`"}`)
+}
+
+func TestPackBatchEligibility(t *testing.T) {
+	three := func(mk func(i int) Event) []Event { return []Event{mk(0), mk(1), mk(2)} }
+	cases := []struct {
+		name   string
+		events []Event
+		want   []string // expected lines; "=N" means events[N].Raw verbatim
+	}{
+		{"text run packs", three(func(i int) Event { return text(i, 100+i, "t"+itoa(i)) }),
+			[]string{`{"type":"text-chunks","seq0":0,"time0":100,"data":{"turn":1,"step":0,"index":0,"dt":[1,1],"texts":["t0","t1","t2"]}}`}},
+		{"two members stay lines", []Event{text(0, 1, "a"), text(1, 1, "b")}, []string{"=0", "=1"}},
+		{"reasoning run", three(func(i int) Event {
+			return chunk(i, 5, `{"type":"reasoning-delta","index":2,"text":"r"}`)
+		}), []string{`{"type":"reasoning-chunks","seq0":0,"time0":5,"data":{"turn":1,"step":0,"index":2,"dt":[0,0],"texts":["r","r","r"]}}`}},
+		{"tool-call run with name", three(func(i int) Event {
+			return chunk(i, 10-i, `{"type":"tool-call-delta","index":1,"id":"c","name":"n","argumentsDelta":"{"}`)
+		}), []string{`{"type":"tool-call-chunks","seq0":0,"time0":10,"data":{"turn":1,"step":0,"index":1,"dt":[-1,-1],"id":"c","name":"n","args":["{","{","{"]}}`}},
+		{"tool-call run without name", three(func(i int) Event {
+			return chunk(i, 0, `{"type":"tool-call-delta","index":1,"id":"c","argumentsDelta":"x"}`)
+		}), []string{`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":1,"dt":[0,0],"id":"c","args":["x","x","x"]}}`}},
+		{"mixed name presence breaks run", []Event{
+			chunk(0, 0, `{"type":"tool-call-delta","index":1,"id":"c","name":"n","argumentsDelta":""}`),
+			chunk(1, 0, `{"type":"tool-call-delta","index":1,"id":"c","argumentsDelta":""}`),
+			chunk(2, 0, `{"type":"tool-call-delta","index":1,"id":"c","argumentsDelta":""}`),
+		}, []string{"=0", "=1", "=2"}},
+		{"different call id breaks run", []Event{
+			chunk(0, 0, `{"type":"tool-call-delta","index":1,"id":"a","argumentsDelta":""}`),
+			chunk(1, 0, `{"type":"tool-call-delta","index":1,"id":"b","argumentsDelta":""}`),
+			chunk(2, 0, `{"type":"tool-call-delta","index":1,"id":"b","argumentsDelta":""}`),
+		}, []string{"=0", "=1", "=2"}},
+		{"different name breaks run", []Event{
+			chunk(0, 0, `{"type":"tool-call-delta","index":1,"id":"a","name":"x","argumentsDelta":""}`),
+			chunk(1, 0, `{"type":"tool-call-delta","index":1,"id":"a","name":"y","argumentsDelta":""}`),
+			chunk(2, 0, `{"type":"tool-call-delta","index":1,"id":"a","name":"y","argumentsDelta":""}`),
+		}, []string{"=0", "=1", "=2"}},
+		{"kind change breaks run", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			chunk(2, 0, `{"type":"reasoning-delta","index":0,"text":"c"}`)}, []string{"=0", "=1", "=2"}},
+		{"seq gap breaks run", []Event{text(0, 0, "a"), text(1, 0, "b"), text(3, 0, "c")}, []string{"=0", "=1", "=2"}},
+		{"index change breaks run", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			chunk(2, 0, `{"type":"text-delta","index":1,"text":"c"}`)}, []string{"=0", "=1", "=2"}},
+		{"step change breaks run", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			mustEvent(`{"type":"assistant/chunk","seq":2,"time":0,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"c"}}}`)},
+			[]string{"=0", "=1", "=2"}},
+		{"turn change breaks run", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			mustEvent(`{"type":"assistant/chunk","seq":2,"time":0,"data":{"turn":2,"step":0,"chunk":{"type":"text-delta","index":0,"text":"c"}}}`)},
+			[]string{"=0", "=1", "=2"}},
+		{"unsafe time gap breaks run", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			mustEvent(`{"type":"assistant/chunk","seq":2,"time":9007199254740991,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"c"}}}`),
+			mustEvent(`{"type":"assistant/chunk","seq":3,"time":-9007199254740991,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"c"}}}`)},
+			[]string{`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[0,9007199254740991],"texts":["a","b","c"]}}`, "=3"}},
+		{"extra envelope key is verbatim", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			mustEvent(`{"type":"assistant/chunk","seq":2,"time":0,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"c"}},"ignorable":true}`)},
+			[]string{"=0", "=1", "=2"}},
+		{"extra chunk key is verbatim", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			chunk(2, 0, `{"type":"text-delta","index":0,"text":"c","x":1}`)}, []string{"=0", "=1", "=2"}},
+		{"non-string text is verbatim", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			chunk(2, 0, `{"type":"text-delta","index":0,"text":1}`)}, []string{"=0", "=1", "=2"}},
+		{"non-numeric index is verbatim", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			chunk(2, 0, `{"type":"text-delta","index":"0","text":"c"}`)}, []string{"=0", "=1", "=2"}},
+		{"fractional time is verbatim", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			mustEvent(`{"type":"assistant/chunk","seq":2,"time":0.5,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"c"}}}`)},
+			[]string{"=0", "=1", "=2"}},
+		{"extra data key is verbatim", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			mustEvent(`{"type":"assistant/chunk","seq":2,"time":0,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"c"},"x":0}}`)},
+			[]string{"=0", "=1", "=2"}},
+		{"block boundary chunk is verbatim and splits", []Event{text(0, 0, "a"), text(1, 0, "b"),
+			chunk(2, 0, `{"type":"text-end","index":0}`), text(3, 0, "c"), text(4, 0, "d"), text(5, 0, "e")},
+			[]string{"=0", "=1", "=2", `{"type":"text-chunks","seq0":3,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[0,0],"texts":["c","d","e"]}}`}},
+		{"other event types pass through", []Event{mustEvent(`{"type":"turn/start","seq":0,"time":0,"data":null}`), mustEvent(`42`)},
+			[]string{"=0", "=1"}},
+		{"escaped texts", three(func(i int) Event { return text(i, 0, `\"\n\u0001\ud800`) }),
+			[]string{`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[0,0],"texts":["\"\n\u0001\ud800","\"\n\u0001\ud800","\"\n\u0001\ud800"]}}`}},
+	}
+	for _, c := range cases {
+		got := PackBatch(c.events)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %d lines, want %d: %s", c.name, len(got), len(c.want), bytes.Join(got, []byte("\n")))
+			continue
+		}
+		for i, w := range c.want {
+			if strings.HasPrefix(w, "=") {
+				w = string(c.events[int(w[1]-'0')].Raw)
+			}
+			if string(got[i]) != w {
+				t.Errorf("%s: line %d\n got: %s\nwant: %s", c.name, i, got[i], w)
+			}
+		}
+		// Whatever PackBatch writes must decode back to exactly the input events.
+		var back []Event
+		for _, line := range got {
+			evs, err := DecodeRecord(line)
+			if err != nil {
+				t.Fatalf("%s: decoding own output: %v", c.name, err)
+			}
+			back = append(back, evs...)
+		}
+		for i := range c.events {
+			if i >= len(back) || !bytes.Equal(back[i].Raw, c.events[i].Raw) {
+				t.Errorf("%s: round trip lost event %d", c.name, i)
+				break
+			}
+		}
+	}
+}
+
+func TestDecodeRecordMalformedRows(t *testing.T) {
+	const data = `"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["a","b"]}`
+	cases := []struct{ line, want string }{
+		{`{"type":"text-chunks","seq0":0,"time0":0,` + data + `,"x":1}`, "malformed text-chunks storage row: envelope must be exactly {type, seq0, time0, data}"},
+		{`{"type":"text-chunks","seq0":-1,"time0":0,` + data + `}`, "malformed text-chunks storage row: seq0 must be a non-negative safe integer"},
+		{`{"type":"text-chunks","seq0":"0","time0":0,` + data + `}`, "malformed text-chunks storage row: seq0 must be a non-negative safe integer"},
+		{`{"type":"text-chunks","seq0":0,"time0":0.5,` + data + `}`, "malformed text-chunks storage row: time0 must be a safe integer"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":null}`, "malformed text-chunks storage row: data must be an object"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":"x"}`, "malformed text-chunks storage row: data must be an object"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":[]}`, "malformed text-chunks storage row: data must be exactly {turn, step, index, dt, texts}"},
+		{`{"type":"reasoning-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[]}}`, "malformed reasoning-chunks storage row: data must be exactly {turn, step, index, dt, texts}"},
+		{`{"type":"tool-call-chunks","seq0":0,"time0":0,` + data + `}`, "malformed tool-call-chunks storage row: data must be exactly {turn, step, index, id, name?, dt, args}"},
+		{`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"id":1,"dt":[],"args":["a"]}}`, "malformed tool-call-chunks storage row: id (and name when present) must be strings"},
+		{`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"id":"c","name":null,"dt":[],"args":["a"]}}`, "malformed tool-call-chunks storage row: id (and name when present) must be strings"},
+		{`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"id":"c","dt":[],"args":[]}}`, "malformed tool-call-chunks storage row: args must be a non-empty string array"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":"1","step":0,"index":0,"dt":[],"texts":["a"]}}`, "malformed text-chunks storage row: turn/step/index must be numbers"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[],"texts":[1]}}`, "malformed text-chunks storage row: texts must be a non-empty string array"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":{},"texts":["a"]}}`, "malformed text-chunks storage row: dt must be an array of safe integers"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[0.5],"texts":["a","b"]}}`, "malformed text-chunks storage row: dt must be an array of safe integers"},
+		{`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1,2],"texts":["a","b"]}}`, "malformed text-chunks storage row: dt length 2 does not match 2 members"},
+		{`{"type":"text-chunks","seq0":9007199254740991,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1,1],"texts":["a","b","c"]}}`, "malformed text-chunks storage row: member seqs must stay safe integers"},
+		{`{"type":"text-chunks","seq0":0,"time0":9007199254740991,` + data + `}`, "malformed text-chunks storage row: member times must stay safe integers"},
+	}
+	for _, c := range cases {
+		raw, err := Canonical([]byte(c.line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := DecodeRecord(raw)
+		var me *MalformedRowError
+		if !errors.As(err, &me) || err.Error() != c.want || evs != nil {
+			t.Errorf("DecodeRecord(%s) = %v\nwant %s", c.line, err, c.want)
+		}
+	}
+}
+
+func TestDecodeRecordExpands(t *testing.T) {
+	cases := []struct {
+		line string
+		want []string
+	}{
+		{`{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":-0,"index":0,"dt":[-3],"texts":["a","\u0000"]}}`, []string{
+			`{"type":"assistant/chunk","seq":4,"time":10,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"a"}}}`,
+			`{"type":"assistant/chunk","seq":5,"time":7,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"\u0000"}}}`,
+		}},
+		// The decoder accepts a single member (the encoder never writes one) and key orders other than
+		// the encoder's.
+		{`{"data":{"texts":["x"],"dt":[],"index":1.5,"step":2,"turn":3},"time0":1,"seq0":0,"type":"reasoning-chunks"}`, []string{
+			`{"type":"assistant/chunk","seq":0,"time":1,"data":{"turn":3,"step":2,"chunk":{"type":"reasoning-delta","index":1.5,"text":"x"}}}`,
+		}},
+		{`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"id":"c","name":"n","dt":[0],"args":["{","}"]}}`, []string{
+			`{"type":"assistant/chunk","seq":0,"time":0,"data":{"turn":0,"step":0,"chunk":{"type":"tool-call-delta","index":0,"id":"c","name":"n","argumentsDelta":"{"}}}`,
+			`{"type":"assistant/chunk","seq":1,"time":0,"data":{"turn":0,"step":0,"chunk":{"type":"tool-call-delta","index":0,"id":"c","name":"n","argumentsDelta":"}"}}}`,
+		}},
+		// JS computes seq0+members-1 in floating point: 2^53-1+2 rounds down to 2^53, minus 1 is safe again,
+		// so the harness accepts this row and expands a member with an unsafe seq. Reproduce that.
+		{`{"type":"text-chunks","seq0":9007199254740991,"time0":0,` + "\"data\":{\"turn\":1,\"step\":0,\"index\":0,\"dt\":[1],\"texts\":[\"a\",\"b\"]}}", []string{
+			`{"type":"assistant/chunk","seq":9007199254740991,"time":0,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"a"}}}`,
+			`{"type":"assistant/chunk","seq":9007199254740992,"time":1,"data":{"turn":1,"step":0,"chunk":{"type":"text-delta","index":0,"text":"b"}}}`,
+		}},
+		{`{"type":"turn/start","seq":0}`, []string{`{"type":"turn/start","seq":0}`}},
+		{`["text-chunks"]`, []string{`["text-chunks"]`}},
+		{`null`, []string{`null`}},
+	}
+	for _, c := range cases {
+		raw, err := Canonical([]byte(c.line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := DecodeRecord(raw)
+		if err != nil {
+			t.Errorf("DecodeRecord(%s): %v", c.line, err)
+			continue
+		}
+		if len(evs) != len(c.want) {
+			t.Errorf("DecodeRecord(%s): %d events, want %d", c.line, len(evs), len(c.want))
+			continue
+		}
+		for i, w := range c.want {
+			if string(evs[i].Raw) != w {
+				t.Errorf("DecodeRecord(%s)[%d]\n got: %s\nwant: %s", c.line, i, evs[i].Raw, w)
+			}
+			if !IsCanonical(evs[i].Raw) {
+				t.Errorf("expanded event not canonical: %s", evs[i].Raw)
+			}
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package eventstore
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// This file composes the coordinator's two post-read paths over a backend's stored prefix: readFrom's
+// readStoredPrefix (ReadStored) and inspect/load's prepareCore (Inspect), in the harness's exact check
+// order, so that the first failing check — and so the reported text — is the harness's.
+
+// SurfaceChecker validates the next event of a seed the way the harness's SurfaceManager.validateNext
+// does; the projections package plugs in later. nil = no surface validation yet.
+type SurfaceChecker interface{ Next(e event.Event) error }
+
+// ReadStored is the harness's readFrom(id, 0) post-read path (readStoredPrefix): assertStoredId,
+// assertVersion (UnsupportedError with " (raw log: <path>)" when path != ""), snapshotStoredEvents
+// (legacy refusals, legacy normalization, message-shape check with subject "session event at seq N"),
+// then the vocabulary check. Errors are not wrapped: plain errors with the harness's text, a *TypeError
+// where the harness would raise one, or *UnsupportedError. It returns the normalized events.
+func ReadStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
+	if err := checkStoredID(id, h); err != nil {
+		return nil, err
+	}
+	if err := checkVersion(h, path); err != nil {
+		return nil, err
+	}
+	events, err := normalizeStored(stored, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVocabulary(h, events, path); err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// Inspect is the harness's prepareCore: the ReadStored steps, then the closers (PlanClosers, each
+// message-shape checked), then the restore-mode Session constructor over stored+closers: header
+// validation, and per event the envelope, request/header and message checks, the legacy header check,
+// seq contiguity and sc.Next (wrapped as "invalid seed event at index N: <msg>"). Every failure except
+// *UnsupportedError comes back as *CorruptionError{id, cause}. It returns the normalized stored events
+// and the closers separately.
+func Inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) (events, closers []event.Event, err error) {
+	events, closers, err = inspect(id, h, stored, path, sc)
+	if err != nil {
+		var u *UnsupportedError
+		if errors.As(err, &u) {
+			return nil, nil, err
+		}
+		return nil, nil, &CorruptionError{ID: id, Cause: err}
+	}
+	return events, closers, nil
+}
+
+func inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
+	events, err := ReadStored(id, h, stored, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers, err := PlanClosers(events)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range closers {
+		rec, err := c.Record()
+		if err != nil {
+			return nil, nil, err
+		}
+		seq, seqOK := rec.Get("seq")
+		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := checkRestoredHeader(id, h); err != nil {
+		return nil, nil, err
+	}
+	all := make([]event.Event, 0, len(events)+len(closers))
+	all = append(append(all, events...), closers...)
+	for index, e := range all {
+		rec, err := e.Record()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkEnvelope(rec, index); err != nil {
+			return nil, nil, err
+		}
+		at := "seed event at index " + strconv.Itoa(index)
+		if err := checkSupportedRequestHeader(rec, at); err != nil {
+			return nil, nil, err
+		}
+		if seq, _ := rec.Get("seq"); seq.Num != float64(index) {
+			return nil, nil, errors.New(at + " has seq " + event.FormatNumber(seq.Num) + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
+		}
+		if sc != nil {
+			if err := sc.Next(e); err != nil {
+				return nil, nil, errors.New("invalid " + at + ": " + err.Error())
+			}
+		}
+	}
+	return events, closers, nil
+}
+
+// checkStoredID is assertStoredId: the backend's header must name the requested session.
+func checkStoredID(id string, h event.Header) error {
+	if h.ID != id {
+		return errors.New(`stored session identity mismatch: requested "` + id + `", header contains "` + h.ID + `"`)
+	}
+	return nil
+}
+
+// checkVersion is assertVersion: any format version but the current one is a refusal, not corruption.
+func checkVersion(h event.Header, path string) error {
+	if h.Version == 0 {
+		return nil
+	}
+	return unsupported(event.VersionRefusal(h.ID, h.Version), path)
+}
+
+// checkVocabulary is assertEventsSupported: an unknown event type is a refusal unless the writer marked
+// the event ignorable. It runs on normalized events, after the legacy refusals had their say.
+func checkVocabulary(h event.Header, events []event.Event, path string) error {
+	for _, e := range events {
+		if event.IsKnownType(e.Type) {
+			continue
+		}
+		if ign, ok := e.Member("ignorable"); ok && string(ign) == "true" {
+			continue
+		}
+		rec, err := e.Record()
+		if err != nil {
+			return err
+		}
+		typ, typOK := rec.Get("type")
+		seq, seqOK := rec.Get("seq")
+		return unsupported(`session "`+h.ID+`" contains event type "`+jsString(typ, typOK)+`" (seq `+jsString(seq, seqOK)+
+			`) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness`, path)
+	}
+	return nil
+}
+
+// unsupported builds the coordinator's format refusal, pointing at the raw artifact when there is one.
+func unsupported(reason, path string) *UnsupportedError {
+	if path != "" {
+		reason += " (raw log: " + path + ")"
+	}
+	return &UnsupportedError{Message: reason, Path: path}
+}
+
+// checkRestoredHeader is validateRestoredSessionHeader/validateSessionHeader over the stored header.
+func checkRestoredHeader(id string, h event.Header) error {
+	if h.Version != 0 {
+		return errors.New("session header version must be 0, got " + event.FormatNumber(h.Version))
+	}
+	if h.ID != id {
+		return errors.New(`session header id "` + h.ID + `" does not match session id "` + id + `"`)
+	}
+	if h.CreatedAt < 0 || h.CreatedAt > event.MaxSafeInteger {
+		return errors.New("session header createdAt must be a non-negative safe integer")
+	}
+	if h.Cwd != nil {
+		if h.Cwd.Kind != event.KindString {
+			return errors.New("session header cwd must be a string")
+		}
+		if !strings.HasPrefix(h.Cwd.Str, "/") {
+			return errors.New(`session header cwd must be an absolute path, got "` + h.Cwd.Str + `"`)
+		}
+	}
+	if h.ParentSession != nil && h.ParentSession.Kind != event.KindString {
+		return errors.New("session header parentSession must be a string")
+	}
+	if v := h.SeedLength; v != nil && (v.Kind != event.KindNumber || !event.IsSafeInteger(v.Num) || v.Num < 0) {
+		return errors.New("session header seedLength must be a non-negative safe integer")
+	}
+	if v := h.Origin; v != nil && !strEq(*v, true, "subagent") {
+		return errors.New(`session header origin must be "subagent"`)
+	}
+	if h.DelegationDepth < 0 || h.DelegationDepth > event.MaxSafeInteger {
+		return errors.New("session header delegationDepth must be a non-negative safe integer")
+	}
+	if h.AgentPreset != nil && h.AgentPreset.Kind != event.KindString {
+		return errors.New("session header agentPreset must be a string")
+	}
+	return nil
+}

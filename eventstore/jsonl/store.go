@@ -1,0 +1,733 @@
+package jsonl
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Compression selects the physical encoding of a root; a root holds exactly one.
+type Compression string
+
+// The two encodings the harness writes.
+const (
+	Zstd Compression = "zstd"
+	None Compression = "none"
+)
+
+// Suffix is the transcript file suffix for an encoding.
+func (c Compression) Suffix() string {
+	if c == Zstd {
+		return ".jsonl.zstd"
+	}
+	return ".jsonl"
+}
+
+func (c Compression) opposite() Compression {
+	if c == Zstd {
+		return None
+	}
+	return Zstd
+}
+
+// Backend is the JSONL session store at one root, byte-compatible with the harness's
+// session-persistence-jsonl in the given compression mode.
+type Backend struct {
+	root string
+	mode Compression
+	pack bool
+}
+
+var _ eventstore.Backend = (*Backend)(nil)
+
+// Open returns the backend for root. An empty mode is detected from the artifacts the root holds (the
+// encoding most sessions use, zstd for an empty or absent root), as the harness has no way to sniff it.
+func Open(root string, mode Compression) (*Backend, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	if mode == "" {
+		mode = Detect(abs)
+	}
+	if mode != Zstd && mode != None {
+		return nil, fmt.Errorf("unknown JSONL compression %q (want \"zstd\" or \"none\")", mode)
+	}
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("store root %s is not a directory", abs)
+	}
+	return &Backend{root: abs, mode: mode, pack: true}, nil
+}
+
+// Detect reports which encoding the sessions under root use: the one more artifacts use, zstd on a tie or
+// when there are none.
+func Detect(root string) Compression {
+	var zstd, raw int
+	for _, p := range subdirs(root) {
+		for _, s := range subdirs(p) {
+			if isFile(filepath.Join(s, "session"+Zstd.Suffix())) {
+				zstd++
+			}
+			if isFile(filepath.Join(s, "session"+None.Suffix())) {
+				raw++
+			}
+		}
+	}
+	if raw > zstd {
+		return None
+	}
+	return Zstd
+}
+
+// Root is the absolute store root.
+func (b *Backend) Root() string { return b.root }
+
+// Compression is the encoding this backend reads and writes.
+func (b *Backend) Compression() Compression { return b.mode }
+
+// Name is "jsonl" for zstd roots and "jsonl+raw" for uncompressed ones (the STORE prefixes of DESIGN.md §6).
+func (b *Backend) Name() string {
+	if b.mode == Zstd {
+		return "jsonl"
+	}
+	return "jsonl+raw"
+}
+
+// SetPackChunks turns packed chunk rows off (the harness's packChunks: false). Reading always decodes rows.
+func (b *Backend) SetPackChunks(on bool) { b.pack = on }
+
+// Locate returns the transcript path derived from the header's cwd and id (spec/jsonl.md §1.1).
+func (b *Backend) Locate(h event.Header) (string, error) {
+	project := NoCwdDir
+	if h.Cwd != nil {
+		if h.Cwd.Kind != event.KindString {
+			return "", errors.New("header cwd is not a string")
+		}
+		k, err := ProjectKey(h.Cwd.Str)
+		if err != nil {
+			return "", err
+		}
+		project = k
+	}
+	seg, err := EncodeSegment(h.ID)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(b.root, project, seg, "session"+b.mode.Suffix()), nil
+}
+
+// Revision is the harness's revision token: `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` of the transcript.
+func (b *Backend) Revision(ctx context.Context, id string) (string, error) {
+	path, err := b.find(id)
+	if err != nil {
+		return "", err
+	}
+	return statRevision(path)
+}
+
+func statRevision(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", &eventstore.IOError{Err: err}
+	}
+	return revisionOf(fi), nil
+}
+
+func revisionOf(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Sprintf("0:0:%d:%d:0", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size,
+		st.Mtim.Sec*1e9+st.Mtim.Nsec, st.Ctim.Sec*1e9+st.Ctim.Nsec)
+}
+
+// readStable reads a whole file between two equal stats, retrying while a writer changes it, so the bytes
+// and the revision belong together.
+func readStable(path string) ([]byte, string, error) {
+	for range 100 {
+		before, err := statRevision(path)
+		if err != nil {
+			return nil, "", err
+		}
+		buf, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", &eventstore.IOError{Err: err}
+		}
+		after, err := statRevision(path)
+		if err != nil {
+			return nil, "", err
+		}
+		if before == after {
+			return buf, after, nil
+		}
+	}
+	return nil, "", &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
+}
+
+// find returns the transcript of id, applying the harness's targeted-lookup checks: flat-layout files and
+// opposite-encoding artifacts are errors, and the same id in two project directories is a duplicate.
+func (b *Backend) find(id string) (string, error) {
+	seg, err := EncodeSegment(id)
+	if err != nil {
+		return "", err
+	}
+	var matches []string
+	for _, project := range subdirs(b.root) {
+		for _, c := range []Compression{Zstd, None} {
+			flat := filepath.Join(project, seg+c.Suffix())
+			if exists(flat) {
+				return "", errors.New(flatLayoutText(flat))
+			}
+		}
+		dir := filepath.Join(project, seg)
+		if opp := filepath.Join(dir, "session"+b.mode.opposite().Suffix()); exists(opp) {
+			return "", errors.New(b.mismatchText(opp))
+		}
+		if p := filepath.Join(dir, "session"+b.mode.Suffix()); exists(p) {
+			matches = append(matches, p)
+		}
+	}
+	if len(matches) > 1 {
+		return "", errors.New(duplicateText(id))
+	}
+	if len(matches) == 0 {
+		return "", &eventstore.NotFoundError{ID: id}
+	}
+	return matches[0], nil
+}
+
+func duplicateText(id string) string {
+	return `duplicate JSONL session id "` + id + `" appears in multiple project directories`
+}
+
+func flatLayoutText(path string) string {
+	return "session artifact " + jsonString(path) + " uses the unsupported flat-file layout; use a separate root or move it into a project/session directory before loading"
+}
+
+func (b *Backend) mismatchText(path string) string {
+	return "session artifact " + jsonString(path) + " uses " + b.mode.opposite().Suffix() +
+		", but this backend is configured for compression " + jsonString(string(b.mode)) +
+		"; use a separate root or select the matching compression mode"
+}
+
+func jsonString(s string) string { return string(event.Stringify(event.String(s))) }
+
+// LoadStored reads the stored prefix of one session (the harness's loadStored): header checks, the scan with
+// torn-tail rules, and identity binding.
+func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix, error) {
+	path, err := b.find(id)
+	if err != nil {
+		return nil, err
+	}
+	buf, rev, err := readStable(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.scan(buf)
+	if err != nil {
+		var uv *event.UnsupportedVersionError
+		if errors.As(err, &uv) {
+			return nil, &eventstore.UnsupportedError{Message: uv.Error() + " (raw log: " + path + ")", Path: path}
+		}
+		return nil, err
+	}
+	if err := b.checkIdentity(path, p.Header, id, true); err != nil {
+		return nil, err
+	}
+	p.Revision, p.Path = rev, path
+	return p, nil
+}
+
+func (b *Backend) scan(buf []byte) (*eventstore.Prefix, error) {
+	if b.mode == Zstd {
+		return scanZstd(buf)
+	}
+	nl := bytes.IndexByte(buf, '\n')
+	if nl < 0 {
+		return nil, errHeaderless
+	}
+	h, err := event.ParseHeaderLine(buf[:nl+1])
+	if err != nil {
+		return nil, err
+	}
+	s := newScanner(int64(nl + 1))
+	if err := s.write(buf[nl+1:]); err != nil {
+		return nil, err
+	}
+	p := &eventstore.Prefix{Header: h, Events: s.events}
+	if size := int64(len(buf)); s.committed < size {
+		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: size - s.committed}
+	}
+	return p, nil
+}
+
+var (
+	errZstdHeaderless  = errors.New("empty or header-less Zstandard session log")
+	errZstdHeaderFrame = errors.New("corrupt Zstandard session log: first frame is not exactly one header line")
+	errZstdTornRecord  = errors.New("corrupt Zstandard session log: complete frame contains a torn JSONL record")
+)
+
+func checkHeaderFrame(plain []byte) error {
+	if len(plain) == 0 || plain[len(plain)-1] != '\n' || bytes.IndexByte(plain, '\n') != len(plain)-1 {
+		return errZstdHeaderFrame
+	}
+	return nil
+}
+
+func scanZstd(buf []byte) (*eventstore.Prefix, error) {
+	frames, tornStart, err := ScanFrames(buf, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(frames) == 0 {
+		return nil, errZstdHeaderless
+	}
+	first, err := DecodeFrame(buf, frames[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHeaderFrame(first); err != nil {
+		return nil, err
+	}
+	h, err := event.ParseHeaderLine(first)
+	if err != nil {
+		return nil, err
+	}
+	s := newScanner(int64(len(first)))
+	for _, f := range frames[1:] {
+		plain, err := DecodeFrame(buf, f)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.write(plain); err != nil {
+			return nil, err
+		}
+	}
+	if s.committed != s.input {
+		return nil, errZstdTornRecord
+	}
+	p := &eventstore.Prefix{Header: h}
+	if tornStart >= 0 {
+		complete := len(s.events)
+		if err := s.write(DecodeTornPrefix(buf[tornStart:])); err != nil {
+			return nil, err
+		}
+		p.Torn = &eventstore.Torn{TruncateTo: tornStart, Bytes: int64(len(buf)) - tornStart, Recovered: len(s.events) - complete}
+	}
+	p.Events = s.events
+	return p, nil
+}
+
+// checkIdentity binds an artifact to its header (spec/jsonl.md §2.4): the requested id must match, and the
+// path must be the one the header's cwd and id derive, or the same file through a symlink or case alias.
+func (b *Backend) checkIdentity(path string, h event.Header, want string, checkID bool) error {
+	if checkID && h.ID != want {
+		return fmt.Errorf(`corrupt session log "%s": requested id "%s" does not match header id "%s"`, path, want, h.ID)
+	}
+	expected, err := b.Locate(h)
+	if err != nil {
+		return fmt.Errorf(`corrupt session log "%s": header id cannot name a storage path`, path)
+	}
+	if path != expected && !sameFile(path, expected) {
+		return fmt.Errorf(`corrupt session log "%s": header id "%s" and cwd identify "%s"`, path, h.ID, expected)
+	}
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
+}
+
+// ReadRaw returns the artifact's text: raw mode the whole file including a torn tail, zstd the complete
+// frames decoded. Unlike the harness's readRaw it does not require a valid header, so refused sessions stay
+// readable.
+func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
+	path, err := b.find(id)
+	if err != nil {
+		return nil, err
+	}
+	buf, _, err := readStable(path)
+	if err != nil || b.mode == None {
+		return buf, err
+	}
+	return RawText(buf)
+}
+
+// RawText decodes every complete frame of a zstd artifact, omitting a torn final frame.
+func RawText(buf []byte) ([]byte, error) {
+	frames, _, err := ScanFrames(buf, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(frames) == 0 {
+		return nil, errZstdHeaderless
+	}
+	var out []byte
+	for _, f := range frames {
+		plain, err := DecodeFrame(buf, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, plain...)
+	}
+	return out, nil
+}
+
+// List discovers every session directory holding a transcript, reading its header only.
+func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
+	var out eventstore.Listing
+	byID := map[string][]int{}
+	for _, project := range subdirs(b.root) {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		entries, err := os.ReadDir(project)
+		if err != nil {
+			out.RootErrors = append(out.RootErrors, eventstore.RootError{Path: project, Message: err.Error()})
+			continue
+		}
+		for _, de := range entries {
+			full := filepath.Join(project, de.Name())
+			if de.Type().IsRegular() && (strings.HasSuffix(de.Name(), ".jsonl") || strings.HasSuffix(de.Name(), ".jsonl.zstd")) {
+				out.RootErrors = append(out.RootErrors, eventstore.RootError{Path: full, Message: flatLayoutText(full)})
+			}
+		}
+		for _, de := range entries {
+			if !de.IsDir() {
+				continue
+			}
+			dir := filepath.Join(project, de.Name())
+			if opp := filepath.Join(dir, "session"+b.mode.opposite().Suffix()); exists(opp) {
+				out.RootErrors = append(out.RootErrors, eventstore.RootError{Path: opp, Message: b.mismatchText(opp)})
+				continue
+			}
+			path := filepath.Join(dir, "session"+b.mode.Suffix())
+			if !exists(path) {
+				continue
+			}
+			e := b.entry(filepath.Base(project), de.Name(), path)
+			byID[e.ID] = append(byID[e.ID], len(out.Entries))
+			out.Entries = append(out.Entries, e)
+		}
+	}
+	for id, idx := range byID {
+		if len(idx) < 2 {
+			continue
+		}
+		for _, i := range idx {
+			if out.Entries[i].Refusal == nil {
+				out.Entries[i].Refusal = errors.New(duplicateText(id))
+			}
+		}
+	}
+	return out, nil
+}
+
+// entry reads one session's header the way listing does and turns every reason the harness would skip or
+// reject it into a refusal carrying the text its inspect() would give.
+func (b *Backend) entry(project, name, path string) eventstore.Entry {
+	id, ok := DecodeSegment(name)
+	if !ok {
+		id = name
+	}
+	e := eventstore.Entry{ID: id, ProjectDir: project, Path: path}
+	rec, err := b.headerRecord(path)
+	if err != nil {
+		e.Refusal = err
+		return e
+	}
+	if line := bytes.TrimSuffix(rec, []byte("\n")); len(line) > 0 {
+		if v, err := event.Parse(line); err == nil && v.Kind == event.KindObject {
+			e.HeaderLine = bytes.Clone(line)
+		}
+	}
+	h, err := event.ParseHeaderLine(rec)
+	if err != nil {
+		var uv *event.UnsupportedVersionError
+		if errors.As(err, &uv) {
+			err = &eventstore.UnsupportedError{Message: uv.Error() + " (raw log: " + path + ")", Path: path}
+		}
+		e.Refusal = err
+		return e
+	}
+	e.Header = &h
+	if err := b.checkIdentity(path, h, id, ok); err != nil {
+		e.Refusal = err
+		return e
+	}
+	e.Revision, err = statRevision(path)
+	if err != nil {
+		e.Refusal = err
+	}
+	return e
+}
+
+// headerRecord reads the first record (raw: through the first LF; zstd: the first frame, decoded) without
+// reading the rest of the artifact.
+func (b *Backend) headerRecord(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &eventstore.IOError{Err: err}
+	}
+	defer f.Close()
+	var buf []byte
+	chunk := make([]byte, 8192)
+	for {
+		n, err := f.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if b.mode == None {
+			if nl := bytes.IndexByte(buf, '\n'); nl >= 0 {
+				return buf[:nl+1], nil
+			}
+		} else if n > 0 {
+			frames, _, serr := ScanFrames(buf, 1)
+			if serr != nil {
+				return nil, serr
+			}
+			if len(frames) == 1 {
+				plain, derr := DecodeFrame(buf, frames[0])
+				if derr != nil {
+					return nil, errors.New("corrupt Zstandard session log: header frame failed validation")
+				}
+				if err := checkHeaderFrame(plain); err != nil {
+					return nil, err
+				}
+				return plain, nil
+			}
+		}
+		if err != nil {
+			if b.mode == Zstd {
+				return nil, errZstdHeaderless
+			}
+			return nil, errHeaderless
+		}
+	}
+}
+
+// Materialize publishes a new transcript holding the header and the first batch (spec/jsonl.md §5.2):
+// directories created 0700 and fsynced, content written to an exclusive temp file, fsynced, then hard-linked
+// to the final name so an existing log is never clobbered.
+func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) error {
+	final, err := b.Locate(h)
+	if err != nil {
+		return err
+	}
+	opp := strings.TrimSuffix(final, b.mode.Suffix()) + b.mode.opposite().Suffix()
+	if exists(opp) {
+		return errors.New(b.mismatchText(opp))
+	}
+	content := b.encodeHeader(h)
+	content = b.appendBatch(content, batch)
+	dir := filepath.Dir(final)
+	project := filepath.Dir(dir)
+	for _, step := range [][2]string{{b.root, filepath.Dir(b.root)}, {project, b.root}, {dir, project}} {
+		if err := os.MkdirAll(step[0], 0o700); err != nil {
+			return &eventstore.IOError{Err: err}
+		}
+		if err := syncDir(step[1]); err != nil {
+			return err
+		}
+	}
+	if exists(final) {
+		return fmt.Errorf(`refusing to materialize "%s": a log already exists on disk (load/resume it instead)`, h.ID)
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
+	if err := writeSynced(tmp, content); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Link(tmp, final); err != nil {
+		os.Remove(tmp)
+		return &eventstore.IOError{Err: err}
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	_ = os.Remove(tmp) // the publish is already durable; a stale temp link is harmless
+	return nil
+}
+
+func (b *Backend) encodeHeader(h event.Header) []byte {
+	line := append(h.Line(), '\n')
+	if b.mode == Zstd {
+		return EncodeFrame(nil, line)
+	}
+	return line
+}
+
+// appendBatch encodes one durable batch: its lines (chunk runs packed) each ending in LF, as one frame in
+// zstd mode.
+func (b *Backend) appendBatch(dst []byte, batch []event.Event) []byte {
+	var lines [][]byte
+	if b.pack {
+		lines = event.PackBatch(batch)
+	} else {
+		for _, e := range batch {
+			lines = append(lines, e.Raw)
+		}
+	}
+	var body []byte
+	for _, l := range lines {
+		body = append(append(body, l...), '\n')
+	}
+	if b.mode == Zstd {
+		return EncodeFrame(dst, body)
+	}
+	return append(dst, body...)
+}
+
+func writeSynced(path string, content []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	_, werr := f.Write(content)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return &eventstore.IOError{Err: werr}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	return nil
+}
+
+// AppendBatch appends one batch at EOF and fsyncs; on failure the file is cut back to its previous size so a
+// retry of the same batch cannot leave a seq gap (spec/jsonl.md §5.3).
+func (b *Backend) AppendBatch(ctx context.Context, h event.Header, batch []event.Event) error {
+	path, err := b.Locate(h)
+	if err != nil {
+		return err
+	}
+	return appendBytes(path, b.appendBatch(nil, batch))
+}
+
+func appendBytes(path string, content []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return &eventstore.IOError{Err: err}
+	}
+	_, werr := f.Write(content)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	f.Close()
+	if werr == nil {
+		return nil
+	}
+	if rerr := truncateSynced(path, fi.Size()); rerr != nil {
+		return &eventstore.IOError{Err: fmt.Errorf("failed to roll back append to %s: %w (after %w)", jsonString(path), rerr, werr)}
+	}
+	return &eventstore.IOError{Err: werr}
+}
+
+func truncateSynced(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// CommitRepair cuts a torn tail and appends the recovered events and closers as one batch. The cut bytes are
+// first kept in a sidecar `<artifact>.torn-<unix ns>` beside the transcript — the harness's discovery reads
+// only the fixed transcript name, and evidence is never thrown away.
+func (b *Backend) CommitRepair(ctx context.Context, h event.Header, torn *eventstore.Torn, recovered, closers []event.Event) error {
+	path, err := b.Locate(h)
+	if err != nil {
+		return err
+	}
+	if torn != nil {
+		buf, err := os.ReadFile(path)
+		if err != nil {
+			return &eventstore.IOError{Err: err}
+		}
+		if int64(len(buf)) > torn.TruncateTo {
+			side := path + ".torn-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			if err := writeSynced(side, buf[torn.TruncateTo:]); err != nil {
+				return err
+			}
+			if err := syncDir(filepath.Dir(path)); err != nil {
+				return err
+			}
+		}
+		if err := truncateSynced(path, torn.TruncateTo); err != nil {
+			return &eventstore.IOError{Err: err}
+		}
+	}
+	batch := append(append([]event.Event(nil), recovered...), closers...)
+	if len(batch) == 0 {
+		return nil
+	}
+	return appendBytes(path, b.appendBatch(nil, batch))
+}
+
+// subdirs lists the directories (not symlinks to them, as the harness's Dirent check) in dir, sorted.
+func subdirs(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}

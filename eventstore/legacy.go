@@ -1,0 +1,436 @@
+package eventstore
+
+import (
+	"errors"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// This file reproduces the coordinator's read-side legacy handling (session-persistence/src/coordinator.ts):
+// refusal of retired vocabulary (assertSupportedEvents) and the in-memory upgrade of older shapes the build
+// still reads (migrateLegacy*), followed per event by the message-shape check of adoptSessionEvent. The
+// upgraded JSON must equal what the harness's object spreads produce, so every rewrite below keeps the
+// member order a spread keeps: an existing key stays where it was, a new key goes last.
+
+// checkSupportedEvents is assertSupportedEvents: three whole-log scans, in this order, for retired types.
+// The fallback scan reads data.reason and so raises the harness's TypeError on a request/header without
+// object-like data.
+func checkSupportedEvents(events []event.Event, recs []event.Value, id string) error {
+	for _, t := range []string{"request/header-delta", "mode/set"} {
+		for i, e := range events {
+			if e.Type == t {
+				seq, ok := recs[i].Get("seq")
+				return errors.New(`session "` + id + `" contains unsupported legacy ` + t + ` event at seq ` + jsString(seq, ok))
+			}
+		}
+	}
+	for i, e := range events {
+		if e.Type != "request/header" {
+			continue
+		}
+		data, dataOK := recs[i].Get("data")
+		reason, reasonOK, err := jsGet(data, dataOK, "reason")
+		if err != nil {
+			return err
+		}
+		if strEq(reason, reasonOK, "fallback") {
+			seq, ok := recs[i].Get("seq")
+			return errors.New(`session "` + id + `" contains unsupported legacy request/header reason "fallback" at seq ` + jsString(seq, ok))
+		}
+	}
+	return nil
+}
+
+// legacyMessageID mints `legacy-message:<id>:<seq>`, the import identity of a pre-identity message.
+func legacyMessageID(id string, seq event.Value, seqOK bool) event.Value {
+	return event.String("legacy-message:" + id + ":" + jsString(seq, seqOK))
+}
+
+// spread returns a fresh object holding obj's members (a JS `{...obj}`), so that later members can be
+// appended without aliasing obj.
+func spread(obj event.Value) []event.Member {
+	return append([]event.Member(nil), obj.Obj...)
+}
+
+// withMembers is `{...obj, k1: v1, ...}`: existing keys keep their position, new keys go last.
+func withMembers(obj event.Value, ms ...event.Member) event.Value {
+	return event.Object(append(spread(obj), ms...)...)
+}
+
+// withoutKeys is the rest object of `const {k1, k2, ...rest} = obj`.
+func withoutKeys(obj event.Value, keys ...string) event.Value {
+	out := make([]event.Member, 0, len(obj.Obj))
+	for _, m := range obj.Obj {
+		if !contains(keys, m.Key) {
+			out = append(out, m)
+		}
+	}
+	return event.Object(out...)
+}
+
+// optMember builds a member for a JS object literal entry whose value may be undefined; JSON.stringify
+// drops such entries, so an undefined value yields no member at all.
+func optMember(key string, v event.Value, present bool) []event.Member {
+	if !present {
+		return nil
+	}
+	return []event.Member{{Key: key, Value: v}}
+}
+
+// migrateTurnStart is migrateLegacyTurnStartEvent: an old turn/start carried a `trigger`, which is dropped
+// after the complete old shape is verified.
+func migrateTurnStart(rec event.Value, id string) (event.Value, bool, error) {
+	if typ, ok := rec.Get("type"); !strEq(typ, ok, "turn/start") {
+		return rec, false, nil
+	}
+	data, dataOK := rec.Get("data")
+	if !isRecord(data, dataOK) || !data.Has("trigger") {
+		return rec, false, nil
+	}
+	turn, turnOK := data.Get("turn")
+	trigger, trigOK := data.Get("trigger")
+	kind, kindOK := trigger.Get("kind")
+	if !isSafeInt(turn, turnOK) || turn.Num < 1 ||
+		!hasOnlyKeys(data, []string{"turn", "trigger"}) ||
+		!isRecord(trigger, trigOK) || !isNonEmptyStr(kind, kindOK) {
+		return rec, false, malformedLegacy(rec, id, "turn/start")
+	}
+	return withMembers(rec, event.Member{Key: "data", Value: event.Object(event.Member{Key: "turn", Value: turn})}), true, nil
+}
+
+func malformedLegacy(rec event.Value, id, what string) error {
+	seq, ok := rec.Get("seq")
+	return errors.New(`session "` + id + `" contains malformed pre-react-loop ` + what + ` at seq ` + jsString(seq, ok))
+}
+
+// migrateTurnEnd is migrateLegacyTurnEndEvent: every turn/end must have exactly {turn, reason}; the old
+// aborted/disposed/error reason shapes become their current forms and unknown kinds pass untouched.
+func migrateTurnEnd(rec event.Value, id string) (event.Value, bool, error) {
+	if typ, ok := rec.Get("type"); !strEq(typ, ok, "turn/end") {
+		return rec, false, nil
+	}
+	data, dataOK := rec.Get("data")
+	if !isRecord(data, dataOK) {
+		return rec, false, nil
+	}
+	malformed := func() (event.Value, bool, error) { return rec, false, malformedLegacy(rec, id, "turn/end") }
+	turn, turnOK := data.Get("turn")
+	reason, reasonOK := data.Get("reason")
+	kind, kindOK := reason.Get("kind")
+	if !isSafeInt(turn, turnOK) || turn.Num < 1 ||
+		!hasOnlyKeys(data, []string{"turn", "reason"}) ||
+		!isRecord(reason, reasonOK) || !isStr(kind, kindOK) {
+		return malformed()
+	}
+	var current event.Value
+	switch kind.Str {
+	case "completed", "blocked", "max-tokens", "interrupted":
+		if !hasOnlyKeys(reason, []string{"kind"}) {
+			return malformed()
+		}
+		return rec, false, nil
+	case "aborted":
+		if reason.Has("reason") {
+			return rec, false, nil
+		}
+		if !hasOnlyKeys(reason, []string{"kind"}) {
+			return malformed()
+		}
+		current = event.Object(
+			event.Member{Key: "kind", Value: event.String("aborted")},
+			event.Member{Key: "reason", Value: event.Object(event.Member{Key: "kind", Value: event.String("legacy")})},
+		)
+	case "disposed":
+		if !hasOnlyKeys(reason, []string{"kind"}) {
+			return malformed()
+		}
+		current = event.Object(
+			event.Member{Key: "kind", Value: event.String("aborted")},
+			event.Member{Key: "reason", Value: event.Object(event.Member{Key: "kind", Value: event.String("disposed")})},
+		)
+	case "error":
+		if reason.Has("error") {
+			return rec, false, nil
+		}
+		if step, ok := reason.Get("step"); !isSafeInt(step, ok) || step.Num < 0 {
+			return malformed()
+		}
+		failure, failureOK := reason.Get("failure")
+		if isRecord(failure, failureOK) && hasOnlyKeys(reason, []string{"kind", "step", "failure"}) && validLegacyFailure(failure) {
+			current = event.Object(
+				event.Member{Key: "kind", Value: event.String("error")},
+				event.Member{Key: "error", Value: failure},
+			)
+			break
+		}
+		msg, msgOK := reason.Get("message")
+		code, codeOK := reason.Get("code")
+		keys := []string{"kind", "step", "message"}
+		if codeOK {
+			keys = append(keys, "code")
+		}
+		if !hasOnlyKeys(reason, keys) || !isStr(msg, msgOK) || (codeOK && !isStr(code, codeOK)) {
+			return malformed()
+		}
+		if !codeOK {
+			code = event.String("UNKNOWN")
+		}
+		current = event.Object(
+			event.Member{Key: "kind", Value: event.String("error")},
+			event.Member{Key: "error", Value: event.Object(
+				event.Member{Key: "message", Value: msg},
+				event.Member{Key: "code", Value: code},
+			)},
+		)
+	default:
+		return rec, false, nil
+	}
+	newData := withMembers(data, event.Member{Key: "reason", Value: current})
+	return withMembers(rec, event.Member{Key: "data", Value: newData}), true, nil
+}
+
+// validLegacyFailure checks the old error reason's LlmFailure payload.
+func validLegacyFailure(f event.Value) bool {
+	if !hasOnlyKeys(f, []string{"message", "code"}, "status", "providerRetryAfterMs", "requestId") {
+		return false
+	}
+	msg, msgOK := f.Get("message")
+	code, codeOK := f.Get("code")
+	if !isStr(msg, msgOK) || !isStr(code, codeOK) {
+		return false
+	}
+	if v, ok := f.Get("status"); ok && v.Kind != event.KindNumber {
+		return false
+	}
+	if v, ok := f.Get("providerRetryAfterMs"); ok && v.Kind != event.KindNumber {
+		return false
+	}
+	if v, ok := f.Get("requestId"); ok && v.Kind != event.KindString {
+		return false
+	}
+	return true
+}
+
+// migrateSteering is migrateLegacySteeringEvent: the removed steering/message surface event becomes a
+// user/message, either by unwrapping {turn, message} or by identifying a flat {turn, content, source}.
+func migrateSteering(rec event.Value, id string) (event.Value, bool, error) {
+	if typ, ok := rec.Get("type"); !strEq(typ, ok, "steering/message") {
+		return rec, false, nil
+	}
+	data, dataOK := rec.Get("data")
+	if !isRecord(data, dataOK) {
+		return rec, false, malformedLegacy(rec, id, "steering/message")
+	}
+	turn, turnOK := data.Get("turn")
+	if wrapped, ok := data.Get("message"); isRecord(wrapped, ok) && isSafeInt(turn, turnOK) &&
+		hasOnlyKeys(data, []string{"turn", "message"}) {
+		return withMembers(rec,
+			event.Member{Key: "type", Value: event.String("user/message")},
+			event.Member{Key: "data", Value: wrapped},
+		), true, nil
+	}
+	if !isSafeInt(turn, turnOK) || !hasOnlyKeys(data, []string{"turn", "content", "source"}) {
+		return rec, false, malformedLegacy(rec, id, "steering/message")
+	}
+	seq, seqOK := rec.Get("seq")
+	msg := withMembers(withoutKeys(data, "turn"),
+		event.Member{Key: "id", Value: legacyMessageID(id, seq, seqOK)},
+		event.Member{Key: "role", Value: event.String("user")},
+	)
+	return withMembers(rec,
+		event.Member{Key: "type", Value: event.String("user/message")},
+		event.Member{Key: "data", Value: msg},
+	), true, nil
+}
+
+// replacementStart reads surfaceOp.start of a replace marker, leaving malformed markers to the surface
+// validator.
+func replacementStart(rec event.Value) (float64, bool) {
+	op, ok := rec.Get("surfaceOp")
+	if !isRecord(op, ok) {
+		return 0, false
+	}
+	kind, kindOK := op.Get("op")
+	start, startOK := op.Get("start")
+	if !strEq(kind, kindOK, "replace") || !startOK || start.Kind != event.KindNumber {
+		return 0, false
+	}
+	return start.Num, true
+}
+
+// migrateMessage is migrateLegacyMessageEvent: pre-identity user/assistant/tool-result events gain the
+// current wrapper and a minted id; a legacy tool/result replacement inherits the id of the event at its
+// start. Current-looking but malformed events stay untouched for the shape check to reject.
+func migrateMessage(rec event.Value, id string, messageIDs map[float64]string) (event.Value, bool) {
+	data, dataOK := rec.Get("data")
+	if !isRecord(data, dataOK) {
+		return rec, false
+	}
+	typ, _ := rec.Get("type")
+	if typ.Kind != event.KindString {
+		return rec, false
+	}
+	seq, seqOK := rec.Get("seq")
+	switch typ.Str {
+	case "user/message":
+		if data.Has("id") || data.Has("role") || data.Has("message") || !data.Has("content") || !data.Has("source") {
+			return rec, false
+		}
+		msg := withMembers(data,
+			event.Member{Key: "id", Value: legacyMessageID(id, seq, seqOK)},
+			event.Member{Key: "role", Value: event.String("user")},
+		)
+		return withMembers(rec, event.Member{Key: "data", Value: msg}), true
+	case "assistant/message":
+		if data.Has("message") || !data.Has("content") || !data.Has("provenance") {
+			return rec, false
+		}
+		content, _ := data.Get("content")
+		provenance, _ := data.Get("provenance")
+		var source []event.Member
+		if isRecord(provenance, true) {
+			source = spread(provenance)
+		}
+		source = append(source, event.Member{Key: "kind", Value: event.String("model")})
+		msg := event.Object(
+			event.Member{Key: "id", Value: legacyMessageID(id, seq, seqOK)},
+			event.Member{Key: "role", Value: event.String("assistant")},
+			event.Member{Key: "content", Value: content},
+			event.Member{Key: "source", Value: event.Object(source...)},
+		)
+		newData := withMembers(withoutKeys(data, "content", "provenance"), event.Member{Key: "message", Value: msg})
+		return withMembers(rec, event.Member{Key: "data", Value: newData}), true
+	case "tool/result":
+		if data.Has("message") || !data.Has("callId") || !data.Has("content") || !data.Has("isError") {
+			return rec, false
+		}
+		callID, _ := data.Get("callId")
+		content, _ := data.Get("content")
+		isError, _ := data.Get("isError")
+		var msgID event.Value
+		msgIDOK := true
+		if start, ok := replacementStart(rec); ok {
+			var s string
+			s, msgIDOK = messageIDs[start]
+			msgID = event.String(s)
+		} else {
+			msgID = legacyMessageID(id, seq, seqOK)
+		}
+		var ms []event.Member
+		ms = append(ms, optMember("id", msgID, msgIDOK)...)
+		ms = append(ms,
+			event.Member{Key: "role", Value: event.String("user")},
+			event.Member{Key: "content", Value: event.Array(event.Object(
+				event.Member{Key: "type", Value: event.String("tool-result")},
+				event.Member{Key: "toolCallId", Value: callID},
+				event.Member{Key: "content", Value: content},
+				event.Member{Key: "isError", Value: isError},
+			))},
+			event.Member{Key: "source", Value: event.Object(
+				event.Member{Key: "kind", Value: event.String("tool")},
+				event.Member{Key: "callId", Value: callID},
+			)},
+		)
+		newData := withMembers(withoutKeys(data, "callId", "content", "isError"), event.Member{Key: "message", Value: event.Object(ms...)})
+		return withMembers(rec, event.Member{Key: "data", Value: newData}), true
+	}
+	return rec, false
+}
+
+// eventMessageID is eventMessageId: the string id of the message an event carries (data itself for
+// user/message, data.message otherwise, for any event type).
+func eventMessageID(rec event.Value) (string, bool) {
+	data, dataOK := rec.Get("data")
+	var msg event.Value
+	msgOK := false
+	if typ, ok := rec.Get("type"); strEq(typ, ok, "user/message") {
+		msg, msgOK = data, isRecord(data, dataOK)
+	} else if isRecord(data, dataOK) {
+		m, ok := data.Get("message")
+		msg, msgOK = m, isRecord(m, ok)
+	}
+	if !msgOK {
+		return "", false
+	}
+	id, ok := msg.Get("id")
+	if !isStr(id, ok) {
+		return "", false
+	}
+	return id.Str, true
+}
+
+// normalizeStored is snapshotStoredEvents/adoptStoredEvents: refuse retired vocabulary, then upgrade
+// each event in log order and check its message shape before moving on, so the first offending event
+// decides the error. Unchanged events keep their original bytes.
+func normalizeStored(stored []event.Event, id string) ([]event.Event, error) {
+	recs := make([]event.Value, len(stored))
+	for i, e := range stored {
+		rec, err := e.Record()
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = rec
+	}
+	if err := checkSupportedEvents(stored, recs, id); err != nil {
+		return nil, err
+	}
+	messageIDs := make(map[float64]string)
+	out := make([]event.Event, len(stored))
+	for i, rec := range recs {
+		changed := false
+		for _, migrate := range []func(event.Value, string) (event.Value, bool, error){
+			migrateTurnStart, migrateTurnEnd, migrateSteering,
+		} {
+			next, did, err := migrate(rec, id)
+			if err != nil {
+				return nil, err
+			}
+			rec, changed = next, changed || did
+		}
+		next, did := migrateMessage(rec, id, messageIDs)
+		rec, changed = next, changed || did
+		seq, seqOK := rec.Get("seq")
+		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
+			return nil, err
+		}
+		if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
+			messageIDs[seq.Num] = mid
+		}
+		if !changed {
+			out[i] = stored[i]
+			continue
+		}
+		e, err := event.NewEvent(event.Stringify(rec))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// NeedsLegacyPrefix is the coordinator's needsLegacyPrefix: whether a stored event's upgrade depends on
+// message ids minted earlier in the log, so that a seek-capable readFrom must fall back to reading the
+// whole stored prefix instead of normalizing the suffix alone.
+func NeedsLegacyPrefix(e event.Event) bool {
+	if e.Type == "steering/message" {
+		return true
+	}
+	rec, err := e.Record()
+	if err != nil {
+		return false
+	}
+	data, ok := rec.Get("data")
+	if !isRecord(data, ok) {
+		return false
+	}
+	switch e.Type {
+	case "user/message":
+		return !data.Has("id") && data.Has("content")
+	case "assistant/message":
+		return !data.Has("message") && data.Has("content")
+	case "tool/result":
+		return !data.Has("message") && data.Has("callId")
+	}
+	return false
+}

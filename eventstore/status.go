@@ -1,0 +1,212 @@
+package eventstore
+
+import (
+	"errors"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// StatusInput is what a session status is computed from. Events is the list the other views use (stored,
+// or stored + closers with --inspect); Closers and Torn describe the repair a resume would commit.
+type StatusInput struct {
+	ID        string
+	Backend   string
+	Location  string
+	Header    *event.Header
+	Revision  string
+	Events    []event.Event
+	Closers   []event.Event
+	Torn      *Torn
+	Refusal   error
+	Live      bool
+	Pending   int
+	LastError event.Value // null unless a write side recorded one
+}
+
+// SessionStatus renders the session status.json object of DESIGN.md §4, every key present and in order.
+func SessionStatus(in StatusInput) event.Value {
+	null := event.Value{}
+	state := "cold"
+	switch {
+	case in.Refusal != nil:
+		state = "refused"
+	case in.Live:
+		state = "live"
+	}
+	formatVersion := null
+	if in.Header != nil {
+		formatVersion = event.Number(in.Header.Version)
+	}
+	n := int64(len(in.Events))
+	openTurn := null
+	if t, ok := OpenTurn(in.Events); ok && in.Refusal == nil {
+		openTurn = event.Number(float64(t))
+	}
+	preview := make([]event.Value, 0, len(in.Closers))
+	for _, c := range in.Closers {
+		if v, err := c.Record(); err == nil {
+			preview = append(preview, v)
+		}
+	}
+	var torn int64
+	if in.Torn != nil {
+		torn = in.Torn.Bytes
+	}
+	refusal := null
+	if in.Refusal != nil {
+		refusal = event.Object(
+			event.Member{Key: "kind", Value: event.String(string(Classify(in.Refusal)))},
+			event.Member{Key: "message", Value: event.String(in.Refusal.Error())},
+		)
+	}
+	outcomes := []event.Value{}
+	if in.Refusal == nil {
+		for _, u := range UnknownOutcomes(in.Events) {
+			outcomes = append(outcomes, u.Value())
+		}
+	}
+	num := func(i int64) event.Value { return event.Number(float64(i)) }
+	return event.Object(
+		event.Member{Key: "id", Value: event.String(in.ID)},
+		event.Member{Key: "state", Value: event.String(state)},
+		event.Member{Key: "backend", Value: event.String(in.Backend)},
+		event.Member{Key: "location", Value: event.String(in.Location)},
+		event.Member{Key: "formatVersion", Value: formatVersion},
+		event.Member{Key: "revision", Value: event.String(in.Revision)},
+		event.Member{Key: "events", Value: num(n)},
+		event.Member{Key: "nextSeq", Value: num(n + int64(in.Pending))},
+		event.Member{Key: "durableSeq", Value: num(n - 1)},
+		event.Member{Key: "pending", Value: num(int64(in.Pending))},
+		event.Member{Key: "balanced", Value: event.Bool(in.Refusal == nil && Balanced(in.Events))},
+		event.Member{Key: "openTurn", Value: openTurn},
+		event.Member{Key: "repairNeeded", Value: event.Bool(in.Refusal == nil && (len(in.Closers) > 0 || torn > 0))},
+		event.Member{Key: "repairPreview", Value: event.Array(preview...)},
+		event.Member{Key: "tornBytes", Value: num(torn)},
+		event.Member{Key: "unknownOutcomes", Value: event.Array(outcomes...)},
+		event.Member{Key: "activeCompaction", Value: null},
+		event.Member{Key: "refusal", Value: refusal},
+		event.Member{Key: "lastError", Value: in.LastError},
+		event.Member{Key: "lastCommand", Value: null},
+	)
+}
+
+// UnknownOutcome is a tool call whose external effect nobody has verified: no tool/result was recorded, or
+// only the TOOL_OUTCOME_UNKNOWN result a crash repair synthesizes.
+type UnknownOutcome struct {
+	CallID        string
+	CallSeq       int64
+	Turn, Step    event.Value
+	Name          event.Value
+	ResolvedBySeq int64 // seq of the synthetic TOOL_OUTCOME_UNKNOWN result; -1 when there is none
+}
+
+// Value renders the DESIGN.md §4 unknownOutcomes entry.
+func (u UnknownOutcome) Value() event.Value {
+	resolved := event.Value{}
+	if u.ResolvedBySeq >= 0 {
+		resolved = event.Number(float64(u.ResolvedBySeq))
+	}
+	return event.Object(
+		event.Member{Key: "callId", Value: event.String(u.CallID)},
+		event.Member{Key: "callSeq", Value: event.Number(float64(u.CallSeq))},
+		event.Member{Key: "turn", Value: u.Turn},
+		event.Member{Key: "step", Value: u.Step},
+		event.Member{Key: "name", Value: u.Name},
+		event.Member{Key: "resolvedBySeq", Value: resolved},
+	)
+}
+
+// UnknownOutcomes lists the recorded tool calls (tool/call events) without a real result, in log order.
+// A call recorded twice under one id is reported at its last tool/call, the one a repair would cite.
+func UnknownOutcomes(events []event.Event) []UnknownOutcome {
+	type state struct {
+		u       UnknownOutcome
+		settled bool
+	}
+	var order []string
+	calls := map[string]*state{}
+	for _, e := range events {
+		switch e.Type {
+		case "tool/call":
+			rec, err := e.Record()
+			if err != nil {
+				continue
+			}
+			data, _ := rec.Get("data")
+			id, ok := data.Get("callId")
+			if !ok || id.Kind != event.KindString {
+				continue
+			}
+			turn, _ := data.Get("turn")
+			step, _ := data.Get("step")
+			name, _ := data.Get("name")
+			if _, seen := calls[id.Str]; !seen {
+				order = append(order, id.Str)
+			}
+			calls[id.Str] = &state{u: UnknownOutcome{CallID: id.Str, CallSeq: e.Seq, Turn: turn, Step: step, Name: name, ResolvedBySeq: -1}}
+		case "tool/result":
+			rec, err := e.Record()
+			if err != nil {
+				continue
+			}
+			data, _ := rec.Get("data")
+			msg, _ := data.Get("message")
+			src, _ := msg.Get("source")
+			id, ok := src.Get("callId")
+			if !ok || id.Kind != event.KindString {
+				continue
+			}
+			st := calls[id.Str]
+			if st == nil || st.settled {
+				continue
+			}
+			errv, _ := data.Get("error")
+			if code, _ := errv.Get("code"); code.Kind == event.KindString && code.Str == "TOOL_OUTCOME_UNKNOWN" {
+				st.u.ResolvedBySeq = e.Seq
+				continue
+			}
+			st.settled = true
+		}
+	}
+	var out []UnknownOutcome
+	for _, id := range order {
+		if st := calls[id]; !st.settled {
+			out = append(out, st.u)
+		}
+	}
+	return out
+}
+
+// StoreStatus renders the store status.json object of DESIGN.md §4.
+func StoreStatus(backend, root string, l Listing) event.Value {
+	refused := 0
+	for _, e := range l.Entries {
+		if e.Refusal != nil {
+			refused++
+		}
+	}
+	rootErrs := make([]event.Value, 0, len(l.RootErrors))
+	for _, r := range l.RootErrors {
+		rootErrs = append(rootErrs, event.Object(
+			event.Member{Key: "path", Value: event.String(r.Path)},
+			event.Member{Key: "message", Value: event.String(r.Message)},
+		))
+	}
+	return event.Object(
+		event.Member{Key: "backend", Value: event.String(backend)},
+		event.Member{Key: "root", Value: event.String(root)},
+		event.Member{Key: "formatVersion", Value: event.Number(0)},
+		event.Member{Key: "sessions", Value: event.Number(float64(len(l.Entries)))},
+		event.Member{Key: "refused", Value: event.Number(float64(refused))},
+		event.Member{Key: "live", Value: event.Number(0)},
+		event.Member{Key: "pending", Value: event.Number(0)},
+		event.Member{Key: "rootErrors", Value: event.Array(rootErrs...)},
+		event.Member{Key: "lastError", Value: event.Value{}},
+	)
+}
+
+// IsNotFound reports whether err says the session does not exist.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf)
+}

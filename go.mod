@@ -1,0 +1,5 @@
+module github.com/dshfs/dshfs
+
+go 1.26.8
+
+require github.com/klauspost/compress v1.20.4 // indirect

@@ -1,0 +1,41 @@
+// dump.mjs ROOT ID... — open a JSONL store with the harness's own published provider and print, per id, one
+// JSON line {id, header, stored, events, error}: header = JSON.stringify(inspect().meta), stored = readFrom(id, 0)
+// events and events = inspect() events, each as its JSON.stringify line. One Node process serves every id, so
+// interop tests over hundreds of sessions stay fast. Compression is taken from the files in ROOT.
+import { readdirSync, statSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+const { Context } = await import('@deepseek-ai/cordis')
+const { default: SessionStore } = await import('@deepseek-ai/dsh-session')
+const { default: JsonlSessionPersistence } = await import('@deepseek-ai/dsh-session-persistence-jsonl')
+const [rootArg, ...ids] = process.argv.slice(2)
+const root = resolve(rootArg)
+function detect(dir, depth = 0) {
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name)
+    if (name.endsWith('.jsonl.zstd')) return 'zstd'
+    if (name.endsWith('.jsonl')) return 'none'
+    if (depth < 3 && statSync(p).isDirectory()) { const d = detect(p, depth + 1); if (d) return d }
+  }
+  return undefined
+}
+const compression = detect(root) ?? 'zstd'
+const ctx = new Context(); await ctx.plugin(SessionStore)
+const fiber = await ctx.plugin(JsonlSessionPersistence, { root, compression })
+const p = ctx.sessionPersistence
+if (ids.length === 1 && ids[0] === '--list') {
+  for (const h of await p.list()) console.log(JSON.stringify(h))
+} else {
+  for (const id of ids) {
+    const out = { id }
+    try {
+      out.stored = (await p.readFrom(id, 0)).events.map(e => JSON.stringify(e))
+      const ins = await p.inspect(id)
+      out.header = JSON.stringify(ins.meta)
+      out.events = ins.events.map(e => JSON.stringify(e))
+    } catch (err) {
+      out.error = String(err?.message ?? err)
+    }
+    console.log(JSON.stringify(out))
+  }
+}
+await fiber.dispose()

