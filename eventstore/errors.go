@@ -33,7 +33,11 @@ type CorruptionError struct {
 }
 
 func (e *CorruptionError) Error() string {
-	return "stored session " + jsQuote(e.ID) + " failed validation: Error: " + e.Cause.Error()
+	name := "Error"
+	if n, ok := e.Cause.(interface{ JSErrorName() string }); ok {
+		name = n.JSErrorName() // String(err) of a JS TypeError starts "TypeError: "
+	}
+	return "stored session " + jsQuote(e.ID) + " failed validation: " + name + ": " + e.Cause.Error()
 }
 
 func (e *CorruptionError) Unwrap() error { return e.Cause }

@@ -87,7 +87,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	pending map[string]event.Header // created but not yet materialized (lazy materialization)
-	cursors map[string]cursor        // durable length of sessions this Store wrote or loaded
+	cursors map[string]cursor       // durable length of sessions this Store wrote or loaded
 	locks   map[string]*sync.Mutex
 }
 
@@ -121,7 +121,9 @@ func (s *Store) ReadRaw(ctx context.Context, id string) ([]byte, error) { return
 func (s *Store) Locate(h event.Header) (string, error) { return s.b.Locate(h) }
 
 // Revision returns the stored session's change token.
-func (s *Store) Revision(ctx context.Context, id string) (string, error) { return s.b.Revision(ctx, id) }
+func (s *Store) Revision(ctx context.Context, id string) (string, error) {
+	return s.b.Revision(ctx, id)
+}
 
 // ReadFrom is the harness's readFrom(id, seq): the stored, normalized log from seq on, without repair.
 func (s *Store) ReadFrom(ctx context.Context, id string, seq int64) (*Prefix, error) {

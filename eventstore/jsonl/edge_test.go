@@ -221,7 +221,7 @@ func TestRootErrorsDoNotHideSessions(t *testing.T) {
 		t.Fatalf("entries: %+v", l.Entries)
 	}
 	want := map[string]string{
-		flat: "session artifact " + jsonString(flat) + " uses the unsupported flat-file layout; use a separate root or move it into a project/session directory before loading",
+		flat:  "session artifact " + jsonString(flat) + " uses the unsupported flat-file layout; use a separate root or move it into a project/session directory before loading",
 		zpath: "session artifact " + jsonString(zpath) + ` uses .jsonl.zstd, but this backend is configured for compression "none"; use a separate root or select the matching compression mode`,
 	}
 	if len(l.RootErrors) != 2 {
