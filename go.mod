@@ -2,4 +2,4 @@ module github.com/dshfs/dshfs
 
 go 1.26.8
 
-require github.com/klauspost/compress v1.20.4 // indirect
+require github.com/klauspost/compress v1.20.4

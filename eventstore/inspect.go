@@ -22,20 +22,25 @@ type SurfaceChecker interface{ Next(e event.Event) error }
 // then the vocabulary check. Errors are not wrapped: plain errors with the harness's text, a *TypeError
 // where the harness would raise one, or *UnsupportedError. It returns the normalized events.
 func ReadStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
+	events, _, err := readStored(id, h, stored, path)
+	return events, err
+}
+
+func readStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, *parsedLog, error) {
 	if err := checkStoredID(id, h); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkVersion(h, path); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	events, err := normalizeStored(stored, id)
+	events, parsed, err := normalizeStored(stored, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkVocabulary(h, events, path); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return events, nil
+	return events, parsed, nil
 }
 
 // Inspect is the harness's prepareCore: the ReadStored steps, then the closers (PlanClosers, each
@@ -57,11 +62,12 @@ func Inspect(id string, h event.Header, stored []event.Event, path string, sc Su
 }
 
 func inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
-	events, err := ReadStored(id, h, stored, path)
+	events, parsed, err := readStored(id, h, stored, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	closers, err := PlanClosers(events)
+	recs := parsed.recs
+	closers, err := planClosers(events, recs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,8 +87,22 @@ func inspect(id string, h event.Header, stored []event.Event, path string, sc Su
 	all := make([]event.Event, 0, len(events)+len(closers))
 	all = append(append(all, events...), closers...)
 	for index, e := range all {
-		rec, err := e.Record()
-		if err != nil {
+		if index < len(recs) && parsed.plain[index] {
+			// Its envelope already passed checkEnvelope's rules; only the position remains to check.
+			if e.Seq != int64(index) {
+				return nil, nil, errors.New("seed event at index " + strconv.Itoa(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
+			}
+			if sc != nil {
+				if err := sc.Next(e); err != nil {
+					return nil, nil, errors.New("invalid seed event at index " + strconv.Itoa(index) + ": " + err.Error())
+				}
+			}
+			continue
+		}
+		var rec event.Value
+		if index < len(recs) {
+			rec = recs[index]
+		} else if rec, err = e.Record(); err != nil {
 			return nil, nil, err
 		}
 		if err := checkEnvelope(rec, index); err != nil {

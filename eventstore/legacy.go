@@ -2,6 +2,8 @@ package eventstore
 
 import (
 	"errors"
+	"runtime"
+	"sync"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -362,51 +364,175 @@ func eventMessageID(rec event.Value) (string, bool) {
 // normalizeStored is snapshotStoredEvents/adoptStoredEvents: refuse retired vocabulary, then upgrade
 // each event in log order and check its message shape before moving on, so the first offending event
 // decides the error. Unchanged events keep their original bytes.
-func normalizeStored(stored []event.Event, id string) ([]event.Event, error) {
+//
+// It also returns each normalized event's parsed record (see loadRecord) so later checks need not parse
+// again.
+func normalizeStored(stored []event.Event, id string) ([]event.Event, *parsedLog, error) {
 	recs := make([]event.Value, len(stored))
-	for i, e := range stored {
-		rec, err := e.Record()
-		if err != nil {
-			return nil, err
+	plain := make([]bool, len(stored))
+	// Parsing is independent per event and is most of a large load, so it is spread over the cores; the
+	// first failing index wins, as in a sequential pass.
+	err := parallelRanges(len(stored), func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			e := stored[i]
+			if plainEnvelope(e) {
+				plain[i] = true
+				continue // recs[i] stays the zero Value: nothing below reads more than e.Type and e.Seq
+			}
+			rec, err := loadRecord(e)
+			if err != nil {
+				return err
+			}
+			recs[i] = rec
 		}
-		recs[i] = rec
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := checkSupportedEvents(stored, recs, id); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	messageIDs := make(map[float64]string)
 	out := make([]event.Event, len(stored))
 	for i, rec := range recs {
-		changed := false
-		for _, migrate := range []func(event.Value, string) (event.Value, bool, error){
-			migrateTurnStart, migrateTurnEnd, migrateSteering,
-		} {
-			next, did, err := migrate(rec, id)
-			if err != nil {
-				return nil, err
-			}
-			rec, changed = next, changed || did
+		if plain[i] {
+			out[i] = stored[i]
+			continue
 		}
-		next, did := migrateMessage(rec, id, messageIDs)
-		rec, changed = next, changed || did
+		rec, changed, err := migrateEvent(rec, id, messageIDs)
+		if err != nil {
+			return nil, nil, err
+		}
+		if changed {
+			// The record may have been parsed shallowly; an upgrade re-encodes it, so redo it on the whole
+			// record. The migrations decide from members near the top, so the outcome is the same.
+			full, err := stored[i].Record()
+			if err != nil {
+				return nil, nil, err
+			}
+			if rec, _, err = migrateEvent(full, id, messageIDs); err != nil {
+				return nil, nil, err
+			}
+		}
 		seq, seqOK := rec.Get("seq")
 		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
 			messageIDs[seq.Num] = mid
 		}
+		recs[i] = rec
 		if !changed {
 			out[i] = stored[i]
 			continue
 		}
 		e, err := event.NewEvent(event.Stringify(rec))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[i] = e
 	}
-	return out, nil
+	return out, &parsedLog{recs: recs, plain: plain}, nil
+}
+
+// parsedLog is what normalization parsed, kept for the later checks of the same load: records of the
+// events that needed one, and which events took the unparsed plainEnvelope path.
+type parsedLog struct {
+	recs  []event.Value
+	plain []bool
+}
+
+// migrateEvent applies the coordinator's upgrades in its order: turn/start, turn/end, steering, message.
+func migrateEvent(rec event.Value, id string, messageIDs map[float64]string) (event.Value, bool, error) {
+	changed := false
+	for _, migrate := range []func(event.Value, string) (event.Value, bool, error){
+		migrateTurnStart, migrateTurnEnd, migrateSteering,
+	} {
+		next, did, err := migrate(rec, id)
+		if err != nil {
+			return rec, false, err
+		}
+		rec, changed = next, changed || did
+	}
+	next, did := migrateMessage(rec, id, messageIDs)
+	return next, changed || did, nil
+}
+
+// plainEnvelope reports, without parsing, whether e is an event whose data no load check reads — a type
+// outside loadRecord's list, without data.message — and whose envelope passes the harness's seed check
+// (checkEnvelope). Most of a log (streamed chunks) takes this path; anything else is parsed and checked
+// in full, so every error keeps its exact text.
+func plainEnvelope(e event.Event) bool {
+	switch e.Type {
+	case "", "turn/start", "turn/end", "step/start", "step/end", "steering/message", "user/message",
+		"assistant/message", "tool/result", "tool/call", "request/header", "request/header-delta", "mode/set":
+		return false
+	}
+	if e.Seq < 0 {
+		return false
+	}
+	if _, ok := event.Lookup(e.Raw, "data", "message"); ok {
+		return false
+	}
+	var typ, seq, tm, data, bad bool
+	ok := event.EachMember(e.Raw, func(name, value []byte) bool {
+		switch string(name) {
+		case "type":
+			typ = true
+		case "seq":
+			seq = true
+		case "time":
+			tm = safeIntToken(value)
+		case "data":
+			data = true
+		case "ignorable":
+			bad = string(value) != "true"
+		case "surfaceOp", "sourceEventSeqs":
+		default:
+			bad = true
+		}
+		return !bad
+	})
+	return ok && !bad && typ && seq && tm && data
+}
+
+// safeIntToken reports whether a canonical number token is a safe integer (JS Number.isSafeInteger).
+func safeIntToken(tok []byte) bool {
+	digits := tok
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 16 {
+		return false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n <= event.MaxSafeInteger
+}
+
+// recordDepth is how deep the load path reads into a record: record, data, message, content, block — the
+// deepest fields checked are a tool-result block's own members (its inner content only by kind).
+const recordDepth = 5
+
+// loadRecord parses what the load path reads of an event: the record down to recordDepth for the types whose data a
+// check or migration inspects, and for any event carrying data.message (its id is recorded for legacy
+// replacements); only the envelope otherwise. Streamed chunks, the bulk of a log, are never parsed deeply.
+func loadRecord(e event.Event) (event.Value, error) {
+	switch e.Type {
+	case "turn/start", "turn/end", "step/start", "step/end", "steering/message", "user/message",
+		"assistant/message", "tool/result", "tool/call", "request/header":
+		return e.Shallow(recordDepth)
+	}
+	if _, ok := event.Lookup(e.Raw, "data", "message"); ok {
+		return e.Shallow(recordDepth)
+	}
+	return e.Envelope()
 }
 
 // NeedsLegacyPrefix is the coordinator's needsLegacyPrefix: whether a stored event's upgrade depends on
@@ -433,4 +559,34 @@ func NeedsLegacyPrefix(e event.Event) bool {
 		return !data.Has("message") && data.Has("callId")
 	}
 	return false
+}
+
+// parallelRanges runs fn over contiguous index ranges covering [0, n) on up to GOMAXPROCS goroutines and
+// returns the error of the lowest failing range.
+func parallelRanges(n int, fn func(lo, hi int) error) error {
+	workers := runtime.GOMAXPROCS(0)
+	if n < 4096 || workers < 2 {
+		return fn(0, n)
+	}
+	parts := workers * 4
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, workers)
+	for p := 0; p < parts; p++ {
+		lo, hi := n*p/parts, n*(p+1)/parts
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[p] = fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

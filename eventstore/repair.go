@@ -119,18 +119,25 @@ type turnScan struct {
 
 // scanTurns walks the log the way interruptedTurnClosers does. It fails with the harness's TypeError
 // where the harness would read a property of null or undefined data.
-func scanTurns(events []event.Event) (*turnScan, error) {
+//
+// recs, when not nil, holds already parsed records (at least recordDepth deep) for the events it covers.
+func scanTurns(events []event.Event, recs []event.Value) (*turnScan, error) {
 	s := &turnScan{openTurn: jsSlot{null: true, defined: true}, openStep: jsSlot{null: true, defined: true}}
 	s.pending.clear()
-	for _, e := range events {
+	for i, e := range events {
 		switch e.Type {
 		case "turn/start", "turn/end", "step/start", "step/end", "assistant/message", "tool/call", "tool/result":
 		default:
 			continue
 		}
-		rec, err := e.Record()
-		if err != nil {
-			return nil, err
+		var rec event.Value
+		if i < len(recs) {
+			rec = recs[i]
+		} else {
+			var err error
+			if rec, err = e.Shallow(recordDepth); err != nil {
+				return nil, err
+			}
 		}
 		data, dataOK := rec.Get("data")
 		switch e.Type {
@@ -217,7 +224,12 @@ func (s *turnScan) open() bool { return !s.openTurn.null }
 // PlanClosers is interruptedTurnClosers with its failure mode: the error is the *TypeError the harness
 // raises on a log whose bracket or message data it cannot read.
 func PlanClosers(events []event.Event) ([]event.Event, error) {
-	s, err := scanTurns(events)
+	return planClosers(events, nil)
+}
+
+// planClosers is PlanClosers reusing the records normalization already parsed.
+func planClosers(events []event.Event, recs []event.Value) ([]event.Event, error) {
+	s, err := scanTurns(events, recs)
 	if err != nil {
 		return nil, err
 	}

@@ -472,3 +472,36 @@ func skipValue(s []byte, i int) int {
 		return j
 	}
 }
+
+// EachMember calls fn with the raw (still escaped) name and the raw value of each member of the canonical
+// object raw, in order, without allocating; it stops early when fn returns false. It reports false when raw
+// is not an object.
+func EachMember(raw []byte, fn func(name, value []byte) bool) bool {
+	if len(raw) < 2 || raw[0] != '{' {
+		return false
+	}
+	if raw[1] == '}' {
+		return true
+	}
+	for i := 1; i < len(raw); {
+		if raw[i] != '"' {
+			return false
+		}
+		kEnd := skipString(raw, i)
+		if kEnd < 0 || kEnd >= len(raw) || raw[kEnd] != ':' {
+			return false
+		}
+		vEnd := skipValue(raw, kEnd+1)
+		if vEnd < 0 || vEnd >= len(raw) {
+			return false
+		}
+		if !fn(raw[i+1:kEnd-1], raw[kEnd+1:vEnd]) {
+			return true
+		}
+		if raw[vEnd] != ',' {
+			return true
+		}
+		i = vEnd + 1
+	}
+	return true
+}

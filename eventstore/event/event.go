@@ -77,6 +77,9 @@ func seqOf(tok []byte) int64 {
 // decodeCanonicalString returns the WTF-8 contents of a canonical string token (with quotes).
 func decodeCanonicalString(tok []byte) string {
 	inner := tok[1 : len(tok)-1]
+	if t, ok := internType(inner); ok {
+		return t
+	}
 	for _, c := range inner {
 		if c == '\\' {
 			return string(unescapeCanonical(nil, inner))
@@ -196,4 +199,70 @@ func seqFromInt(seq int64) int64 {
 		return -1
 	}
 	return seq
+}
+
+// Shallow parses the record like Record, except that objects and arrays nested more than depth levels deep
+// (the record itself is level 1) keep their Kind but not their contents. Checks that read a few fields near
+// the top of large payloads (message shapes, turn brackets) use it to avoid building trees of tool output.
+func (e Event) Shallow(depth int) (Value, error) {
+	p := parser{s: e.Raw, limit: depth}
+	v, err := p.value(0)
+	if err != nil {
+		return Value{}, err
+	}
+	if p.i != len(p.s) {
+		return Value{}, p.errorf("unexpected data after JSON value")
+	}
+	return v, nil
+}
+
+// Envelope parses the record like Record, except that a `data` object or array is left empty: its Kind is
+// kept, its contents are not parsed. Loading checks only envelope members for most event types (streamed
+// assistant/chunk events are the bulk of a log), and skipping their payloads is most of the cost of
+// validating a large session. Use Record wherever data is read.
+func (e Event) Envelope() (Value, error) {
+	raw := e.Raw
+	if len(raw) < 2 || raw[0] != '{' {
+		return Parse(raw)
+	}
+	out := Value{Kind: KindObject, Obj: make([]Member, 0, 6)}
+	if raw[1] == '}' {
+		return out, nil
+	}
+	for i := 1; i < len(raw); {
+		if raw[i] != '"' {
+			return Parse(raw)
+		}
+		kEnd := skipString(raw, i)
+		if kEnd < 0 || kEnd >= len(raw) || raw[kEnd] != ':' {
+			return Parse(raw)
+		}
+		key, interned := internKey(raw[i+1 : kEnd-1])
+		if !interned {
+			key = string(unescapeCanonical(nil, raw[i+1:kEnd-1]))
+		}
+		vStart := kEnd + 1
+		vEnd := skipValue(raw, vStart)
+		if vEnd < 0 || vEnd >= len(raw) {
+			return Parse(raw)
+		}
+		var v Value
+		switch {
+		case key == "data" && raw[vStart] == '{':
+			v = Value{Kind: KindObject}
+		case key == "data" && raw[vStart] == '[':
+			v = Value{Kind: KindArray}
+		default:
+			var err error
+			if v, err = Parse(raw[vStart:vEnd]); err != nil {
+				return Value{}, err
+			}
+		}
+		out.Obj = append(out.Obj, Member{Key: key, Value: v})
+		if raw[vEnd] != ',' {
+			break
+		}
+		i = vEnd + 1
+	}
+	return out, nil
 }

@@ -140,3 +140,71 @@ func TestFixtureTypesAreKnown(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvelopeMatchesRecordOutsideData(t *testing.T) {
+	for _, line := range []string{
+		`{"type":"assistant/chunk","seq":5,"time":7,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"a,}\"]"}}}`,
+		`{"type":"x/y","seq":1,"time":2,"data":[1,{"a":"}"}],"ignorable":true}`,
+		`{"type":"x/y","seq":1,"time":2,"data":null,"surfaceOp":{"op":"replace","start":1,"end":2},"sourceEventSeqs":[0]}`,
+		`{"data":"s","type":"t\u0001","seq":1}`,
+		`{}`,
+		`42`,
+	} {
+		e, err := ParseEvent([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := e.Envelope()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := e.Record()
+		if rec.Kind != env.Kind || len(rec.Obj) != len(env.Obj) {
+			t.Fatalf("%s: envelope %+v vs record %+v", line, env, rec)
+		}
+		for i, m := range rec.Obj {
+			em := env.Obj[i]
+			if em.Key != m.Key || em.Value.Kind != m.Value.Kind {
+				t.Fatalf("%s: member %d differs", line, i)
+			}
+			if m.Key == "data" && (m.Value.Kind == KindObject || m.Value.Kind == KindArray) {
+				if len(em.Value.Obj) != 0 || len(em.Value.Arr) != 0 {
+					t.Fatalf("%s: data parsed", line)
+				}
+				continue
+			}
+			if string(Stringify(em.Value)) != string(Stringify(m.Value)) {
+				t.Fatalf("%s: member %s differs", line, m.Key)
+			}
+		}
+	}
+}
+
+func TestShallow(t *testing.T) {
+	e, err := ParseEvent([]byte(`{"type":"tool/result","seq":1,"time":2,"data":{"message":{"content":[{"type":"tool-result","content":[{"type":"text","text":"x"}]}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.Shallow(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := v.Get("data")
+	msg, _ := data.Get("message")
+	content, _ := msg.Get("content")
+	if len(content.Arr) != 1 {
+		t.Fatalf("level 4 array not parsed: %+v", content)
+	}
+	block := content.Arr[0]
+	if typ, _ := block.Get("type"); typ.Str != "tool-result" {
+		t.Fatalf("level 5 scalar not parsed: %+v", block)
+	}
+	inner, _ := block.Get("content")
+	if inner.Kind != KindArray || len(inner.Arr) != 0 {
+		t.Fatalf("level 6 array should keep only its kind: %+v", inner)
+	}
+	full, _ := e.Shallow(0)
+	if string(Stringify(full)) != string(e.Raw) {
+		t.Fatal("Shallow(0) must parse everything")
+	}
+}

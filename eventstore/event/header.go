@@ -41,6 +41,7 @@ type UnsupportedVersionError struct {
 	Version float64
 }
 
+// Error is the refusal text; backends add their " (raw log: <path>)" suffix themselves.
 func (e *UnsupportedVersionError) Error() string { return VersionRefusal(e.ID, e.Version) }
 
 // VersionRefusal is the harness's direction-aware refusal text (spec/jsonl.md §7.2), without a raw-log

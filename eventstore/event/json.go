@@ -236,6 +236,7 @@ type SyntaxError struct {
 	Msg    string
 }
 
+// Error describes where parsing failed; the harness only ever reports that it failed.
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON at offset %d: %s", e.Offset, e.Msg)
 }
@@ -326,6 +327,84 @@ type parser struct {
 	s   []byte
 	i   int
 	buf []byte // scratch for strings with escapes
+	// Members and elements are collected on these stacks and copied out once per container at its exact
+	// size: growing a fresh slice per container was most of the allocation cost of loading a large log.
+	mstack []Member
+	vstack []Value
+	limit  int // > 0: containers nested deeper are skipped, keeping only their Kind (canonical input only)
+}
+
+// internKey returns a shared string for the member names every event repeats, without allocating;
+// ok is false for other names.
+func internKey(raw []byte) (string, bool) {
+	switch string(raw) {
+	case "type":
+		return "type", true
+	case "seq":
+		return "seq", true
+	case "time":
+		return "time", true
+	case "data":
+		return "data", true
+	case "turn":
+		return "turn", true
+	case "step":
+		return "step", true
+	case "chunk":
+		return "chunk", true
+	case "index":
+		return "index", true
+	case "text":
+		return "text", true
+	case "id":
+		return "id", true
+	case "role":
+		return "role", true
+	case "content":
+		return "content", true
+	case "source":
+		return "source", true
+	case "kind":
+		return "kind", true
+	case "message":
+		return "message", true
+	case "surfaceOp":
+		return "surfaceOp", true
+	case "sourceEventSeqs":
+		return "sourceEventSeqs", true
+	case "callId":
+		return "callId", true
+	case "name":
+		return "name", true
+	case "arguments":
+		return "arguments", true
+	case "toolCallId":
+		return "toolCallId", true
+	case "isError":
+		return "isError", true
+	case "provider":
+		return "provider", true
+	case "model":
+		return "model", true
+	case "usage":
+		return "usage", true
+	}
+	return "", false
+}
+
+// key reads a member name, sharing the common ones.
+func (p *parser) key() (string, error) {
+	end := p.i + 1
+	for end < len(p.s) && p.s[end] != '"' && p.s[end] != '\\' && p.s[end] >= 0x20 && p.s[end] < 0x80 {
+		end++
+	}
+	if end < len(p.s) && p.s[end] == '"' {
+		if k, ok := internKey(p.s[p.i+1 : end]); ok {
+			p.i = end + 1
+			return k, nil
+		}
+	}
+	return p.str()
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -356,6 +435,16 @@ func (p *parser) value(depth int) (Value, error) {
 		return Value{}, p.errorf("unexpected end of JSON input")
 	}
 	switch c := p.s[p.i]; {
+	case (c == '{' || c == '[') && p.limit > 0 && depth >= p.limit:
+		end := skipValue(p.s, p.i)
+		if end < 0 {
+			return Value{}, p.errorf("unexpected end of JSON input")
+		}
+		p.i = end
+		if c == '{' {
+			return Value{Kind: KindObject}, nil
+		}
+		return Value{Kind: KindArray}, nil
 	case c == '{':
 		if depth >= MaxDepth {
 			return Value{}, ErrTooDeep
@@ -390,19 +479,20 @@ func (p *parser) value(depth int) (Value, error) {
 
 func (p *parser) array(depth int) (Value, error) {
 	p.i++ // '['
-	arr := []Value{}
 	p.skipWS()
 	if p.i < len(p.s) && p.s[p.i] == ']' {
 		p.i++
-		return Value{Kind: KindArray, Arr: arr}, nil
+		return Value{Kind: KindArray, Arr: []Value{}}, nil
 	}
+	base := len(p.vstack)
+	defer func() { p.vstack = p.vstack[:base] }()
 	for {
 		p.skipWS()
 		v, err := p.value(depth)
 		if err != nil {
 			return Value{}, err
 		}
-		arr = append(arr, v)
+		p.vstack = append(p.vstack, v)
 		p.skipWS()
 		if p.i >= len(p.s) {
 			return Value{}, p.errorf("unexpected end of JSON input")
@@ -412,7 +502,7 @@ func (p *parser) array(depth int) (Value, error) {
 			p.i++
 		case ']':
 			p.i++
-			return Value{Kind: KindArray, Arr: arr}, nil
+			return Value{Kind: KindArray, Arr: append([]Value(nil), p.vstack[base:]...)}, nil
 		default:
 			return Value{}, p.errorf("expected ',' or ']'")
 		}
@@ -421,20 +511,21 @@ func (p *parser) array(depth int) (Value, error) {
 
 func (p *parser) object(depth int) (Value, error) {
 	p.i++ // '{'
-	members := []Member{}
 	var index map[string]int
 	hasIndexKey := false
 	p.skipWS()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
-		return Value{Kind: KindObject, Obj: members}, nil
+		return Value{Kind: KindObject, Obj: []Member{}}, nil
 	}
+	base := len(p.mstack)
+	defer func() { p.mstack = p.mstack[:base] }()
 	for {
 		p.skipWS()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return Value{}, p.errorf("expected property name")
 		}
-		key, err := p.str()
+		key, err := p.key()
 		if err != nil {
 			return Value{}, err
 		}
@@ -448,6 +539,7 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
+		members := p.mstack[base:]
 		pos := -1
 		if index != nil {
 			if q, ok := index[key]; ok {
@@ -467,13 +559,13 @@ func (p *parser) object(depth int) (Value, error) {
 			if !hasIndexKey && IsArrayIndexKey(key) {
 				hasIndexKey = true
 			}
-			members = append(members, Member{Key: key, Value: v})
-			if index != nil {
-				index[key] = len(members) - 1
-			} else if len(members) > 16 {
+			p.mstack = append(p.mstack, Member{Key: key, Value: v})
+			if n := len(p.mstack) - base; index != nil {
+				index[key] = n - 1
+			} else if n > 16 {
 				index = make(map[string]int, 32)
-				for j := range members {
-					index[members[j].Key] = j
+				for j, m := range p.mstack[base:] {
+					index[m.Key] = j
 				}
 			}
 		}
@@ -486,6 +578,7 @@ func (p *parser) object(depth int) (Value, error) {
 			p.i++
 		case '}':
 			p.i++
+			members := append([]Member(nil), p.mstack[base:]...)
 			if hasIndexKey {
 				sortIndexKeysFirst(members)
 			}

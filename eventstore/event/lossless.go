@@ -57,6 +57,7 @@ type LosslessError struct {
 	Why  string
 }
 
+// Error names the offending value and its location.
 func (e *LosslessError) Error() string {
 	return ErrNotLossless.Error() + ": " + e.Why + " at " + e.Path
 }

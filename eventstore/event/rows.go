@@ -24,6 +24,7 @@ type MalformedRowError struct {
 	Why string
 }
 
+// Error is the harness's exact diagnostic text.
 func (e *MalformedRowError) Error() string { return "malformed " + e.Tag + " storage row: " + e.Why }
 
 // IsRowTag reports whether a type tag marks a packed chunk row.

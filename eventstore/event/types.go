@@ -1,6 +1,5 @@
 package event
 
-import "sort"
 
 // KnownTypes is the harness's KNOWN_SESSION_EVENT_TYPES (known-event-types.ts, spec/jsonl.md §7.3), sorted.
 // A stored event whose type is outside it and that is not marked `ignorable: true` makes the harness
@@ -56,10 +55,25 @@ var KnownTypes = []string{
 	"web/deepseek-search-llm-request",
 }
 
+// knownTypes indexes KnownTypes; its keys double as shared strings for the type of every decoded event.
+var knownTypes = func() map[string]string {
+	m := make(map[string]string, len(KnownTypes))
+	for _, t := range KnownTypes {
+		m[t] = t
+	}
+	return m
+}()
+
 // IsKnownType reports whether t is in the harness's event vocabulary.
 func IsKnownType(t string) bool {
-	i := sort.SearchStrings(KnownTypes, t)
-	return i < len(KnownTypes) && KnownTypes[i] == t
+	_, ok := knownTypes[t]
+	return ok
+}
+
+// internType returns the shared string for a known type name given as bytes, without allocating.
+func internType(b []byte) (string, bool) {
+	t, ok := knownTypes[string(b)]
+	return t, ok
 }
 
 // IsSurfaceType reports whether events of type t carry conversation surface (and so may hold the

@@ -208,10 +208,12 @@ type FrameError struct {
 	Cause error
 }
 
+// Error is the harness's text, which names only the frame's start offset.
 func (e *FrameError) Error() string {
 	return fmt.Sprintf("corrupt Zstandard session log: frame at byte %d failed validation", e.Start)
 }
 
+// Unwrap exposes the decoder's reason, which the harness keeps as the error's cause.
 func (e *FrameError) Unwrap() error { return e.Cause }
 
 // decoder is shared: DecodeAll is safe for concurrent use and building one is costly.

@@ -536,7 +536,7 @@ func TestDecodeTornPrefixCompressedBlocks(t *testing.T) {
 	for _, e := range ends {
 		cuts = append(cuts, e-1, e, e+1, e+2)
 	}
-	for range 200 {
+	for range 50 {
 		cuts = append(cuts, r.IntN(len(fr)))
 	}
 	for _, n := range cuts {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -52,8 +53,13 @@ func (s *scanner) write(chunk []byte) error {
 }
 
 func (s *scanner) consume(line []byte, end int64) error {
-	s.line++
 	decoded, err := decodeLine(line)
+	return s.apply(decoded, err, end)
+}
+
+// apply takes one complete line's decoding result (decoded elsewhere, possibly in parallel).
+func (s *scanner) apply(decoded []event.Event, err error, end int64) error {
+	s.line++
 	if err != nil {
 		if s.issue == nil {
 			s.issue = fmt.Errorf("corrupt session log: unparsable committed event at line %d", s.line)
@@ -103,3 +109,135 @@ func hasTurnEnd(events []event.Event) bool {
 }
 
 var errHeaderless = errors.New("empty or header-less session log")
+
+// chunk is a piece of plaintext whose complete lines were decoded ahead of the scanner.
+type chunk struct {
+	plain []byte
+	err   error // the chunk could not be produced (a zstd frame failed validation)
+	lines []decodedLine
+	tail  int // offset just after the last LF; plain[tail:] is an incomplete record
+}
+
+type decodedLine struct {
+	events []event.Event
+	err    error
+	end    int // offset just after the line's LF
+}
+
+// predecode splits plain into lines and decodes each; it is pure, so chunks can be decoded in parallel.
+func predecode(plain []byte) chunk {
+	c := chunk{plain: plain}
+	pos := 0
+	for {
+		nl := bytes.IndexByte(plain[pos:], '\n')
+		if nl < 0 {
+			break
+		}
+		evs, err := decodeLine(plain[pos : pos+nl])
+		c.lines = append(c.lines, decodedLine{evs, err, pos + nl + 1})
+		pos += nl + 1
+	}
+	c.tail = pos
+	return c
+}
+
+// writeChunk is write for a predecoded chunk. A fragment carried over from the previous chunk makes the
+// first line differ from what was decoded ahead, so that rare case takes the plain path.
+func (s *scanner) writeChunk(c chunk) error {
+	if len(s.frag) > 0 {
+		return s.write(c.plain)
+	}
+	start := s.input
+	s.input += int64(len(c.plain))
+	for _, l := range c.lines {
+		if err := s.apply(l.events, l.err, start+int64(l.end)); err != nil {
+			return err
+		}
+	}
+	if c.tail < len(c.plain) {
+		s.frag = append(s.frag, c.plain[c.tail:]...)
+	}
+	return nil
+}
+
+// decodeParallel produces the chunks for n pieces of input in order, running produce on up to
+// GOMAXPROCS goroutines; consume sees chunk i only after chunks 0..i-1 and may stop the run by
+// returning an error (pieces still in flight are then discarded).
+func decodeParallel(n int, produce func(i int) chunk, consume func(chunk) error) error {
+	workers := runtime.GOMAXPROCS(0)
+	if workers > n {
+		workers = n
+	}
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			if err := consume(produce(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	results := make([]chan chunk, n)
+	for i := range results {
+		results[i] = make(chan chunk, 1)
+	}
+	// The dispatcher takes a window slot before handing out an index, so work never runs more than the
+	// window ahead of the consumer and the index the consumer waits for is always already dispatched.
+	window := make(chan struct{}, 4*workers)
+	next := make(chan int)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(next)
+		for i := 0; i < n; i++ {
+			select {
+			case window <- struct{}{}:
+			case <-done:
+				return
+			}
+			select {
+			case next <- i:
+			case <-done:
+				return
+			}
+		}
+	}()
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := range next {
+				results[i] <- produce(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		c := <-results[i]
+		<-window
+		if err := consume(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitLines cuts b into about n pieces that end just after an LF (the last piece takes the rest).
+func splitLines(b []byte, n int) [][]byte {
+	if n < 1 {
+		n = 1
+	}
+	size := len(b)/n + 1
+	var out [][]byte
+	for len(b) > 0 {
+		if len(b) <= size {
+			out = append(out, b)
+			break
+		}
+		nl := bytes.IndexByte(b[size:], '\n')
+		if nl < 0 {
+			out = append(out, b)
+			break
+		}
+		cut := size + nl + 1
+		out = append(out, b[:cut])
+		b = b[cut:]
+	}
+	return out
+}

@@ -266,7 +266,9 @@ func (b *Backend) scan(buf []byte) (*eventstore.Prefix, error) {
 		return nil, err
 	}
 	s := newScanner(int64(nl + 1))
-	if err := s.write(buf[nl+1:]); err != nil {
+	pieces := splitLines(buf[nl+1:], 64)
+	err = decodeParallel(len(pieces), func(i int) chunk { return predecode(pieces[i]) }, s.writeChunk)
+	if err != nil {
 		return nil, err
 	}
 	p := &eventstore.Prefix{Header: h, Events: s.events}
@@ -309,14 +311,21 @@ func scanZstd(buf []byte) (*eventstore.Prefix, error) {
 		return nil, err
 	}
 	s := newScanner(int64(len(first)))
-	for _, f := range frames[1:] {
-		plain, err := DecodeFrame(buf, f)
+	rest := frames[1:]
+	err = decodeParallel(len(rest), func(i int) chunk {
+		plain, err := DecodeFrame(buf, rest[i])
 		if err != nil {
-			return nil, err
+			return chunk{err: err}
 		}
-		if err := s.write(plain); err != nil {
-			return nil, err
+		return predecode(plain)
+	}, func(c chunk) error {
+		if c.err != nil {
+			return c.err
 		}
+		return s.writeChunk(c)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if s.committed != s.input {
 		return nil, errZstdTornRecord
