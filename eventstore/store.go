@@ -15,7 +15,7 @@ type Entry struct {
 	Path       string        // artifact path
 	Header     *event.Header // nil when the header could not be read
 	HeaderLine []byte        // the first line verbatim (no LF) when it is a JSON object, else nil
-	Revision   string        // opaque change token; "" when refused before stat
+	Revision   string        // opaque change token; "" when the artifact could not be stat'ed
 	Refusal    error         // why the harness would not list or open this session; nil when listed
 }
 

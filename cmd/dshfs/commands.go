@@ -165,6 +165,9 @@ type session struct {
 	closers  []event.Event
 	torn     *eventstore.Torn
 	err      error
+	// hasHeader is set when header holds a parsed header (always for readable sessions; for refused
+	// ones when the refusal came after the header was read).
+	hasHeader bool
 }
 
 func loadSession(ctx context.Context, st *eventstore.Store, id string, inspect bool) *session {
@@ -172,11 +175,16 @@ func loadSession(ctx context.Context, st *eventstore.Store, id string, inspect b
 	ins, err := st.Inspect(ctx, id)
 	if err != nil {
 		s.err = err
-		if u, ok := err.(*eventstore.UnsupportedError); ok {
-			s.location = u.Path
+		// A refused session still has an artifact: report where it is and which revision was refused.
+		if e := entryOf(ctx, st, id); e != nil {
+			s.location, s.revision = e.Path, e.Revision
+			if e.Header != nil {
+				s.header, s.hasHeader = *e.Header, true
+			}
 		}
 		return s
 	}
+	s.hasHeader = true
 	p := ins.Prefix
 	s.header, s.revision, s.location, s.torn, s.closers = ins.Header, p.Revision, p.Path, p.Torn, ins.Closers
 	if inspect {
@@ -190,22 +198,30 @@ func loadSession(ctx context.Context, st *eventstore.Store, id string, inspect b
 func (s *session) status() []byte {
 	in := eventstore.StatusInput{ID: s.id, Backend: s.backend, Location: s.location, Revision: s.revision,
 		Events: s.events, Closers: s.closers, Torn: s.torn, Refusal: s.err}
-	if s.err == nil {
+	if s.hasHeader {
 		in.Header = &s.header
 	}
 	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
 }
 
-// headerLineOf finds a refused session's first line through the listing, for header.json.
-func headerLineOf(ctx context.Context, st *eventstore.Store, id string) []byte {
+// entryOf finds a session's listing entry: what is known of a refused session comes from there.
+func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.Entry {
 	l, err := st.List(ctx)
 	if err != nil {
 		return nil
 	}
-	for _, e := range l.Entries {
-		if e.ID == id {
-			return e.HeaderLine
+	for i := range l.Entries {
+		if l.Entries[i].ID == id {
+			return &l.Entries[i]
 		}
+	}
+	return nil
+}
+
+// headerLineOf is a refused session's first line verbatim, for the header view.
+func headerLineOf(ctx context.Context, st *eventstore.Store, id string) []byte {
+	if e := entryOf(ctx, st, id); e != nil {
+		return e.HeaderLine
 	}
 	return nil
 }

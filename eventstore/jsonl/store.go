@@ -457,6 +457,12 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 		id = name
 	}
 	e := eventstore.Entry{ID: id, ProjectDir: project, Path: path}
+	rev, err := statRevision(path)
+	if err != nil {
+		e.Refusal = err
+		return e
+	}
+	e.Revision = rev
 	rec, err := b.headerRecord(path)
 	if err != nil {
 		e.Refusal = err
@@ -478,11 +484,6 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 	}
 	e.Header = &h
 	if err := b.checkIdentity(path, h, id, ok); err != nil {
-		e.Refusal = err
-		return e
-	}
-	e.Revision, err = statRevision(path)
-	if err != nil {
 		e.Refusal = err
 	}
 	return e

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/fixtures"
+)
+
+const crashID = "main-session-30628611-e45f-4f98-9688-010e1428e585"
+const tornID = "main-session-c652f155-0402-4151-9cf3-89ee925d873b"
+
+// statusKeys is the session status schema of DESIGN.md §4, in order.
+var statusKeys = []string{"id", "state", "backend", "location", "formatVersion", "revision", "events", "nextSeq",
+	"durableSeq", "pending", "balanced", "openTurn", "repairNeeded", "repairPreview", "tornBytes",
+	"unknownOutcomes", "activeCompaction", "refusal", "lastError", "lastCommand"}
+
+func parseStatus(t *testing.T, out string) event.Value {
+	t.Helper()
+	if !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("status is not one LF-terminated line: %q", out)
+	}
+	v, err := event.Parse([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(v.Keys(), ","); got != strings.Join(statusKeys, ",") {
+		t.Fatalf("status keys\n got %s\nwant %s", got, strings.Join(statusKeys, ","))
+	}
+	return v
+}
+
+func get(t *testing.T, v event.Value, key string) string {
+	t.Helper()
+	m, ok := v.Get(key)
+	if !ok {
+		t.Fatalf("no %s", key)
+	}
+	return string(event.Stringify(m))
+}
+
+func TestStatusView(t *testing.T) {
+	zstd := fixtures.Path(t, "generated", "zstd")
+	raw := fixtures.Path(t, "generated", "raw")
+	cases := []struct {
+		name  string
+		args  []string
+		want  map[string]string
+		check func(t *testing.T, v event.Value)
+	}{
+		{"crashed session, stored view", []string{"cat", zstd, crashID, "--view", "status"}, map[string]string{
+			"state": `"cold"`, "backend": `"jsonl"`, "formatVersion": "0", "events": "52", "nextSeq": "52", "durableSeq": "51",
+			"pending": "0", "balanced": "false", "openTurn": "2", "repairNeeded": "true", "tornBytes": "0",
+			"activeCompaction": "null", "refusal": "null", "lastError": "null", "lastCommand": "null",
+		}, func(t *testing.T, v event.Value) {
+			preview, _ := v.Get("repairPreview")
+			if len(preview.Arr) != 3 {
+				t.Fatalf("repairPreview has %d closers, want 3", len(preview.Arr))
+			}
+			u, _ := v.Get("unknownOutcomes")
+			if len(u.Arr) != 1 || get(t, u.Arr[0], "callSeq") != "51" || get(t, u.Arr[0], "resolvedBySeq") != "null" ||
+				get(t, u.Arr[0], "name") == "null" || strings.Join(u.Arr[0].Keys(), ",") != "callId,callSeq,turn,step,name,resolvedBySeq" {
+				t.Fatalf("unknownOutcomes %s", event.Stringify(u))
+			}
+		}},
+		{"crashed session, inspected view", []string{"cat", "--inspect", "--view=status", zstd, crashID}, map[string]string{
+			"events": "55", "balanced": "true", "openTurn": "null", "repairNeeded": "true",
+		}, func(t *testing.T, v event.Value) {
+			u, _ := v.Get("unknownOutcomes")
+			if len(u.Arr) != 1 || get(t, u.Arr[0], "resolvedBySeq") != "52" {
+				t.Fatalf("an outcome stays unknown after repair, resolved by the synthetic result: %s", event.Stringify(u))
+			}
+		}},
+		{"torn raw tail", []string{"cat", raw, tornID, "--view", "status"}, map[string]string{
+			"backend": `"jsonl+raw"`, "events": "48", "repairNeeded": "true",
+		}, func(t *testing.T, v event.Value) {
+			if get(t, v, "tornBytes") == "0" {
+				t.Fatal("torn raw tail not reported")
+			}
+		}},
+		{"clean session", []string{"cat", raw, "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8", "--view", "status"}, map[string]string{
+			"balanced": "true", "repairNeeded": "false", "repairPreview": "[]", "unknownOutcomes": "[]", "tornBytes": "0",
+		}, nil},
+		{"refused session", []string{"cat", fixtures.Path(t, "upstream", "refused-root"), "goal-session-placeholder", "--view", "status"}, map[string]string{
+			"state": `"refused"`, "formatVersion": "null", "events": "0",
+			"refusal": `{"kind":"corrupt","message":"corrupt session log: first line is not a session header"}`,
+		}, func(t *testing.T, v event.Value) {
+			if get(t, v, "location") == `""` || get(t, v, "revision") == `""` {
+				t.Fatal("a refused session still reports its artifact and revision")
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, stderr := runCLI(c.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			v := parseStatus(t, out)
+			for k, want := range c.want {
+				if got := get(t, v, k); got != want {
+					t.Errorf("%s = %s, want %s", k, got, want)
+				}
+			}
+			if c.check != nil {
+				c.check(t, v)
+			}
+		})
+	}
+}
+
+func TestExitCodesAndErrors(t *testing.T) {
+	raw := fixtures.Path(t, "generated", "raw")
+	cfg := filepath.Join(t.TempDir(), "dshfs.toml")
+	if err := os.WriteFile(cfg, []byte("read_only = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		code    int
+		stderr  string // substring
+		stdout  string // prefix
+		wantOut bool
+	}{
+		{"no args", nil, 2, "usage:", "", false},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`, "", false},
+		{"unknown flag", []string{"ls", "--frob", raw}, 2, "unknown flag --frob", "", false},
+		{"missing flag value", []string{"cat", raw, crashID, "--view"}, 2, "flag --view needs a value", "", false},
+		{"unknown view", []string{"cat", raw, crashID, "--view", "nope"}, 2, `unknown view "nope"`, "", false},
+		{"view not built yet", []string{"cat", raw, crashID, "--view", "messages"}, 2, "not built yet", "", false},
+		{"unknown id", []string{"cat", raw, "no-such-session"}, 2, `session "no-such-session" not found`, "", false},
+		{"sqlite store", []string{"ls", fixtures.Path(t, "generated", "sqlite-v17.db")}, 2, "SQLite backend is not built yet", "", false},
+		{"sqlite prefix", []string{"check", "sqlite:" + fixtures.Path(t, "generated", "sqlite-v17.db")}, 2, "SQLite backend is not built yet", "", false},
+		{"missing config", []string{"ls", "--config", "/nonexistent/dshfs.toml", raw}, 2, "--config", "", false},
+		{"config accepted", []string{"ls", raw, "--config", cfg}, 0, "", "main-session-", true},
+		{"flags after positionals", []string{"cat", raw, crashID, "--view", "header"}, 0, "", `{"version":0,"id":"` + crashID, true},
+		{"explicit raw prefix", []string{"cat", "jsonl+raw:" + raw, crashID, "--view=header"}, 0, "", `{"version":0`, true},
+		{"wrong explicit encoding", []string{"check", "jsonl:" + raw}, 1, "", "-\troot\tsession artifact ", true},
+		{"refused events view", []string{"cat", fixtures.Path(t, "upstream", "refused-root"), "goal-session-placeholder"}, 1,
+			"corrupt session log: first line is not a session header", "", false},
+		{"refused header view shows the line", []string{"cat", "--view", "header", fixtures.Path(t, "upstream", "refused-root"), "goal-session-placeholder"}, 1,
+			"first line is not a session header", `{"type":"session","version":0,"id":"goal-session-placeholder"`, true},
+		{"check one id", []string{"check", raw, crashID}, 0, "", "", false},
+		{"check json refused", []string{"check", "--json", fixtures.Path(t, "upstream", "refused-root")}, 1, "",
+			`{"id":"goal-`, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, stderr := runCLI(c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, c.code, stderr)
+			}
+			if !strings.Contains(stderr, c.stderr) {
+				t.Errorf("stderr %q lacks %q", stderr, c.stderr)
+			}
+			if c.wantOut && !strings.HasPrefix(out, c.stdout) {
+				t.Errorf("stdout %.200q does not start with %q", out, c.stdout)
+			}
+			if !c.wantOut && out != "" {
+				t.Errorf("unexpected stdout %.200q", out)
+			}
+		})
+	}
+}
+
+func TestLsJSON(t *testing.T) {
+	code, out, _ := runCLI("ls", "--json", fixtures.Path(t, "generated", "zstd"))
+	if code != 0 {
+		t.Fatal(code)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	for _, l := range lines {
+		v, err := event.Parse([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(v.Keys(), ",") != "id,projectDir,revision,header,refusal" {
+			t.Fatalf("keys %v", v.Keys())
+		}
+		if get(t, v, "refusal") != "null" || get(t, v, "projectDir") != `"--home-dev-projects-acme-api--"` {
+			t.Fatalf("entry %s", l)
+		}
+		h, _ := v.Get("header")
+		if get(t, h, "id") != get(t, v, "id") || get(t, h, "version") != "0" {
+			t.Fatalf("header %s", l)
+		}
+	}
+}
