@@ -1,22 +1,17 @@
-// Command gensession writes a synthetic but realistic session of at least N events (whole turns) into a JSONL store root with
-// dshfs's own writer: turns of two steps with streamed text chunks (packed into rows), a tool call and its
-// result, and the assistant messages that cite their chunks; one durable batch per step and turn, as the
-// harness writes. Used by the benchmarks under bench/.
+// Command gensession writes a synthetic but realistic session of at least N events (whole turns) into a
+// JSONL store root with dshfs's own writer (see internal/synth). Used by the benchmarks under bench/.
 //
 //	gensession [-mode zstd|none] [-id ID] ROOT N
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
-	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/synth"
 )
 
 func main() {
@@ -32,101 +27,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gensession: N must be a positive integer")
 		os.Exit(2)
 	}
-	if err := generate(flag.Arg(0), jsonl.Compression(*mode), *id, n); err != nil {
+	if err := synth.Write(flag.Arg(0), jsonl.Compression(*mode), *id, n); err != nil {
 		fmt.Fprintln(os.Stderr, "gensession:", err)
 		os.Exit(1)
 	}
-}
-
-// gen accumulates events with contiguous seqs and flushes them as durable batches.
-type gen struct {
-	st    *eventstore.Store
-	id    string
-	seq   int64
-	time  int64
-	batch []event.Event
-	limit int64
-}
-
-func (g *gen) add(typ string, data string, extra ...event.Member) {
-	g.time += 3
-	d, err := event.Canonical([]byte(data))
-	if err != nil {
-		panic(fmt.Sprintf("bad generated JSON %s: %v", data, err))
-	}
-	g.batch = append(g.batch, event.NewEventFrom(typ, g.seq, g.time, d, extra...))
-	g.seq++
-}
-
-func (g *gen) flush() error {
-	if len(g.batch) == 0 {
-		return nil
-	}
-	err := g.st.Append(context.Background(), g.id, g.batch)
-	g.batch = g.batch[:0]
-	return err
-}
-
-func seqs(from, to int64) event.Value {
-	var a []event.Value
-	for s := from; s < to; s++ {
-		a = append(a, event.Number(float64(s)))
-	}
-	return event.Array(a...)
-}
-
-var words = strings.Fields("the session log keeps every event so a crash can be resumed and the surface rebuilt from the same bytes while tools read files run tests and report results")
-
-func generate(root string, mode jsonl.Compression, id string, n int) error {
-	b, err := jsonl.Open(root, mode)
-	if err != nil {
-		return err
-	}
-	st := eventstore.New(b)
-	cwd := event.String("/home/dev/bench")
-	h := event.Header{ID: id, CreatedAt: 1778573701000, Cwd: &cwd}
-	if err := st.Create(context.Background(), h); err != nil {
-		return err
-	}
-	g := &gen{st: st, id: id, time: 1778573701000, limit: int64(n)}
-	appendOp := event.Member{Key: "surfaceOp", Value: event.String("append")}
-	for t := 1; g.seq < g.limit; t++ {
-		g.add("turn/start", fmt.Sprintf(`{"turn":%d}`, t))
-		g.add("step/start", fmt.Sprintf(`{"turn":%d,"step":1}`, t))
-		g.add("user/message", fmt.Sprintf(`{"id":"u-%d","role":"user","content":[{"type":"text","text":"Please run step %d of the build and tell me what failed."}],"source":{"kind":"user"}}`, t, t), appendOp)
-		if t == 1 {
-			g.add("request/header", `{"header":{"config":{"provider":"deepseek-official","model":"deepseek-v4-flash"},"system":"You are a coding agent."},"reason":"initial"}`)
-		}
-		first := g.seq
-		for k := 0; k < 20; k++ {
-			g.add("assistant/chunk", fmt.Sprintf(`{"turn":%d,"step":1,"chunk":{"type":"text-delta","index":0,"text":"%s "}}`, t, words[(t+k)%len(words)]))
-		}
-		callID := fmt.Sprintf("call-%d", t)
-		g.add("assistant/message", fmt.Sprintf(`{"turn":%d,"step":1,"message":{"id":"a-%d-1","role":"assistant","content":[{"type":"text","text":"Running the build."},{"type":"tool-call","id":"%s","name":"bash","arguments":"{\"command\":\"make test\"}"}],"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}},"usage":{"inputTokens":%d,"outputTokens":20}}`, t, t, callID, 1000+t),
-			event.Member{Key: "sourceEventSeqs", Value: seqs(first, g.seq)}, appendOp)
-		callSeq := g.seq
-		g.add("tool/call", fmt.Sprintf(`{"turn":%d,"step":1,"callId":"%s","name":"bash","arguments":"{\"command\":\"make test\"}"}`, t, callID))
-		g.add("tool/result", fmt.Sprintf(`{"turn":%d,"step":1,"message":{"id":"t-%d","role":"user","content":[{"type":"tool-result","toolCallId":"%s","content":[{"type":"text","text":"ok  \tpkg/a\t0.1%ds\nFAIL\tpkg/b\t0.2s\n--- FAIL: TestB (0.00s)\n    b_test.go:12: want 3, got 4"}],"isError":false}],"source":{"kind":"tool","callId":"%s"}}}`, t, t, callID, t%10, callID),
-			event.Member{Key: "sourceEventSeqs", Value: seqs(callSeq, callSeq+1)}, appendOp)
-		g.add("step/end", fmt.Sprintf(`{"turn":%d,"step":1}`, t))
-		if err := g.flush(); err != nil {
-			return err
-		}
-		g.add("step/start", fmt.Sprintf(`{"turn":%d,"step":2}`, t))
-		first = g.seq
-		for k := 0; k < 15; k++ {
-			g.add("assistant/chunk", fmt.Sprintf(`{"turn":%d,"step":2,"chunk":{"type":"text-delta","index":0,"text":"%s "}}`, t, words[(t*7+k)%len(words)]))
-		}
-		g.add("assistant/message", fmt.Sprintf(`{"turn":%d,"step":2,"message":{"id":"a-%d-2","role":"assistant","content":[{"type":"text","text":"TestB in pkg/b fails: it wants 3 and gets 4."}],"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}}}`, t, t),
-			event.Member{Key: "sourceEventSeqs", Value: seqs(first, g.seq)}, appendOp)
-		g.add("step/end", fmt.Sprintf(`{"turn":%d,"step":2}`, t))
-		if err := g.flush(); err != nil {
-			return err
-		}
-		g.add("turn/end", fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, t))
-		if err := g.flush(); err != nil {
-			return err
-		}
-	}
-	return g.flush()
 }
