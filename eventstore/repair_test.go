@@ -7,29 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshfs/dshfs/internal/fixtures"
+
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// vSharedDir finds the shared/ directory that sits next to the project root, walking up from the
-// package directory; tests that need it fail (never skip) when it is missing.
-func vSharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "fixtures")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return filepath.Join(dir, "shared")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("shared/fixtures not found above the package directory")
-		}
-		dir = parent
-	}
-}
+// vSharedDir returns the shared/ directory; tests that need it fail, never skip, without it.
+func vSharedDir(t *testing.T) string { return fixtures.Shared(t) }
 
 // vReadLines reads a JSONL file's lines (without LF).
 func vReadLines(t *testing.T, path string) []string {

@@ -11,6 +11,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/eventtest"
 	"github.com/dshfs/dshfs/internal/fixtures"
 	"github.com/dshfs/dshfs/internal/harness"
 )
@@ -75,18 +76,7 @@ func fixtureSources(t *testing.T) []source {
 			`{"type":"assistant/message","seq":3,"time":7,"data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"bash","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"sourceEventSeqs":[],"surfaceOp":"append"}`,
 			`{"type":"tool/call","seq":4,"time":8,"data":{"turn":1,"step":1,"callId":"c1","name":"bash","arguments":"{}"}}`,
 		}
-		var evs []event.Event
-		for _, l := range lines {
-			c, err := event.Canonical([]byte(l))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := event.NewEvent(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs = append(evs, e)
-		}
+		evs := eventtest.Events(t, lines...)
 		out = append(out, source{h, evs})
 	}
 	return out

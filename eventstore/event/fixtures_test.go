@@ -7,28 +7,12 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/dshfs/dshfs/internal/fixtures"
 )
 
-// fixturesDir returns /work/shared/fixtures (found by walking up to a directory that holds shared/
-// next to the project). Tests that need fixtures fail, never skip, when they are missing.
-func fixturesDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "fixtures")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("shared/fixtures not found above the package directory")
-		}
-		dir = parent
-	}
-}
+// fixturesDir returns the shared fixtures directory; tests that need it fail, never skip, without it.
+func fixturesDir(tb testing.TB) string { return fixtures.Path(tb) }
 
 // sessionFiles maps each session directory name (the encoded id) under a raw store root to its
 // session.jsonl path.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
 const testCwd = "/home/dev/proj"
@@ -244,7 +245,7 @@ func TestZstdTornMultiBlockFrame(t *testing.T) {
 	if err := st.Create(ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	first := mustEvents(t, turn(1, 0))
+	first := eventtest.Events(t, turn(1, 0)...)
 	if err := st.Append(ctx, "big", first); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestZstdTornMultiBlockFrame(t *testing.T) {
 			seed = seed*1664525 + 1013904223
 			sb.WriteByte(byte('a' + seed>>27))
 		}
-		batch = append(batch, mustEvents(t, []string{fmt.Sprintf(`{"type":"feedback/record","seq":%d,"time":1,"data":{"text":"%s"}}`, 3+i, sb.String())})...)
+		batch = append(batch, eventtest.Events(t, fmt.Sprintf(`{"type":"feedback/record","seq":%d,"time":1,"data":{"text":"%s"}}`, 3+i, sb.String()))...)
 	}
 	if err := st.Append(ctx, "big", batch); err != nil {
 		t.Fatal(err)
@@ -303,8 +304,8 @@ func TestZstdChecksumCorruption(t *testing.T) {
 	cwd := event.String(testCwd)
 	h := event.Header{ID: "c", CreatedAt: 1000, Cwd: &cwd}
 	st.Create(ctx, h)
-	st.Append(ctx, "c", mustEvents(t, turn(1, 0)))
-	st.Append(ctx, "c", mustEvents(t, turn(2, 3)))
+	st.Append(ctx, "c", eventtest.Events(t, turn(1, 0)...))
+	st.Append(ctx, "c", eventtest.Events(t, turn(2, 3)...))
 	path, _ := b.Locate(h)
 	buf, _ := os.ReadFile(path)
 	frames, _, _ := ScanFrames(buf, 0)
@@ -315,23 +316,6 @@ func TestZstdChecksumCorruption(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %s", err, want)
 	}
-}
-
-func mustEvents(t *testing.T, ls []string) []event.Event {
-	t.Helper()
-	var out []event.Event
-	for _, l := range ls {
-		c, err := event.Canonical([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := event.NewEvent(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e)
-	}
-	return out
 }
 
 func TestAwkwardIdsAndCwds(t *testing.T) {
@@ -348,7 +332,7 @@ func TestAwkwardIdsAndCwds(t *testing.T) {
 			if err := st.Create(ctx, h); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Append(ctx, id, mustEvents(t, turn(1, 0))); err != nil {
+			if err := st.Append(ctx, id, eventtest.Events(t, turn(1, 0)...)); err != nil {
 				t.Fatal(err)
 			}
 		}

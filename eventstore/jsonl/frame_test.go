@@ -12,31 +12,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshfs/dshfs/internal/fixtures"
+
 	"github.com/klauspost/compress/zstd"
 )
 
 var zstdMagicBytes = []byte{0x28, 0xB5, 0x2F, 0xFD}
 
-// zstFixturesRoot finds /work/shared/fixtures by walking up from the package directory: `shared/` sits next to
-// the project root. A missing directory fails the test, never skips it.
-func zstFixturesRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "fixtures")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("shared/fixtures not found next to the project root")
-		}
-		dir = parent
-	}
-}
+// zstFixturesRoot returns the shared fixtures directory; tests that need it fail, never skip, without it.
+func zstFixturesRoot(t testing.TB) string { return fixtures.Path(t) }
 
 // zstdFixtureFiles lists every .jsonl.zstd transcript in the fixtures, keyed by path relative to fixtures/.
 func zstdFixtureFiles(t testing.TB) map[string][]byte {
