@@ -21,6 +21,8 @@ type StatusInput struct {
 	Live      bool
 	Pending   int
 	LastError event.Value // null unless a write side recorded one
+	// ActiveCompaction is the open compaction's record (null when none holds the lock).
+	ActiveCompaction event.Value
 }
 
 // SessionStatus renders the session status.json object of DESIGN.md §4, every key present and in order.
@@ -83,7 +85,7 @@ func SessionStatus(in StatusInput) event.Value {
 		event.Member{Key: "repairPreview", Value: event.Array(preview...)},
 		event.Member{Key: "tornBytes", Value: num(torn)},
 		event.Member{Key: "unknownOutcomes", Value: event.Array(outcomes...)},
-		event.Member{Key: "activeCompaction", Value: null},
+		event.Member{Key: "activeCompaction", Value: in.ActiveCompaction},
 		event.Member{Key: "refusal", Value: refusal},
 		event.Member{Key: "lastError", Value: in.LastError},
 		event.Member{Key: "lastCommand", Value: null},

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/surface"
 )
 
 // Entry is one session found by List: read from its header alone.
@@ -82,8 +83,10 @@ type Inspection struct {
 // Store is the seam of DESIGN.md §3 over one backend. It is safe for concurrent use; operations on one
 // session are serialized, as the harness's coordinator does with its per-id chain.
 type Store struct {
-	b       Backend
-	Surface func() SurfaceChecker // builds the surface validator for Inspect; nil until projections exist
+	b Backend
+	// Surface builds the surface validator Inspect runs over every event, as the harness's Session
+	// constructor does; New installs the surface package's fold.
+	Surface func() SurfaceChecker
 
 	mu      sync.Mutex
 	pending map[string]event.Header // created but not yet materialized (lazy materialization)
@@ -93,7 +96,8 @@ type Store struct {
 
 // New wraps a backend.
 func New(b Backend) *Store {
-	return &Store{b: b, pending: map[string]event.Header{}, cursors: map[string]cursor{}, locks: map[string]*sync.Mutex{}}
+	return &Store{b: b, Surface: func() SurfaceChecker { return surface.NewFolder(0) },
+		pending: map[string]event.Header{}, cursors: map[string]cursor{}, locks: map[string]*sync.Mutex{}}
 }
 
 // Backend returns the wrapped backend.

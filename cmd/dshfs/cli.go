@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 )
@@ -130,17 +131,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// checkConfig accepts --config FILE: the file must be readable. The configuration schema arrives with the
-// mount; until then no key changes what ls, cat and check do.
-func checkConfig(path string) error {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Open(expandHome(path))
+// loadConfig reads --config FILE (DESIGN.md §6a); without one, the defaults.
+func loadConfig(path string) (config.Config, error) {
+	cfg, err := config.Load(expandHome(path))
 	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+		return cfg, fmt.Errorf("--config: %w", err)
 	}
-	return f.Close()
+	return cfg, nil
 }
 
 func expandHome(p string) string {

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/spill"
+	"github.com/dshfs/dshfs/views"
 )
 
 func cmdLs(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
@@ -19,7 +21,7 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
 	if len(pos) != 1 {
 		return exitUsageErr, &usageError{"ls needs exactly one STORE"}
 	}
-	if err := checkConfig(o.config); err != nil {
+	if _, err := loadConfig(o.config); err != nil {
 		return exitUsageErr, err
 	}
 	st, err := openStore(pos[0])
@@ -91,56 +93,28 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if len(pos) != 2 {
 		return exitUsageErr, &usageError{"cat needs STORE and ID"}
 	}
-	if err := checkConfig(o.config); err != nil {
+	cfg, err := loadConfig(o.config)
+	if err != nil {
 		return exitUsageErr, err
 	}
-	switch o.view {
-	case "events", "raw", "header", "status":
-	case "surface", "messages", "shadowed", "compactions", "prunes", "spill":
-		return exitUsageErr, fmt.Errorf("view %q is not built yet (events, raw, header and status work so far)", o.view)
-	default:
-		if name, _, ok := strings.Cut(o.view, ":"); ok && (name == "event" || name == "turn" || name == "trace") {
-			return exitUsageErr, fmt.Errorf("view %q is not built yet (events, raw, header and status work so far)", o.view)
-		}
-		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q", o.view)}
+	if !views.Valid(o.view) {
+		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q (events, raw, header, status, surface, messages, shadowed, event:SEQ, turn:N, trace:SEQ, compactions, prunes, spill)", o.view)}
 	}
 	st, err := openStore(pos[0])
 	if err != nil {
 		return exitUsageErr, err
 	}
-	id := pos[1]
-	if o.view == "raw" {
-		raw, err := st.ReadRaw(ctx, id)
-		if err != nil {
-			return failCode(err), err
+	sess, err := views.Load(ctx, st, pos[1], views.Options{Inspect: o.inspect, Spill: spill.NewRoots(cfg.Spill.Roots)})
+	if err != nil {
+		return failCode(err), err
+	}
+	b, err := sess.Render(ctx, o.view)
+	out.Write(b) // a refused session's header view still shows its first line
+	if err != nil {
+		if errors.Is(err, views.ErrNotFound) {
+			return exitUsageErr, err
 		}
-		out.Write(raw)
-		return exitOK, nil
-	}
-	sess := loadSession(ctx, st, id, o.inspect)
-	if sess.err != nil && eventstore.IsNotFound(sess.err) {
-		return exitUsageErr, sess.err
-	}
-	switch o.view {
-	case "status":
-		out.Write(sess.status())
-		return exitOK, nil
-	case "header":
-		if sess.err == nil {
-			out.Write(append(sess.header.Meta(), '\n'))
-			return exitOK, nil
-		}
-		if line := headerLineOf(ctx, st, id); line != nil {
-			out.Write(append(line, '\n'))
-		}
-		return failCode(sess.err), sess.err
-	}
-	if sess.err != nil {
-		return failCode(sess.err), sess.err
-	}
-	for _, e := range sess.events {
-		out.Write(e.Raw)
-		out.WriteByte('\n')
+		return failCode(err), err
 	}
 	return exitOK, nil
 }
@@ -154,78 +128,6 @@ func failCode(err error) int {
 	return exitFound
 }
 
-// session is one session read for the views: the event list the views share and what status.json needs.
-type session struct {
-	id       string
-	backend  string
-	location string
-	header   event.Header
-	revision string
-	events   []event.Event
-	closers  []event.Event
-	torn     *eventstore.Torn
-	err      error
-	// hasHeader is set when header holds a parsed header (always for readable sessions; for refused
-	// ones when the refusal came after the header was read).
-	hasHeader bool
-}
-
-func loadSession(ctx context.Context, st *eventstore.Store, id string, inspect bool) *session {
-	s := &session{id: id, backend: st.Backend().Name()}
-	ins, err := st.Inspect(ctx, id)
-	if err != nil {
-		s.err = err
-		// A refused session still has an artifact: report where it is and which revision was refused.
-		if e := entryOf(ctx, st, id); e != nil {
-			s.location, s.revision = e.Path, e.Revision
-			if e.Header != nil {
-				s.header, s.hasHeader = *e.Header, true
-			}
-		}
-		return s
-	}
-	s.hasHeader = true
-	p := ins.Prefix
-	s.header, s.revision, s.location, s.torn, s.closers = ins.Header, p.Revision, p.Path, p.Torn, ins.Closers
-	if inspect {
-		s.events = ins.Events
-	} else {
-		s.events = ins.Events[:len(ins.Events)-len(ins.Closers)]
-	}
-	return s
-}
-
-func (s *session) status() []byte {
-	in := eventstore.StatusInput{ID: s.id, Backend: s.backend, Location: s.location, Revision: s.revision,
-		Events: s.events, Closers: s.closers, Torn: s.torn, Refusal: s.err}
-	if s.hasHeader {
-		in.Header = &s.header
-	}
-	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
-}
-
-// entryOf finds a session's listing entry: what is known of a refused session comes from there.
-func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.Entry {
-	l, err := st.List(ctx)
-	if err != nil {
-		return nil
-	}
-	for i := range l.Entries {
-		if l.Entries[i].ID == id {
-			return &l.Entries[i]
-		}
-	}
-	return nil
-}
-
-// headerLineOf is a refused session's first line verbatim, for the header view.
-func headerLineOf(ctx context.Context, st *eventstore.Store, id string) []byte {
-	if e := entryOf(ctx, st, id); e != nil {
-		return e.HeaderLine
-	}
-	return nil
-}
-
 func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
 	o, pos, err := parseArgs(args, map[string]bool{"config": true, "json": true})
 	if err != nil {
@@ -234,7 +136,7 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 	if len(pos) < 1 {
 		return exitUsageErr, &usageError{"check needs a STORE"}
 	}
-	if err := checkConfig(o.config); err != nil {
+	if _, err := loadConfig(o.config); err != nil {
 		return exitUsageErr, err
 	}
 	st, err := openStore(pos[0])

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/internal/fixtures"
 )
@@ -82,6 +83,7 @@ func TestGoldenConformance(t *testing.T) {
 					{"stored.jsonl", []string{"cat", "--view", "events", set.root, id}},
 					{"events.jsonl", []string{"cat", set.root, id, "--inspect", "--view", "events"}},
 					{"header.json", []string{"cat", "--view=header", set.root, id}},
+					{"messages.jsonl", []string{"cat", "--inspect", set.root, id, "--view", "messages"}},
 				} {
 					want, err := os.ReadFile(filepath.Join(gdir, c.file))
 					if err != nil {
@@ -94,6 +96,35 @@ func TestGoldenConformance(t *testing.T) {
 					if got != string(want) {
 						t.Errorf("%s differs from golden %s: %s", strings.Join(c.args[:len(c.args)-2], " "), c.file, firstDiff(got, string(want)))
 					}
+				}
+				// the surface view lists the harness's foldSurface nodes, in order
+				code, got, stderr := runCLI("cat", "--inspect", "--view", "surface", set.root, id)
+				if code != 0 {
+					t.Fatalf("surface view: exit %d: %s", code, stderr)
+				}
+				var seqs []string
+				for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+					if line == "" {
+						continue
+					}
+					v, err := event.Parse([]byte(line))
+					if err != nil {
+						t.Fatal(err)
+					}
+					seq, _ := v.Get("seq")
+					seqs = append(seqs, event.FormatNumber(seq.Num))
+				}
+				golden, err := os.ReadFile(filepath.Join(gdir, "surface.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				gv, err := event.Parse(golden)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nodes, _ := gv.Get("nodes")
+				if want := string(event.Stringify(nodes)); "["+strings.Join(seqs, ",")+"]" != want {
+					t.Errorf("surface view seqs [%s], golden nodes %s", strings.Join(seqs, ","), want)
 				}
 			})
 		}

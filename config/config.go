@@ -1,0 +1,155 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Config is the whole DESIGN.md §6a schema with defaults applied; see the package documentation for what
+// each key does and which keys are accepted without effect yet.
+type Config struct {
+	Store      string // expanded and absolute (a backend prefix, if any, kept in front)
+	ReadOnly   bool
+	FUSE       FUSE
+	Cache      Cache
+	Writer     Writer
+	Compaction Compaction
+	Pruner     Pruner
+	Spill      Spill
+}
+
+// FUSE holds the kernel-facing timings; they bound how stale a view can look to a reader.
+type FUSE struct {
+	EntryTimeout    time.Duration
+	AttrTimeout     time.Duration
+	RefreshInterval time.Duration
+	AllowOther      bool
+}
+
+// Cache holds the LRU byte budgets that keep the mount's memory bounded (DESIGN.md §1.6).
+type Cache struct {
+	SessionsBytes int64
+	ViewsBytes    int64
+}
+
+// Writer holds the write-behind settings (accepted, no effect yet).
+type Writer struct {
+	BatchWindow time.Duration
+	Compression string // CompressionZstd or CompressionNone
+}
+
+// Compaction holds the summarizer settings (accepted, no effect yet).
+type Compaction struct {
+	Summarizer string   // SummarizerExtractive or SummarizerCommand
+	Command    []string // argv; non-empty when Summarizer is SummarizerCommand
+	Timeout    time.Duration
+}
+
+// Pruner holds the tool-result pruner budgets, in Unicode code points as the harness counts them
+// (accepted, no effect yet).
+type Pruner struct {
+	ThresholdChars int
+	HeadChars      int
+	TailChars      int
+}
+
+// Spill holds the spill roots configured beside the harness's defaults (the defaults themselves are the
+// spill package's business, so they are not listed here).
+type Spill struct {
+	Roots []string // expanded and absolute
+}
+
+// Enumerated values, spelled as in the TOML file.
+const (
+	CompressionZstd      = "zstd"
+	CompressionNone      = "none"
+	SummarizerExtractive = "extractive"
+	SummarizerCommand    = "command"
+)
+
+// PruneMarker is the harness's PRUNE_MARKER; its code-point length takes part in the pruner budget check.
+const PruneMarker = "\n\n[... tool result middle pruned ...]\n\n"
+
+// pruneMarkerChars is codePointLength(PRUNE_MARKER).
+var pruneMarkerChars = utf8.RuneCountInString(PruneMarker)
+
+// Default returns the configuration used when no file is given; Store follows $DSH_HOME at call time.
+func Default() Config {
+	return Config{
+		Store: DefaultStore(),
+		FUSE: FUSE{
+			EntryTimeout:    time.Second,
+			AttrTimeout:     time.Second,
+			RefreshInterval: time.Second,
+		},
+		Cache: Cache{
+			SessionsBytes: 256 << 20,
+			ViewsBytes:    128 << 20,
+		},
+		Writer: Writer{
+			BatchWindow: 200 * time.Millisecond,
+			Compression: CompressionZstd,
+		},
+		Compaction: Compaction{
+			Summarizer: SummarizerExtractive,
+			Command:    []string{},
+			Timeout:    5 * time.Minute,
+		},
+		Pruner: Pruner{
+			ThresholdChars: 8192,
+			HeadChars:      4096,
+			TailChars:      1024,
+		},
+		Spill: Spill{Roots: []string{}},
+	}
+}
+
+// DefaultStore is where the harness's default bundle keeps its JSONL sessions: dshHomePath('sessions').
+func DefaultStore() string {
+	return filepath.Join(DshHome(), "sessions")
+}
+
+// DshHome resolves the harness home as upstream resolveDshHome does: $DSH_HOME unless it is empty or
+// whitespace-only (a blank override must never mean the working directory), else ~/.dsh; a leading "~"
+// is expanded and the result made absolute.
+func DshHome() string {
+	home := os.Getenv("DSH_HOME")
+	if strings.TrimSpace(home) == "" {
+		return filepath.Join(userHome(), ".dsh")
+	}
+	return absPath(ExpandHome(home), "")
+}
+
+// ExpandHome expands the tilde forms the harness's expandHomePath supports ("~", "~/…"); every other
+// spelling, including "~user", is returned unchanged, as upstream does.
+func ExpandHome(p string) string {
+	switch {
+	case p == "~":
+		return userHome()
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(userHome(), p[2:])
+	}
+	return p
+}
+
+// userHome is Node's os.homedir() for our purposes: $HOME first, then the account database.
+func userHome() string {
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return h
+	}
+	return "/"
+}
+
+// absPath makes p absolute against base (a directory; "" means the working directory) and cleans it.
+func absPath(p, base string) string {
+	if !filepath.IsAbs(p) && base != "" {
+		p = filepath.Join(base, p)
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
+}

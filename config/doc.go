@@ -1,0 +1,52 @@
+// Package config reads dshfs's TOML configuration (DESIGN.md §6a): every key is optional, defaults are
+// applied, and the whole schema is validated at load time so that a typo or a bad value fails the command
+// that reads the file instead of being silently ignored.
+//
+// # Schema and effect
+//
+//	key                     type      default and allowed values                      effect
+//	store                   path      $DSH_HOME/sessions, else ~/.dsh/sessions        mount's STORE when none is given
+//	read_only               bool      false                                           mount read-only
+//	fuse.entry_timeout      duration  1s (>= 0)                                       kernel entry cache for changing views
+//	fuse.attr_timeout       duration  1s (>= 0)                                       kernel attribute cache
+//	fuse.refresh_interval   duration  1s (> 0)                                        store revision re-check period
+//	fuse.allow_other        bool      false                                           FUSE allow_other
+//	cache.sessions_bytes    size      256MiB (>= 0; 0 caches nothing)                 decoded-session LRU budget
+//	cache.views_bytes       size      128MiB (>= 0; 0 caches nothing)                 rendered-view LRU budget
+//	writer.batch_window     duration  200ms (>= 0; 0 writes at once)                  accepted, no effect yet
+//	writer.compression      string    "zstd" | "none"; default "zstd"                 accepted, no effect yet
+//	compaction.summarizer   string    "extractive" | "command"; default "extractive"  accepted, no effect yet
+//	compaction.command      [string]  []; non-empty when summarizer = "command"       accepted, no effect yet
+//	compaction.timeout      duration  5m (> 0)                                        accepted, no effect yet
+//	pruner.threshold_chars  integer   8192 (> 0)                                      accepted, no effect yet
+//	pruner.head_chars       integer   4096 (>= 0)                                     accepted, no effect yet
+//	pruner.tail_chars       integer   1024 (>= 0)                                     accepted, no effect yet
+//	spill.roots             [path]    []                                              extra spill roots beside the defaults
+//
+// "Accepted, no effect yet" keys belong to the write side, which is not built; they are parsed and
+// validated now so that a file written today keeps working, with the same meaning, when the feature lands.
+//
+// # Value rules
+//
+//   - Durations are strings in Go syntax ("1s", "200ms", "5m"); a TOML number is refused because its unit
+//     would be a guess. Negative durations are always refused; zero only where it means something (see
+//     the table).
+//   - Sizes are a TOML integer (bytes) or a string of digits with an optional binary unit: "B", "KiB",
+//     "MiB", "GiB" or "TiB" (one optional space before the unit). Decimal units ("MB", "KB") are refused
+//     rather than guessed at, because "256MB" is ambiguous between 10^6 and 2^20 in common usage.
+//   - The pruner mirrors the harness's ToolResultPruneConfig validation (spec/compaction-query-spill.md
+//     A.4), quoting its messages: threshold_chars positive, head_chars and tail_chars non-negative, and
+//     head_chars + the 39-code-point PRUNE_MARKER + tail_chars at most threshold_chars.
+//   - Paths (store, spill roots) expand a leading "~" or "~/" against the user's home exactly as the
+//     harness's expandHomePath does; any other "~user" form is left as it is. A relative path is resolved
+//     against the directory of the configuration file, so a file means the same thing from any working
+//     directory. store may carry a backend prefix ("jsonl:", "jsonl+raw:", "sqlite:") as on the command
+//     line; expansion applies to the path after it.
+//
+// # Errors
+//
+// Every problem names its key with its table path. Unknown keys read `unknown key "fuse.atr_timeout" in
+// dshfs.toml`; bad values read `key "fuse.attr_timeout" in dshfs.toml: <why>`. All problems in a file are
+// reported together (one per line, in document order for unknown keys, then in schema order), each as a
+// *KeyError reachable with errors.As.
+package config

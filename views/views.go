@@ -1,0 +1,364 @@
+// Package views renders every file a user reads about a session — the mount's files and `dshfs cat --view`
+// output — from one consistent snapshot of the session, so that the two are byte-identical by
+// construction. All projections (surface, messages, shadowed, trace, turns, compactions, spill, status) are
+// computed over the same event list as events.jsonl: the stored log, or with Inspect the harness's
+// in-memory repair of it.
+package views
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dshfs/dshfs/compaction"
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/spill"
+	"github.com/dshfs/dshfs/surface"
+)
+
+// Options select how a session is read.
+type Options struct {
+	// Inspect applies the harness's in-memory crash repair (the closers) before every projection.
+	Inspect bool
+	// Spill is the spill-root policy for the spill view; nil means no roots (every locator outside).
+	Spill *spill.Roots
+}
+
+// Errors a view can fail with besides the session's own refusal.
+var (
+	// ErrUnknownView names a view that does not exist.
+	ErrUnknownView = errors.New("unknown view")
+	// ErrNotFound is a per-event view (event:SEQ, turn:N, trace:SEQ) naming something the log lacks.
+	ErrNotFound = errors.New("no such item in this session")
+)
+
+// Session is one consistent snapshot of a session.
+type Session struct {
+	ID         string
+	Backend    string
+	Location   string
+	Revision   string
+	Header     *event.Header // nil when the header itself was refused
+	HeaderLine []byte        // a refused session's first line, when it is a JSON object
+	Events     []event.Event // the list every view is computed from
+	Closers    []event.Event // the repair a resume would commit
+	Torn       *eventstore.Torn
+	Refusal    error // why the session cannot be shown; only header, status and raw work then
+
+	store *eventstore.Store
+	opts  Options
+
+	foldOnce sync.Once
+	fold     *surface.Result
+	foldErr  error
+
+	tracerOnce sync.Once
+	tracer     *surface.Tracer
+	tracerErr  error
+
+	compOnce sync.Once
+	records  []compaction.Record
+	prunes   []compaction.Prune
+	compErr  error
+}
+
+// Load reads one snapshot of a session. A refusal is not an error: it is kept in Session.Refusal, because
+// header.json, status.json and raw.jsonl still describe a refused session. Errors are for sessions that
+// do not exist or cannot be read at all.
+func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*Session, error) {
+	s := &Session{ID: id, Backend: st.Backend().Name(), store: st, opts: opts}
+	ins, err := st.Inspect(ctx, id)
+	if err != nil {
+		if eventstore.IsNotFound(err) {
+			return nil, err
+		}
+		s.Refusal = err
+		if e := entryOf(ctx, st, id); e != nil {
+			s.Location, s.Revision, s.Header, s.HeaderLine = e.Path, e.Revision, e.Header, e.HeaderLine
+		}
+		return s, nil
+	}
+	p := ins.Prefix
+	h := ins.Header
+	s.Header, s.Location, s.Revision, s.Torn, s.Closers = &h, p.Path, p.Revision, p.Torn, ins.Closers
+	if opts.Inspect {
+		s.Events = ins.Events
+	} else {
+		s.Events = ins.Events[:len(ins.Events)-len(ins.Closers)]
+	}
+	return s, nil
+}
+
+// FromEntry is the snapshot of a session the listing already refused, without reading it again.
+func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session {
+	return &Session{ID: e.ID, Backend: st.Backend().Name(), Location: e.Path, Revision: e.Revision,
+		Header: e.Header, HeaderLine: e.HeaderLine, Refusal: e.Refusal, store: st, opts: opts}
+}
+
+func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.Entry {
+	l, err := st.List(ctx)
+	if err != nil {
+		return nil
+	}
+	for i := range l.Entries {
+		if l.Entries[i].ID == id {
+			return &l.Entries[i]
+		}
+	}
+	return nil
+}
+
+// Fold is the surface fold of the session's events (computed once).
+func (s *Session) Fold() (*surface.Result, error) {
+	s.foldOnce.Do(func() { s.fold, s.foldErr = surface.Fold(s.Events) })
+	return s.fold, s.foldErr
+}
+
+// Tracer answers traces for this snapshot (built once).
+func (s *Session) Tracer() (*surface.Tracer, error) {
+	s.tracerOnce.Do(func() { s.tracer, s.tracerErr = surface.NewTracer(s.Events) })
+	return s.tracer, s.tracerErr
+}
+
+// Compactions returns the compaction records and prunes (computed once).
+func (s *Session) Compactions() ([]compaction.Record, []compaction.Prune, error) {
+	s.compOnce.Do(func() {
+		fold, err := s.Fold()
+		if err != nil {
+			s.compErr = err
+			return
+		}
+		if s.records, s.compErr = compaction.Records(s.Events, fold); s.compErr != nil {
+			return
+		}
+		s.prunes, s.compErr = compaction.Prunes(s.Events, fold)
+	})
+	return s.records, s.prunes, s.compErr
+}
+
+// Names of the whole-session views, as `dshfs cat --view` spells them.
+const (
+	ViewEvents      = "events"
+	ViewRaw         = "raw"
+	ViewHeader      = "header"
+	ViewStatus      = "status"
+	ViewSurface     = "surface"
+	ViewMessages    = "messages"
+	ViewShadowed    = "shadowed"
+	ViewCompactions = "compactions"
+	ViewPrunes      = "prunes"
+	ViewSpill       = "spill"
+)
+
+// Parameterized view prefixes (`event:SEQ`, `turn:N`, `trace:SEQ`).
+const (
+	ViewEvent = "event"
+	ViewTurn  = "turn"
+	ViewTrace = "trace"
+)
+
+// Valid reports whether view names a view (without rendering it).
+func Valid(view string) bool {
+	switch view {
+	case ViewEvents, ViewRaw, ViewHeader, ViewStatus, ViewSurface, ViewMessages, ViewShadowed,
+		ViewCompactions, ViewPrunes, ViewSpill:
+		return true
+	}
+	name, arg, ok := strings.Cut(view, ":")
+	if !ok || (name != ViewEvent && name != ViewTurn && name != ViewTrace) {
+		return false
+	}
+	_, err := strconv.ParseInt(arg, 10, 64)
+	return err == nil
+}
+
+// Render returns the bytes of one view. A refused session renders only header, status and raw; every
+// other view returns the refusal.
+func (s *Session) Render(ctx context.Context, view string) ([]byte, error) {
+	if !Valid(view) {
+		return nil, fmt.Errorf("%w %q", ErrUnknownView, view)
+	}
+	switch view {
+	case ViewRaw:
+		return s.store.ReadRaw(ctx, s.ID)
+	case ViewStatus:
+		return s.Status(), nil
+	case ViewHeader:
+		if s.Refusal == nil && s.Header != nil {
+			return append(s.Header.Meta(), '\n'), nil
+		}
+		if s.HeaderLine != nil {
+			return append(bytes.Clone(s.HeaderLine), '\n'), nil
+		}
+		return nil, s.Refusal
+	}
+	if s.Refusal != nil {
+		return nil, s.Refusal
+	}
+	switch view {
+	case ViewEvents:
+		return lines(s.Events), nil
+	case ViewSurface:
+		fold, err := s.Fold()
+		if err != nil {
+			return nil, err
+		}
+		return lines(s.pick(fold.Nodes)), nil
+	case ViewMessages:
+		fold, err := s.Fold()
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := surface.DeriveMessages(s.Events, fold)
+		if err != nil {
+			return nil, err
+		}
+		var out []byte
+		for _, m := range msgs {
+			out = append(append(out, m...), '\n')
+		}
+		return out, nil
+	case ViewShadowed:
+		evs, err := s.Shadowed()
+		if err != nil {
+			return nil, err
+		}
+		return lines(evs), nil
+	case ViewCompactions:
+		recs, _, err := s.Compactions()
+		if err != nil {
+			return nil, err
+		}
+		var out []byte
+		for _, r := range recs {
+			out = append(append(out, r.JSON()...), '\n')
+		}
+		return out, nil
+	case ViewPrunes:
+		_, prunes, err := s.Compactions()
+		if err != nil {
+			return nil, err
+		}
+		var out []byte
+		for _, p := range prunes {
+			out = append(append(out, p.JSON()...), '\n')
+		}
+		return out, nil
+	case ViewSpill:
+		rows, err := s.SpillRows()
+		if err != nil {
+			return nil, err
+		}
+		return spill.IndexJSON(rows), nil
+	}
+	name, arg, _ := strings.Cut(view, ":")
+	n, _ := strconv.ParseInt(arg, 10, 64)
+	switch name {
+	case ViewEvent:
+		if n < 0 || n >= int64(len(s.Events)) {
+			return nil, fmt.Errorf("%w: event %d", ErrNotFound, n)
+		}
+		return append(bytes.Clone(s.Events[n].Raw), '\n'), nil
+	case ViewTurn:
+		evs, ok := eventstore.TurnEvents(s.Events, n)
+		if !ok {
+			return nil, fmt.Errorf("%w: turn %d", ErrNotFound, n)
+		}
+		return lines(evs), nil
+	default: // trace
+		tr, err := s.Tracer()
+		if err != nil {
+			return nil, err
+		}
+		t, err := tr.Trace(n)
+		if err != nil {
+			var se *surface.Error
+			if errors.As(err, &se) && se.Code == "EVENT_NOT_FOUND" {
+				return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+			}
+			return nil, err
+		}
+		return append(t.JSON(), '\n'), nil
+	}
+}
+
+// Shadowed lists the events that replacements shadowed, in seq order.
+func (s *Session) Shadowed() ([]event.Event, error) {
+	fold, err := s.Fold()
+	if err != nil {
+		return nil, err
+	}
+	var out []event.Event
+	for seq, c := range surface.Classify(s.Events, fold) {
+		if c == surface.Shadowed {
+			out = append(out, s.Events[seq])
+		}
+	}
+	return out, nil
+}
+
+// SpillRows is the spill index of this snapshot; every locator is re-resolved now.
+func (s *Session) SpillRows() ([]spill.Row, error) {
+	fold, err := s.Fold()
+	if err != nil {
+		return nil, err
+	}
+	classes := surface.Classify(s.Events, fold)
+	roots := s.opts.Spill
+	if roots == nil {
+		roots = spill.NewRootsExact(nil)
+	}
+	return spill.Index(spill.Extract(s.Events), roots, func(seq int64) bool {
+		return seq >= 0 && seq < int64(len(classes)) && classes[seq] == surface.Shadowed
+	}), nil
+}
+
+// SpillRoots is the spill-root policy the snapshot was read with.
+func (s *Session) SpillRoots() *spill.Roots {
+	if s.opts.Spill == nil {
+		return spill.NewRootsExact(nil)
+	}
+	return s.opts.Spill
+}
+
+// Status renders status.json.
+func (s *Session) Status() []byte {
+	in := eventstore.StatusInput{ID: s.ID, Backend: s.Backend, Location: s.Location, Header: s.Header,
+		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal}
+	if s.Refusal == nil {
+		if recs, _, err := s.Compactions(); err == nil {
+			if a := compaction.Active(recs); a != nil {
+				if v, err := event.Parse(a.JSON()); err == nil {
+					in.ActiveCompaction = v
+				}
+			}
+		}
+	}
+	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
+}
+
+func (s *Session) pick(seqs []int64) []event.Event {
+	out := make([]event.Event, 0, len(seqs))
+	for _, q := range seqs {
+		out = append(out, s.Events[q])
+	}
+	return out
+}
+
+// lines renders events as JSONL.
+func lines(evs []event.Event) []byte {
+	n := 0
+	for _, e := range evs {
+		n += len(e.Raw) + 1
+	}
+	out := make([]byte, 0, n)
+	for _, e := range evs {
+		out = append(append(out, e.Raw...), '\n')
+	}
+	return out
+}
