@@ -1,7 +1,9 @@
 // Command gensession writes a synthetic but realistic session of at least N events (whole turns) into a
 // JSONL store root with dshfs's own writer (see internal/synth). Used by the benchmarks under bench/.
 //
-//	gensession [-mode zstd|none] [-id ID] ROOT N
+//	gensession [-mode zstd|none] [-id ID] [-append] ROOT N
+//
+// With -append it adds N whole turns to an existing session, stamped with the current time.
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 func main() {
 	mode := flag.String("mode", "zstd", "compression of the root: zstd or none")
 	id := flag.String("id", "bench-session", "session id")
+	appendTurns := flag.Bool("append", false, "append N whole turns to an existing session instead of creating one")
 	flag.Parse()
 	if flag.NArg() != 2 {
 		fmt.Fprintln(os.Stderr, "usage: gensession [-mode zstd|none] [-id ID] ROOT N")
@@ -27,7 +30,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gensession: N must be a positive integer")
 		os.Exit(2)
 	}
-	if err := synth.Write(flag.Arg(0), jsonl.Compression(*mode), *id, n); err != nil {
+	write := synth.Write
+	if *appendTurns {
+		write = synth.Append
+	}
+	if err := write(flag.Arg(0), jsonl.Compression(*mode), *id, n); err != nil {
 		fmt.Fprintln(os.Stderr, "gensession:", err)
 		os.Exit(1)
 	}

@@ -23,16 +23,18 @@ const (
 )
 
 const usage = `usage:
+  dshfs mount [--config FILE] [--read-only] [--allow-other] [--demo] [STORE] MOUNTPOINT
+  dshfs demo DIR                       (writes DIR/sessions and DIR/spill)
   dshfs ls [--config FILE] [--json] STORE
   dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
   dshfs check [--config FILE] [--json] STORE [ID...]
-  dshfs mount ...   (not built yet)
-  dshfs demo DIR    (not built yet)
-  dshfs convert SRC DST (not built yet)
+  dshfs convert SRC DST                (not built yet)
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
 jsonl+raw:PATH (uncompressed), sqlite:PATH (not built yet).
-VIEW: events (default) | raw | header | status
+VIEW: events (default) | raw | header | status | surface | messages | shadowed | event:SEQ |
+turn:N | trace:SEQ | compactions | prunes | spill
+mount's default STORE: the config's store, else $DSH_HOME/sessions, else ~/.dsh/sessions.
 `
 
 // usageError is a command-line mistake: exit 2 with the usage text.
@@ -42,10 +44,13 @@ func (e *usageError) Error() string { return e.msg }
 
 // opts holds the parsed flags; positional arguments are returned beside them.
 type opts struct {
-	config  string
-	json    bool
-	inspect bool
-	view    string
+	config     string
+	json       bool
+	inspect    bool
+	view       string
+	readOnly   bool
+	allowOther bool
+	demo       bool
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing.
@@ -85,6 +90,12 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.json = true
 		case "inspect":
 			o.inspect = true
+		case "read-only":
+			o.readOnly = true
+		case "allow-other":
+			o.allowOther = true
+		case "demo":
+			o.demo = true
 		}
 	}
 	return o, pos, nil
@@ -107,7 +118,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code, err = cmdCat(ctx, args[1:], out)
 	case "check":
 		code, err = cmdCheck(ctx, args[1:], out)
-	case "mount", "demo", "convert":
+	case "mount":
+		code, err = cmdMount(args[1:], stderr)
+	case "demo":
+		code, err = cmdDemo(args[1:], out)
+	case "convert":
 		err = fmt.Errorf("dshfs %s: not built yet (see README: what works so far)", args[0])
 		code = exitUsageErr
 	case "help", "-h", "--help":

@@ -741,3 +741,7 @@ func isFile(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular()
 }
+
+// PathRevision is the revision token of one transcript path, without the lookup Revision does: the mount
+// checks it at every access to decide whether its cached snapshot is current.
+func (b *Backend) PathRevision(path string) (string, error) { return statRevision(path) }

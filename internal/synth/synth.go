@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -66,8 +67,43 @@ func Write(root string, mode jsonl.Compression, id string, n int) error {
 		return err
 	}
 	g := &gen{st: st, id: id, time: 1778573701000, limit: int64(n)}
+	return g.turns(1)
+}
+
+// Append adds turns whole turns to an existing session (loading it first, as the harness does when it
+// adopts a session from disk), stamped with the current time: benchmarks and tests use it as "another
+// process appending to the store".
+func Append(root string, mode jsonl.Compression, id string, turns int) error {
+	b, err := jsonl.Open(root, mode)
+	if err != nil {
+		return err
+	}
+	st := eventstore.New(b)
+	ins, err := st.Load(context.Background(), id)
+	if err != nil {
+		return err
+	}
+	next := 1
+	for _, t := range eventstore.Turns(ins.Events) {
+		if int(t.N) >= next {
+			next = int(t.N) + 1
+		}
+	}
+	g := &gen{st: st, id: id, seq: int64(len(ins.Events)), time: time.Now().UnixMilli()}
+	g.limit = g.seq + 1
+	for i := 0; i < turns; i++ {
+		if err := g.turns(next + i); err != nil {
+			return err
+		}
+		g.limit = g.seq + 1
+	}
+	return nil
+}
+
+// turns writes whole turns numbered from first until the log holds at least g.limit events.
+func (g *gen) turns(first int) error {
 	appendOp := event.Member{Key: "surfaceOp", Value: event.String("append")}
-	for t := 1; g.seq < g.limit; t++ {
+	for t := first; g.seq < g.limit; t++ {
 		g.add("turn/start", fmt.Sprintf(`{"turn":%d}`, t))
 		g.add("step/start", fmt.Sprintf(`{"turn":%d,"step":1}`, t))
 		g.add("user/message", fmt.Sprintf(`{"id":"u-%d","role":"user","content":[{"type":"text","text":"Please run step %d of the build and tell me what failed."}],"source":{"kind":"user"}}`, t, t), appendOp)

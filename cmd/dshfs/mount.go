@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	dfs "github.com/dshfs/dshfs/fs"
+	"github.com/dshfs/dshfs/internal/demo"
+	"github.com/dshfs/dshfs/spill"
+)
+
+// cmdMount mounts a store and serves it in the foreground until a signal (DESIGN.md §6).
+func cmdMount(args []string, stderr io.Writer) (int, error) {
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "read-only": true, "allow-other": true, "demo": true})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	cfg, err := loadConfig(o.config)
+	if err != nil {
+		return exitUsageErr, err
+	}
+	var storeSpec, mountpoint string
+	switch {
+	case len(pos) == 1:
+		storeSpec, mountpoint = cfg.Store, pos[0]
+	case len(pos) == 2 && !o.demo:
+		storeSpec, mountpoint = pos[0], pos[1]
+	case len(pos) == 2 && o.demo:
+		mountpoint = pos[1] // --demo ignores STORE
+	default:
+		return exitUsageErr, &usageError{"mount needs [STORE] MOUNTPOINT"}
+	}
+	if o.allowOther {
+		cfg.FUSE.AllowOther = true
+	}
+	// The write side does not exist yet: every mount is read-only (--read-only is accepted and implied).
+	cfg.ReadOnly = true
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	roots := spill.NewRoots(cfg.Spill.Roots)
+	if o.demo {
+		dir, err := os.MkdirTemp("", "dshfs-demo-")
+		if err != nil {
+			return exitUsageErr, err
+		}
+		defer os.RemoveAll(dir)
+		if err := demo.Write(dir); err != nil {
+			return exitUsageErr, err
+		}
+		storeSpec = filepath.Join(dir, "sessions")
+		roots = spill.NewRoots(append(append([]string(nil), cfg.Spill.Roots...), filepath.Join(dir, "spill")))
+		log.Info("demo store", "dir", dir)
+	}
+	st, err := openStore(storeSpec)
+	if err != nil {
+		return exitUsageErr, err
+	}
+	f, err := dfs.New(dfs.Options{Store: st, Root: storeSpec, Config: cfg, Spill: roots, Log: log})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	server, err := f.Mount(mountpoint)
+	if err != nil {
+		return exitUsageErr, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	log.Info("mounted", "store", storeSpec, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Watch(ctx)
+	if err := dfs.Serve(server, mountpoint, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) }); err != nil {
+		return exitUsageErr, err
+	}
+	log.Info("unmounted", "mountpoint", mountpoint)
+	return exitOK, nil
+}
+
+// cmdDemo writes the demo store: DIR/sessions and DIR/spill.
+func cmdDemo(args []string, out *bufio.Writer) (int, error) {
+	_, pos, err := parseArgs(args, map[string]bool{})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if len(pos) != 1 {
+		return exitUsageErr, &usageError{"demo needs DIR"}
+	}
+	if err := demo.Write(pos[0]); err != nil {
+		return exitUsageErr, err
+	}
+	fmt.Fprintf(out, "demo store written to %s (spill files in %s)\n", filepath.Join(pos[0], "sessions"), filepath.Join(pos[0], "spill"))
+	return exitOK, nil
+}

@@ -1,0 +1,219 @@
+// Package fs runs the dshfs mount: it serves the node tree of package nodes over go-fuse, keeps decoded
+// sessions and rendered views in byte-bounded LRU caches, watches the store for changes made by other
+// processes (the harness, or another writer) and invalidates the kernel's caches for what changed, and
+// handles the mount's life cycle (signals, unmount while busy, lazy detach). It never writes to the store.
+package fs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/dshfs/dshfs/config"
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/nodes"
+	"github.com/dshfs/dshfs/spill"
+	"github.com/dshfs/dshfs/views"
+)
+
+// Options configure a mount.
+type Options struct {
+	Store  *eventstore.Store
+	Root   string // the store root, for status.json
+	Config config.Config
+	Spill  *spill.Roots
+	Log    *slog.Logger
+}
+
+// FS is the mounted store: the nodes.Source behind the tree.
+type FS struct {
+	opts    Options
+	log     *slog.Logger
+	cache   *cache
+	listing atomic.Pointer[nodes.Listing]
+	listMu  sync.Mutex // serializes listing refreshes
+	revs    revisioner
+	root    *gofs.Inode // set by Mount
+}
+
+var _ nodes.Source = (*FS)(nil)
+
+// revisioner is the cheap revision check of one artifact; the JSONL backend answers it with one stat.
+type revisioner interface {
+	PathRevision(path string) (string, error)
+}
+
+// New prepares a mount over the store and reads the first listing.
+func New(opts Options) (*FS, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if opts.Spill == nil {
+		opts.Spill = spill.NewRoots(opts.Config.Spill.Roots)
+	}
+	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes)}
+	f.revs, _ = opts.Store.Backend().(revisioner)
+	if _, err := f.refresh(context.Background()); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Listing is the latest listing.
+func (f *FS) Listing() *nodes.Listing { return f.listing.Load() }
+
+// Spill is the spill-root policy.
+func (f *FS) Spill() *spill.Roots { return f.opts.Spill }
+
+// Timeouts are the configured kernel cache timeouts.
+func (f *FS) Timeouts() (time.Duration, time.Duration) {
+	return f.opts.Config.FUSE.EntryTimeout, f.opts.Config.FUSE.AttrTimeout
+}
+
+// Logf logs a failure a user saw as an errno.
+func (f *FS) Logf(format string, args ...any) { f.log.Warn(fmt.Sprintf(format, args...)) }
+
+// StoreStatus is the store's status.json.
+func (f *FS) StoreStatus() []byte { return f.Listing().Status }
+
+// revision is the current revision of a listed session's artifact.
+func (f *FS) revision(ctx context.Context, id string) (string, error) {
+	l := f.Listing()
+	if i, ok := l.ByID[id]; ok && f.revs != nil {
+		if rev, err := f.revs.PathRevision(l.Entries[i].Path); err == nil {
+			return rev, nil
+		}
+	}
+	return f.opts.Store.Revision(ctx, id)
+}
+
+func (f *FS) entry(ctx context.Context, id string) (*cached, error) {
+	rev, err := f.revision(ctx, id)
+	if err != nil {
+		rev = "" // vanished or unreadable: load reports why
+	}
+	return f.cache.get(ctx, id, rev, func() (*views.Session, error) {
+		l := f.Listing()
+		if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
+			// refused at the header already: nothing more to read
+			return views.FromEntry(f.opts.Store, l.Entries[i], f.viewOptions()), nil
+		}
+		s, err := views.Load(ctx, f.opts.Store, id, f.viewOptions())
+		if err == nil && s.Refusal != nil {
+			f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(s.Refusal), "reason", s.Refusal.Error())
+		}
+		return s, err
+	})
+}
+
+func (f *FS) viewOptions() views.Options { return views.Options{Spill: f.opts.Spill} }
+
+// Session returns the current snapshot of a session.
+func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
+	e, err := f.entry(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.sess, nil
+}
+
+// Render returns a view of the current snapshot; the spill index is never cached (its targets live
+// outside the store).
+func (f *FS) Render(ctx context.Context, id, view string) (nodes.Rendered, error) {
+	e, err := f.entry(ctx, id)
+	if err != nil {
+		return nodes.Rendered{}, err
+	}
+	return f.cache.render(ctx, e, view, view == views.ViewSpill)
+}
+
+// refresh re-reads the listing and reports what changed since the previous one.
+func (f *FS) refresh(ctx context.Context) (changes, error) {
+	f.listMu.Lock()
+	defer f.listMu.Unlock()
+	l, err := f.opts.Store.List(ctx)
+	if err != nil {
+		return changes{}, err
+	}
+	next := buildListing(l, f.opts.Store.Backend().Name(), f.opts.Root)
+	prev := f.listing.Swap(next)
+	return diff(prev, next), nil
+}
+
+// buildListing indexes a store listing for the tree: encoded names (DESIGN.md §4 naming rules, sorted),
+// project groups and fork children.
+func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
+	out := &nodes.Listing{ByName: map[string]int{}, ByID: map[string]int{}, Projects: map[string][]int{},
+		Children: map[string][]int{}, RootErrors: l.RootErrors, ModTime: time.Unix(0, 0)}
+	entries := append([]eventstore.Entry(nil), l.Entries...)
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = spill.NameSegment(e.ID)
+	}
+	idx := make([]int, len(entries))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return names[idx[a]] < names[idx[b]] })
+	for _, i := range idx {
+		e := entries[i]
+		if _, dup := out.ByName[names[i]]; dup {
+			continue // two ids only collide after the 200-byte cap; the first keeps the name
+		}
+		n := len(out.Entries)
+		out.Entries = append(out.Entries, e)
+		out.Names = append(out.Names, names[i])
+		out.ByName[names[i]] = n
+		out.ByID[e.ID] = n
+		out.Projects[e.ProjectDir] = append(out.Projects[e.ProjectDir], n)
+		if e.Header != nil && e.Header.ParentSession != nil && e.Header.ParentSession.Kind == event.KindString {
+			p := e.Header.ParentSession.Str
+			out.Children[p] = append(out.Children[p], n)
+		}
+		if t := nodes.EntryModTime(e); t.After(out.ModTime) {
+			out.ModTime = t
+		}
+	}
+	out.Status = append(event.Stringify(eventstore.StoreStatus(backend, root, l)), '\n')
+	return out
+}
+
+// changes is what a refresh found: sessions whose artifact changed, and names that appeared or vanished.
+type changes struct {
+	changed []string // ids
+	added   []string // names
+	removed []string // names
+}
+
+func diff(prev, next *nodes.Listing) changes {
+	var c changes
+	if prev == nil {
+		return c
+	}
+	for i, e := range next.Entries {
+		j, ok := prev.ByID[e.ID]
+		if !ok {
+			c.added = append(c.added, next.Names[i])
+			continue
+		}
+		if prev.Entries[j].Revision != e.Revision || (prev.Entries[j].Refusal == nil) != (e.Refusal == nil) {
+			c.changed = append(c.changed, e.ID)
+		}
+	}
+	for i, e := range prev.Entries {
+		if _, ok := next.ByID[e.ID]; !ok {
+			c.removed = append(c.removed, prev.Names[i])
+			c.changed = append(c.changed, e.ID)
+		}
+	}
+	return c
+}

@@ -1,0 +1,193 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dshfs/dshfs/nodes"
+)
+
+// Readme is the root README of every mount.
+const Readme = `dshfs — a DeepSeek Harness session store as files
+
+sessions/<id>/           one directory per session (<id> encoded like the harness's directory names)
+  header.json            the session header (the harness's inspect().meta)
+  status.json            state, revision, balance, open turn, repair preview, unknown tool outcomes, refusal
+  raw.jsonl              the artifact's text (zstd: complete frames decoded)
+  events.jsonl           the stored log, one event per line (no synthetic repair events)
+  events/<seq>.<type>.json, turns/<n>.jsonl
+  surface.jsonl, surface/   the model-visible surface;  messages.jsonl  the derived model history
+  shadowed.jsonl, shadowed/ events hidden by compaction or pruning (never deleted)
+  trace/<seq>.json       how an event was replaced and what cites it
+  compactions/           one file per compaction transaction, prunes.jsonl
+  forks/, parent         lineage links;  spill/  spilled tool output (index.json + present files)
+by-project/<project>/<id> -> ../../sessions/<id>
+status.json              store status: sessions, refusals, root errors
+
+This mount is read-only: every write fails with EROFS. Files report exact sizes and data-derived mtimes,
+so "rsync -a MNT/sessions/ DEST/" copies exact bytes; "tail -f sessions/<id>/events.jsonl" follows appends
+made by the harness. A refused session shows only header.json, status.json (with the harness's reason) and
+raw.jsonl. Unmount with SIGINT/SIGTERM to dshfs, or "fusermount3 -u MNT".
+`
+
+// Mount mounts the tree at mountpoint: directly as root (no fusermount needed), through fusermount3
+// otherwise. The mount is read-only at the kernel level, so every write fails with EROFS.
+func (f *FS) Mount(mountpoint string) (*fuse.Server, error) {
+	entry, attr := f.Timeouts()
+	neg := time.Duration(0)
+	root := nodes.NewRoot(f, []byte(Readme))
+	opts := &gofs.Options{
+		EntryTimeout:    &entry,
+		AttrTimeout:     &attr,
+		NegativeTimeout: &neg,
+		UID:             uint32(os.Getuid()),
+		GID:             uint32(os.Getgid()),
+		MountOptions: fuse.MountOptions{
+			FsName:       "dshfs",
+			Name:         "dshfs",
+			AllowOther:   f.opts.Config.FUSE.AllowOther,
+			DirectMount:  os.Geteuid() == 0,
+			Options:      []string{"ro"},
+			MaxReadAhead: 1 << 20,
+		},
+	}
+	server, err := gofs.Mount(mountpoint, root, opts)
+	if err != nil {
+		return nil, err
+	}
+	f.root = root.EmbeddedInode()
+	return server, nil
+}
+
+// Watch polls the store every refresh interval until ctx ends, and for every change invalidates the
+// kernel's caches of what it covers. Notifications run here, outside FUSE callbacks and without holding
+// any lock, as go-fuse requires; one pass per interval coalesces bursts of appends.
+func (f *FS) Watch(ctx context.Context) {
+	interval := f.opts.Config.FUSE.RefreshInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, err := f.refresh(ctx)
+		if err != nil {
+			f.log.Warn("store listing failed", "err", err)
+			continue
+		}
+		f.apply(c, f.root)
+	}
+}
+
+// apply drops changed snapshots and tells the kernel which files and names are stale.
+func (f *FS) apply(c changes, root *gofs.Inode) {
+	if root == nil {
+		return
+	}
+	sessions := root.GetChild("sessions")
+	for _, id := range c.changed {
+		f.cache.drop(id)
+	}
+	if sessions == nil {
+		return
+	}
+	for _, name := range append(append([]string(nil), c.added...), c.removed...) {
+		sessions.NotifyEntry(name)
+	}
+	l := f.Listing()
+	for _, id := range c.changed {
+		i, ok := l.ByID[id]
+		if !ok {
+			continue
+		}
+		dir := sessions.GetChild(l.Names[i])
+		if dir == nil {
+			continue // the kernel never looked it up: nothing cached
+		}
+		invalidateTree(dir)
+	}
+}
+
+// invalidateTree drops the kernel's cached data and attributes of every known node below n.
+func invalidateTree(n *gofs.Inode) {
+	for name, kid := range n.Children() {
+		if kid.IsDir() {
+			invalidateTree(kid)
+			continue
+		}
+		kid.NotifyContent(0, 0)
+		_ = name
+	}
+	n.NotifyContent(0, 0)
+}
+
+// Serve runs a mounted server until the first SIGINT/SIGTERM, then unmounts: while the mount is busy it
+// keeps serving and retries every second; a second signal detaches it lazily. It returns nil once nothing
+// is left mounted.
+func Serve(server *fuse.Server, mountpoint string, log func(string, ...any)) error {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	go func() { server.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil // unmounted from outside (fusermount -u)
+	case s := <-sigs:
+		log("signal %v: unmounting %s", s, mountpoint)
+	}
+	for {
+		err := server.Unmount()
+		if err == nil {
+			<-done
+			return nil
+		}
+		log("unmount of %s failed (%v): still serving; retrying every second, send another signal to detach", mountpoint, err)
+		select {
+		case <-done:
+			return nil
+		case <-time.After(time.Second):
+		case s := <-sigs:
+			log("signal %v: detaching %s", s, mountpoint)
+			if err := detach(mountpoint); err != nil {
+				return fmt.Errorf("lazy unmount of %s: %w", mountpoint, err)
+			}
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+			}
+			return nil
+		}
+	}
+}
+
+// detach is a lazy unmount: directly as root, through fusermount3 -z otherwise.
+func detach(mountpoint string) error {
+	if os.Geteuid() == 0 {
+		return syscall.Unmount(mountpoint, syscall.MNT_DETACH)
+	}
+	for _, prog := range []string{"fusermount3", "fusermount"} {
+		if path, err := exec.LookPath(prog); err == nil {
+			out, err := exec.Command(path, "-u", "-z", mountpoint).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%s: %v: %s", prog, err, out)
+			}
+			return nil
+		}
+	}
+	return errors.New("no fusermount3 to detach with")
+}

@@ -1,0 +1,232 @@
+// Package demo writes the demo store of `dshfs demo DIR` and `dshfs mount --demo`: hand-built event logs,
+// written through dshfs's own writer, that show each thing the mount explains — a clean session, one that
+// crashed mid-turn with an unknown tool outcome, one with a compaction, a fork pair, and one citing a
+// spilled tool result (the spill file lives under DIR/spill, outside the store root, where the harness's
+// discovery would trip over it).
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+)
+
+// Session ids of the demo store.
+const (
+	Clean      = "demo-clean"
+	Crashed    = "demo-crashed"
+	Compacted  = "demo-compacted"
+	ForkParent = "demo-fork-parent"
+	ForkChild  = "demo-fork-child"
+	Spilled    = "demo-spilled"
+)
+
+const cwd = "/home/dev/demo-project"
+
+// Write creates DIR/sessions (a zstd JSONL store) and DIR/spill; DIR must not already hold a store.
+func Write(dir string) error {
+	root := filepath.Join(dir, "sessions")
+	spillDir := filepath.Join(dir, "spill")
+	if err := os.MkdirAll(spillDir, 0o755); err != nil {
+		return err
+	}
+	b, err := jsonl.Open(root, jsonl.Zstd)
+	if err != nil {
+		return err
+	}
+	st := eventstore.New(b)
+	spillFile := filepath.Join(spillDir, "session-demo", "3f9a1c0b2d4e-bash.txt")
+	if err := os.MkdirAll(filepath.Dir(spillFile), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(spillFile, []byte(spilledOutput()), 0o644); err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		id, parent string
+		seed       int
+		log        *builder
+	}{
+		{Clean, "", 0, cleanLog()},
+		{Crashed, "", 0, crashedLog()},
+		{Compacted, "", 0, compactedLog()},
+		{ForkParent, "", 0, cleanLog()},
+		{ForkChild, ForkParent, 9, forkChildLog()},
+		{Spilled, "", 0, spilledLog(spillFile)},
+	} {
+		c := event.String(cwd)
+		h := event.Header{ID: s.id, CreatedAt: 1778573701000, Cwd: &c}
+		if s.parent != "" {
+			p, n := event.String(s.parent), event.Number(float64(s.seed))
+			h.ParentSession, h.SeedLength = &p, &n
+		}
+		if err := st.Create(context.Background(), h); err != nil {
+			return fmt.Errorf("demo %s: %w", s.id, err)
+		}
+		for _, batch := range s.log.batches() {
+			if err := st.Append(context.Background(), s.id, batch); err != nil {
+				return fmt.Errorf("demo %s: %w", s.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// builder accumulates a log with contiguous seqs and the harness's batch boundaries.
+type builder struct {
+	events []event.Event
+	time   int64
+}
+
+func newBuilder() *builder { return &builder{time: 1778573701000} }
+
+// add appends one event; extra is the JSON of envelope members after data (e.g. `"surfaceOp":"append"`).
+func (b *builder) add(typ, data string, extra ...string) int64 {
+	seq := int64(len(b.events))
+	b.time += 250
+	line := fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s`, typ, seq, b.time, data)
+	for _, x := range extra {
+		line += "," + x
+	}
+	e, err := event.ParseEvent([]byte(line + "}"))
+	if err != nil {
+		panic(fmt.Sprintf("demo event %s: %v", line, err))
+	}
+	b.events = append(b.events, e)
+	return seq
+}
+
+// batches splits the log where the harness's writer ends a durable batch.
+func (b *builder) batches() [][]event.Event {
+	var out [][]event.Event
+	start := 0
+	for i, e := range b.events {
+		if e.Type == "step/end" || e.Type == "turn/end" || e.Type == "session/end-seed" {
+			out = append(out, b.events[start:i+1])
+			start = i + 1
+		}
+	}
+	if start < len(b.events) {
+		out = append(out, b.events[start:])
+	}
+	return out
+}
+
+func quote(s string) string { return string(event.Stringify(event.String(s))) }
+
+func user(id, text string) string {
+	return fmt.Sprintf(`{"id":%q,"role":"user","content":[{"type":"text","text":%s}],"source":{"kind":"user"}}`, id, quote(text))
+}
+
+func assistant(turn, step int, id, content string) string {
+	return fmt.Sprintf(`{"turn":%d,"step":%d,"message":{"id":%q,"role":"assistant","content":%s,"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}}}`, turn, step, id, content)
+}
+
+func toolResult(turn, step int, id, callID, text string) string {
+	return fmt.Sprintf(`{"turn":%d,"step":%d,"message":{"id":%q,"role":"user","content":[{"type":"tool-result","toolCallId":%q,"content":[{"type":"text","text":%s}],"isError":false}],"source":{"kind":"tool","callId":%q}}}`,
+		turn, step, id, callID, quote(text), callID)
+}
+
+const appendOp = `"surfaceOp":"append"`
+
+// toolTurn appends one complete turn: a question, a tool call with its result, and an answer.
+func (b *builder) toolTurn(turn int, question, command, output, answer string) {
+	b.add("turn/start", fmt.Sprintf(`{"turn":%d}`, turn))
+	b.add("step/start", fmt.Sprintf(`{"turn":%d,"step":1}`, turn))
+	b.add("user/message", user(fmt.Sprintf("u%d", turn), question), appendOp)
+	if turn == 1 {
+		b.add("request/header", `{"header":{"config":{"provider":"deepseek-official","model":"deepseek-v4-flash"},"system":"You are a coding agent."},"reason":"initial"}`)
+	}
+	call := fmt.Sprintf("call-%d", turn)
+	args := quote(fmt.Sprintf(`{"command":%s}`, quote(command)))
+	b.add("assistant/message", assistant(turn, 1, fmt.Sprintf("a%d-1", turn),
+		fmt.Sprintf(`[{"type":"tool-call","id":%q,"name":"bash","arguments":%s}]`, call, args)), `"sourceEventSeqs":[]`, appendOp)
+	callSeq := b.add("tool/call", fmt.Sprintf(`{"turn":%d,"step":1,"callId":%q,"name":"bash","arguments":%s}`, turn, call, args))
+	b.add("tool/result", toolResult(turn, 1, fmt.Sprintf("t%d", turn), call, output), fmt.Sprintf(`"sourceEventSeqs":[%d]`, callSeq), appendOp)
+	b.add("step/end", fmt.Sprintf(`{"turn":%d,"step":1}`, turn))
+	b.add("step/start", fmt.Sprintf(`{"turn":%d,"step":2}`, turn))
+	b.add("assistant/message", assistant(turn, 2, fmt.Sprintf("a%d-2", turn), fmt.Sprintf(`[{"type":"text","text":%s}]`, quote(answer))), `"sourceEventSeqs":[]`, appendOp)
+	b.add("step/end", fmt.Sprintf(`{"turn":%d,"step":2}`, turn))
+	b.add("turn/end", fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, turn))
+}
+
+func cleanLog() *builder {
+	b := newBuilder()
+	b.toolTurn(1, "Which tests fail?", "go test ./...", "--- FAIL: TestParse (0.00s)\nFAIL\tpkg/parse", "TestParse in pkg/parse fails.")
+	b.toolTurn(2, "Why does it fail?", "go test -run TestParse -v ./pkg/parse", "parse_test.go:12: want 3, got 4", "It expects 3 tokens and the parser returns 4.")
+	return b
+}
+
+// crashedLog ends inside turn 2 after a durable tool/call with no result: the tool's outcome is unknown.
+func crashedLog() *builder {
+	b := newBuilder()
+	b.toolTurn(1, "Run the migration dry-run.", "make migrate-dry", "2 migrations pending", "Two migrations are pending.")
+	b.add("turn/start", `{"turn":2}`)
+	b.add("step/start", `{"turn":2,"step":1}`)
+	b.add("user/message", user("u2", "Apply them."), appendOp)
+	args := quote(`{"command":"make migrate"}`)
+	b.add("assistant/message", assistant(2, 1, "a2-1", fmt.Sprintf(`[{"type":"tool-call","id":"call-migrate","name":"bash","arguments":%s}]`, args)), `"sourceEventSeqs":[]`, appendOp)
+	b.add("tool/call", fmt.Sprintf(`{"turn":2,"step":1,"callId":"call-migrate","name":"bash","arguments":%s}`, args))
+	return b
+}
+
+// compactedLog has three turns, then a manual compaction that replaces the first two turns' messages
+// with a summary checkpoint.
+func compactedLog() *builder {
+	b := cleanLog()
+	b.toolTurn(3, "Fix it.", "sed -i s/4/3/ pkg/parse/parse.go && go test ./pkg/parse", "ok\tpkg/parse", "Fixed; the tests pass.")
+	// surface nodes before compaction, in order: u1 a1-1 t1 a1-2 u2 a2-1 t2 a2-2 u3 ...
+	var nodes []int64
+	for _, e := range b.events {
+		if event.IsSurfaceType(e.Type) {
+			nodes = append(nodes, e.Seq)
+		}
+	}
+	shadowed := nodes[:8] // turns 1 and 2
+	seqs := make([]string, len(shadowed))
+	for i, s := range shadowed {
+		seqs[i] = fmt.Sprint(s)
+	}
+	list := strings.Join(seqs, ",")
+	start := b.add("compaction/start", `{"compactionId":"cmp-demo-1","turn":null}`)
+	summary := "Earlier: TestParse in pkg/parse failed because the parser returned 4 tokens where 3 were expected."
+	sum := b.add("compaction/summary", fmt.Sprintf(`{"compactionId":"cmp-demo-1","summary":[{"type":"text","text":%s}],"shadowedRange":{"start":%d,"end":%d},"shadowedSeqs":[%s],"shadowedTokenCount":420,"provider":"deepseek-official","model":"deepseek-v4-flash"}`,
+		quote(summary), shadowed[0], shadowed[len(shadowed)-1], list))
+	checkpoint := fmt.Sprintf(`{"id":"checkpoint-cmp-demo-1","role":"user","content":[{"type":"text","text":"<compacted-summary>"},{"type":"text","text":%s},{"type":"text","text":"</compacted-summary>"}],"source":{"kind":"plugin","plugin":"compact","compactionId":"cmp-demo-1"}}`, quote(summary))
+	b.add("user/message", checkpoint, fmt.Sprintf(`"surfaceOp":{"op":"replace","start":%d,"end":%d}`, shadowed[0], shadowed[len(shadowed)-1]),
+		fmt.Sprintf(`"sourceEventSeqs":[%d,%d,%s]`, start, sum, list))
+	b.add("compaction/end", `{"compactionId":"cmp-demo-1","turn":null}`)
+	return b
+}
+
+// forkChildLog is the parent's first turn (seqs 0..9) plus the end-seed a fork appends.
+func forkChildLog() *builder {
+	b := cleanLog()
+	b.events = b.events[:10]
+	b.add("session/end-seed", `{}`)
+	b.toolTurn(2, "Try a different fix.", "git stash && go test ./pkg/parse", "ok\tpkg/parse", "With the change stashed the tests pass.")
+	return b
+}
+
+func spilledOutput() string {
+	var sb strings.Builder
+	for i := 1; i <= 400; i++ {
+		fmt.Fprintf(&sb, "build step %03d: compiling pkg/module%03d ... ok\n", i, i)
+	}
+	return sb.String()
+}
+
+// spilledLog cites a spilled tool result in the harness's notice form.
+func spilledLog(path string) *builder {
+	b := newBuilder()
+	out := spilledOutput()
+	notice := fmt.Sprintf("build step 001: compiling pkg/module001 ... ok\n\n(Omitted %d bytes. Full formatted result stored at: %s. Use read with offset/limit, or grep this path to search within it.)", len(out), path)
+	b.toolTurn(1, "Build everything and tell me if it passes.", "make all", notice, "All 400 build steps passed; the full log is in the spill file.")
+	return b
+}

@@ -1,0 +1,98 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// child describes one directory entry before its node exists.
+type child struct {
+	name string
+	mode uint32 // S_IFREG, S_IFDIR or S_IFLNK
+	ino  uint64
+	make func() fs.InodeEmbedder
+}
+
+// dir is a directory whose entries are computed on demand: list gives them all (sorted by name), find
+// one by name without listing (per-event directories can hold a million entries).
+type dir struct {
+	fs.Inode
+	src   Source
+	ino   uint64
+	what  string
+	mtime func(ctx context.Context) time.Time
+	list  func(ctx context.Context) ([]child, error)
+	find  func(ctx context.Context, name string) (child, bool, error)
+}
+
+var (
+	_ fs.NodeGetattrer = (*dir)(nil)
+	_ fs.NodeLookuper  = (*dir)(nil)
+	_ fs.NodeReaddirer = (*dir)(nil)
+)
+
+func (d *dir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	fillDir(&out.Attr, d.mtime(ctx), d.ino)
+	_, attr := d.src.Timeouts()
+	out.SetTimeout(attr)
+	return 0
+}
+
+func (d *dir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	kids, err := d.list(ctx)
+	if err != nil {
+		d.src.Logf("%s: %v", d.what, err)
+		return nil, syscall.EIO
+	}
+	sort.Slice(kids, func(i, j int) bool { return kids[i].name < kids[j].name })
+	ents := make([]fuse.DirEntry, len(kids))
+	for i, k := range kids {
+		ents[i] = dirEntry(k.name, k.mode, k.ino)
+	}
+	return fs.NewListDirStream(ents), 0
+}
+
+func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var (
+		k   child
+		ok  bool
+		err error
+	)
+	if d.find != nil {
+		k, ok, err = d.find(ctx, name)
+	}
+	if d.find == nil || errors.Is(err, errFallback) {
+		err = nil
+		var kids []child
+		kids, err = d.list(ctx)
+		for _, c := range kids {
+			if c.name == name {
+				k, ok = c, true
+				break
+			}
+		}
+	}
+	if err != nil {
+		d.src.Logf("%s/%s: %v", d.what, name, err)
+		return nil, syscall.EIO
+	}
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	node := k.make()
+	if g, isAttr := node.(fs.NodeGetattrer); isAttr {
+		var a fuse.AttrOut
+		if errno := g.Getattr(ctx, nil, &a); errno != 0 {
+			return nil, errno
+		}
+		out.Attr = a.Attr
+	}
+	entryTimes(d.src, out)
+	return d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: k.ino}), 0
+}

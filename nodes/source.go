@@ -1,0 +1,84 @@
+// Package nodes holds the go-fuse node types of the mounted tree (DESIGN.md §4): the root, the session
+// directories, view files, per-event directories and symlinks. Nodes contain no format or projection
+// logic: every byte they serve comes from a Source (the fs layer's caches over the views package), so a
+// mounted file and `dshfs cat --view` of the same view are the same bytes.
+package nodes
+
+import (
+	"context"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/spill"
+	"github.com/dshfs/dshfs/views"
+)
+
+// Source is what the tree reads from. The fs layer implements it with its session cache and watcher.
+type Source interface {
+	// Listing is the latest store listing (headers only), with names and project directories resolved.
+	Listing() *Listing
+	// Session returns the current snapshot of a session, loading it if needed.
+	Session(ctx context.Context, id string) (*views.Session, error)
+	// Render returns one view of the current snapshot, cached by revision, and its modification time.
+	Render(ctx context.Context, id, view string) (Rendered, error)
+	// StoreStatus renders the store's status.json.
+	StoreStatus() []byte
+	// Spill is the spill-root policy.
+	Spill() *spill.Roots
+	// Timeouts are the kernel cache timeouts for entries and attributes.
+	Timeouts() (entry, attr time.Duration)
+	// Logf records a refusal or failure a user saw as an errno, so that its reason is in the log.
+	Logf(format string, args ...any)
+}
+
+// Rendered is one view's bytes and the time of the last change it covers.
+type Rendered struct {
+	Data     []byte
+	ModTime  time.Time
+	Revision string
+}
+
+// Listing is a store listing prepared for the tree: sessions by their directory name.
+type Listing struct {
+	Entries    []eventstore.Entry // sorted by Name
+	Names      []string           // Names[i] is the directory name of Entries[i]
+	ByName     map[string]int     // directory name → index
+	ByID       map[string]int     // session id → index
+	Projects   map[string][]int   // project directory → indexes (JSONL stores)
+	Children   map[string][]int   // parent session id → indexes of the sessions forked from it
+	RootErrors []eventstore.RootError
+	ModTime    time.Time // the newest artifact change, for the directories above sessions
+	Status     []byte    // store status.json
+}
+
+// EntryModTime is the artifact modification time recorded in an entry's revision token (dev:ino:size:mtimeNs:ctimeNs).
+func EntryModTime(e eventstore.Entry) time.Time {
+	var parts [5]int64
+	n, field := 0, int64(0)
+	neg := false
+	for i := 0; i <= len(e.Revision); i++ {
+		if i == len(e.Revision) || e.Revision[i] == ':' {
+			if n < 5 {
+				if neg {
+					field = -field
+				}
+				parts[n] = field
+			}
+			n++
+			field, neg = 0, false
+			continue
+		}
+		c := e.Revision[i]
+		if c == '-' {
+			neg = true
+			continue
+		}
+		if c >= '0' && c <= '9' {
+			field = field*10 + int64(c-'0')
+		}
+	}
+	if n < 5 {
+		return time.Unix(0, 0)
+	}
+	return time.Unix(0, parts[3])
+}

@@ -1,0 +1,87 @@
+package nodes
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dshfs/dshfs/spill"
+)
+
+// spillFile serves a spilled tool result from outside the store. It re-resolves its target against the
+// spill roots at every GETATTR and open (DESIGN.md §4): a file that was deleted, or replaced by a link out
+// of the roots, stops being served.
+type spillFile struct {
+	fs.Inode
+	src  Source
+	ino  uint64
+	path string
+	what string
+}
+
+var (
+	_ fs.NodeGetattrer = (*spillFile)(nil)
+	_ fs.NodeOpener    = (*spillFile)(nil)
+)
+
+func (f *spillFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := fh.(*spillHandle); ok {
+		fi, err := h.f.Stat()
+		if err != nil {
+			return fs.ToErrno(err)
+		}
+		fillFile(&out.Attr, fi.Size(), fi.ModTime(), f.ino)
+		return 0
+	}
+	status, resolved, size := f.src.Spill().Resolve(f.path)
+	if status != spill.Present {
+		f.src.Logf("%s: spill target %s is %s", f.what, f.path, status)
+		return syscall.ENOENT
+	}
+	mtime := time.Unix(0, 0)
+	if fi, err := os.Lstat(resolved); err == nil {
+		mtime = fi.ModTime()
+	}
+	fillFile(&out.Attr, size, mtime, f.ino)
+	_, attr := f.src.Timeouts()
+	out.SetTimeout(attr)
+	return 0
+}
+
+func (f *spillFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	file, err := f.src.Spill().Open(f.path)
+	if err != nil {
+		f.src.Logf("%s: %v", f.what, err)
+		return nil, 0, syscall.ENOENT
+	}
+	return &spillHandle{f: file}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// spillHandle reads the opened spill file; direct I/O because the target lives outside the mount's
+// change tracking.
+type spillHandle struct{ f *os.File }
+
+var (
+	_ fs.FileReader   = (*spillHandle)(nil)
+	_ fs.FileReleaser = (*spillHandle)(nil)
+)
+
+func (h *spillHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.f.ReadAt(dest, off)
+	if n == 0 && err != nil && err.Error() != "EOF" {
+		return nil, fs.ToErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *spillHandle) Release(ctx context.Context) syscall.Errno {
+	h.f.Close()
+	return 0
+}

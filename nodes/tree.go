@@ -1,0 +1,495 @@
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/spill"
+	"github.com/dshfs/dshfs/surface"
+	"github.com/dshfs/dshfs/views"
+)
+
+// NewRoot returns the root of the mounted tree.
+func NewRoot(src Source, readme []byte) fs.InodeEmbedder {
+	t := &tree{src: src, readme: readme}
+	return t.rootDir()
+}
+
+type tree struct {
+	src    Source
+	readme []byte
+}
+
+func (t *tree) storeTime(context.Context) time.Time { return t.src.Listing().ModTime }
+
+func (t *tree) rootDir() *dir {
+	return &dir{src: t.src, ino: 1, what: "/", mtime: t.storeTime, list: func(ctx context.Context) ([]child, error) {
+		return []child{
+			t.fileChild("README", ino("/README"), "README", func(context.Context) (Rendered, error) {
+				return Rendered{Data: t.readme, ModTime: time.Unix(0, 0)}, nil
+			}),
+			t.fileChild("status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
+				l := t.src.Listing()
+				return Rendered{Data: l.Status, ModTime: l.ModTime}, nil
+			}),
+			t.dirChild("sessions", ino("/sessions"), func() fs.InodeEmbedder { return t.sessionsDir() }),
+			t.dirChild("by-project", ino("/by-project"), func() fs.InodeEmbedder { return t.projectsDir() }),
+		}, nil
+	}}
+}
+
+func (t *tree) fileChild(name string, inode uint64, what string, get func(context.Context) (Rendered, error)) child {
+	return child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
+		return &file{src: t.src, ino: inode, what: what, get: get}
+	}}
+}
+
+func (t *tree) dirChild(name string, inode uint64, make func() fs.InodeEmbedder) child {
+	return child{name: name, mode: syscall.S_IFDIR, ino: inode, make: make}
+}
+
+func (t *tree) linkChild(name string, inode uint64, target string, mtime func() Rendered) child {
+	return child{name: name, mode: syscall.S_IFLNK, ino: inode, make: func() fs.InodeEmbedder {
+		return &link{src: t.src, ino: inode, target: target, mtime: mtime}
+	}}
+}
+
+// sessionsDir lists every session by its encoded name.
+func (t *tree) sessionsDir() *dir {
+	return &dir{src: t.src, ino: ino("/sessions"), what: "sessions", mtime: t.storeTime,
+		list: func(ctx context.Context) ([]child, error) {
+			l := t.src.Listing()
+			kids := make([]child, 0, len(l.Entries))
+			for i := range l.Entries {
+				kids = append(kids, t.sessionChild(l, i))
+			}
+			return kids, nil
+		},
+		find: func(ctx context.Context, name string) (child, bool, error) {
+			l := t.src.Listing()
+			i, ok := l.ByName[name]
+			if !ok {
+				return child{}, false, nil
+			}
+			return t.sessionChild(l, i), true, nil
+		}}
+}
+
+func (t *tree) sessionChild(l *Listing, i int) child {
+	e := l.Entries[i]
+	name := l.Names[i]
+	return t.dirChild(name, ino(e.ID), func() fs.InodeEmbedder { return t.sessionDir(e, name) })
+}
+
+// projectsDir groups sessions by their project directory (JSONL stores), as symlinks into sessions/.
+func (t *tree) projectsDir() *dir {
+	return &dir{src: t.src, ino: ino("/by-project"), what: "by-project", mtime: t.storeTime,
+		list: func(ctx context.Context) ([]child, error) {
+			l := t.src.Listing()
+			var kids []child
+			for p := range l.Projects {
+				if p == "" {
+					continue
+				}
+				project := p
+				kids = append(kids, t.dirChild(spill.NameSegment(project), ino("/by-project", project), func() fs.InodeEmbedder {
+					return t.projectDir(project)
+				}))
+			}
+			return kids, nil
+		}}
+}
+
+func (t *tree) projectDir(project string) *dir {
+	return &dir{src: t.src, ino: ino("/by-project", project), what: "by-project/" + project, mtime: t.storeTime,
+		list: func(ctx context.Context) ([]child, error) {
+			l := t.src.Listing()
+			var kids []child
+			for _, i := range l.Projects[project] {
+				name := l.Names[i]
+				e := l.Entries[i]
+				kids = append(kids, t.linkChild(name, ino("/by-project", project, e.ID), "../../sessions/"+name,
+					func() Rendered { return Rendered{ModTime: EntryModTime(e)} }))
+			}
+			return kids, nil
+		}}
+}
+
+// viewFiles are the files of a readable session that render one whole view, and their views.
+var viewFiles = []struct{ name, view string }{
+	{"header.json", views.ViewHeader},
+	{"status.json", views.ViewStatus},
+	{"raw.jsonl", views.ViewRaw},
+	{"events.jsonl", views.ViewEvents},
+	{"surface.jsonl", views.ViewSurface},
+	{"messages.jsonl", views.ViewMessages},
+	{"shadowed.jsonl", views.ViewShadowed},
+}
+
+// refusedFiles are all a refused session shows, so grep -r and rsync -a still work over it.
+var refusedFiles = map[string]bool{"header.json": true, "status.json": true, "raw.jsonl": true}
+
+func (t *tree) view(id, view string) func(context.Context) (Rendered, error) {
+	return func(ctx context.Context) (Rendered, error) { return t.src.Render(ctx, id, view) }
+}
+
+// sessionDir is one session: its view files and per-item directories; a refused session shows only
+// header.json, status.json and raw.jsonl.
+func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
+	id := e.ID
+	base := "/sessions/" + id
+	mtime := func(ctx context.Context) time.Time {
+		if r, err := t.src.Render(ctx, id, views.ViewStatus); err == nil {
+			return r.ModTime
+		}
+		return EntryModTime(e)
+	}
+	return &dir{src: t.src, ino: ino(id), what: "sessions/" + name, mtime: mtime,
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.src.Session(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			var kids []child
+			for _, f := range viewFiles {
+				if s.Refusal != nil && !refusedFiles[f.name] {
+					continue
+				}
+				kids = append(kids, t.fileChild(f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
+			}
+			if s.Refusal != nil {
+				return kids, nil
+			}
+			sub := func(n string, mk func() *dir) {
+				kids = append(kids, t.dirChild(n, ino(id, n), func() fs.InodeEmbedder { return mk() }))
+			}
+			sub("events", func() *dir { return t.eventsDir(id, name) })
+			sub("surface", func() *dir { return t.surfaceDir(id, name) })
+			sub("shadowed", func() *dir { return t.shadowedDir(id, name) })
+			sub("trace", func() *dir { return t.traceDir(id, name) })
+			sub("turns", func() *dir { return t.turnsDir(id, name) })
+			sub("compactions", func() *dir { return t.compactionsDir(id, name) })
+			sub("forks", func() *dir { return t.forksDir(id, name) })
+			sub("spill", func() *dir { return t.spillDir(id, name) })
+			if s.Header != nil && s.Header.ParentSession != nil && s.Header.ParentSession.Kind == event.KindString {
+				parent := s.Header.ParentSession.Str
+				target := "../" + spill.NameSegment(parent)
+				if l := t.src.Listing(); l != nil {
+					if i, ok := l.ByID[parent]; ok {
+						target = "../" + l.Names[i]
+					}
+				}
+				kids = append(kids, t.linkChild("parent", ino(id, "parent"), target, func() Rendered {
+					r, _ := t.src.Render(context.Background(), id, views.ViewStatus)
+					return r
+				}))
+			}
+			return kids, nil
+		},
+		find: func(ctx context.Context, n string) (child, bool, error) {
+			s, err := t.src.Session(ctx, id)
+			if err != nil {
+				return child{}, false, err
+			}
+			if s.Refusal != nil && !refusedFiles[n] {
+				for _, f := range viewFiles {
+					if f.name == n {
+						return child{}, false, fmt.Errorf("refused: %v", s.Refusal)
+					}
+				}
+				switch n {
+				case "events", "surface", "shadowed", "trace", "turns", "compactions", "forks", "spill", "parent":
+					return child{}, false, fmt.Errorf("refused: %v", s.Refusal)
+				}
+				return child{}, false, nil
+			}
+			return child{}, false, errFallback
+		},
+	}
+}
+
+// errFallback makes a dir fall back to searching its full listing.
+var errFallback = fmt.Errorf("fallback to listing")
+
+// eventName is `<seq10>.<type>.json`.
+func eventName(seq int64, typ string) string {
+	return fmt.Sprintf("%010d.%s.json", seq, spill.NameSegment(typ))
+}
+
+// parseSeqName reads the leading 10-digit number of a per-item file name.
+func parseSeqName(name string) (int64, bool) {
+	if len(name) < 11 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name[:10], 10, 64)
+	return n, err == nil && n >= 0
+}
+
+func (t *tree) sessionTime(id string) func(context.Context) time.Time {
+	return func(ctx context.Context) time.Time {
+		r, err := t.src.Render(ctx, id, views.ViewStatus)
+		if err != nil {
+			return time.Unix(0, 0)
+		}
+		return r.ModTime
+	}
+}
+
+func (t *tree) eventsDir(id, sname string) *dir {
+	get := func(seq int64) func(context.Context) (Rendered, error) {
+		return t.view(id, views.ViewEvent+":"+strconv.FormatInt(seq, 10))
+	}
+	mk := func(seq int64, typ string) child {
+		return t.fileChild(eventName(seq, typ), ino(id, "events", strconv.FormatInt(seq, 10)), "sessions/"+sname+"/events/"+eventName(seq, typ), get(seq))
+	}
+	return &dir{src: t.src, ino: ino(id, "events"), what: "sessions/" + sname + "/events", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			kids := make([]child, len(s.Events))
+			for i, e := range s.Events {
+				kids[i] = mk(int64(i), e.Type)
+			}
+			return kids, nil
+		},
+		find: func(ctx context.Context, name string) (child, bool, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return child{}, false, err
+			}
+			seq, ok := parseSeqName(name)
+			if !ok || seq >= int64(len(s.Events)) || eventName(seq, s.Events[seq].Type) != name {
+				return child{}, false, nil
+			}
+			return mk(seq, s.Events[seq].Type), true, nil
+		}}
+}
+
+// loaded is a readable session's snapshot; a refused one is an error for the directories below it.
+func (t *tree) loaded(ctx context.Context, id string) (*views.Session, error) {
+	s, err := t.src.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.Refusal != nil {
+		return nil, s.Refusal
+	}
+	return s, nil
+}
+
+func (t *tree) surfaceDir(id, sname string) *dir {
+	return &dir{src: t.src, ino: ino(id, "surface"), what: "sessions/" + sname + "/surface", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			fold, err := s.Fold()
+			if err != nil {
+				return nil, err
+			}
+			kids := make([]child, len(fold.Nodes))
+			for pos, seq := range fold.Nodes {
+				name := fmt.Sprintf("%010d-%s", pos, eventName(seq, s.Events[seq].Type))
+				kids[pos] = t.fileChild(name, ino(id, "surface", name), "sessions/"+sname+"/surface/"+name,
+					t.view(id, views.ViewEvent+":"+strconv.FormatInt(seq, 10)))
+			}
+			return kids, nil
+		}}
+}
+
+func (t *tree) shadowedDir(id, sname string) *dir {
+	return &dir{src: t.src, ino: ino(id, "shadowed"), what: "sessions/" + sname + "/shadowed", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			fold, err := s.Fold()
+			if err != nil {
+				return nil, err
+			}
+			var kids []child
+			for seq, c := range surface.Classify(s.Events, fold) {
+				if c != surface.Shadowed {
+					continue
+				}
+				name := eventName(int64(seq), s.Events[seq].Type)
+				kids = append(kids, t.fileChild(name, ino(id, "shadowed", name), "sessions/"+sname+"/shadowed/"+name,
+					t.view(id, views.ViewEvent+":"+strconv.Itoa(seq))))
+			}
+			return kids, nil
+		}}
+}
+
+// traceDir lists the seqs that take part in a replacement; Lookup accepts the trace of any seq.
+func (t *tree) traceDir(id, sname string) *dir {
+	mk := func(seq int64) child {
+		name := fmt.Sprintf("%010d.json", seq)
+		return t.fileChild(name, ino(id, "trace", strconv.FormatInt(seq, 10)), "sessions/"+sname+"/trace/"+name,
+			t.view(id, views.ViewTrace+":"+strconv.FormatInt(seq, 10)))
+	}
+	return &dir{src: t.src, ino: ino(id, "trace"), what: "sessions/" + sname + "/trace", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			tr, err := s.Tracer()
+			if err != nil {
+				return nil, err
+			}
+			var kids []child
+			for _, seq := range tr.Seqs() {
+				kids = append(kids, mk(seq))
+			}
+			return kids, nil
+		},
+		find: func(ctx context.Context, name string) (child, bool, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return child{}, false, err
+			}
+			seq, ok := parseSeqName(name)
+			if !ok || name != fmt.Sprintf("%010d.json", seq) || seq >= int64(len(s.Events)) {
+				return child{}, false, nil
+			}
+			return mk(seq), true, nil
+		}}
+}
+
+func (t *tree) turnsDir(id, sname string) *dir {
+	return &dir{src: t.src, ino: ino(id, "turns"), what: "sessions/" + sname + "/turns", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			seen := map[int64]bool{}
+			var kids []child
+			for _, turn := range eventstore.Turns(s.Events) {
+				if turn.N < 0 || seen[turn.N] {
+					continue // a turn file holds the first turn of that number, as turn:N does
+				}
+				seen[turn.N] = true
+				name := fmt.Sprintf("%010d.jsonl", turn.N)
+				kids = append(kids, t.fileChild(name, ino(id, "turns", name), "sessions/"+sname+"/turns/"+name,
+					t.view(id, views.ViewTurn+":"+strconv.FormatInt(turn.N, 10))))
+			}
+			return kids, nil
+		}}
+}
+
+func (t *tree) compactionsDir(id, sname string) *dir {
+	return &dir{src: t.src, ino: ino(id, "compactions"), what: "sessions/" + sname + "/compactions", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			recs, _, err := s.Compactions()
+			if err != nil {
+				return nil, err
+			}
+			kids := []child{t.fileChild("prunes.jsonl", ino(id, "compactions", "prunes.jsonl"), "sessions/"+sname+"/compactions/prunes.jsonl",
+				t.view(id, views.ViewPrunes))}
+			for i := range recs {
+				cid := recs[i].CompactionID
+				name := spill.NameSegment(cid) + ".json"
+				kids = append(kids, t.fileChild(name, ino(id, "compactions", name), "sessions/"+sname+"/compactions/"+name,
+					func(ctx context.Context) (Rendered, error) { return t.compaction(ctx, id, cid) }))
+			}
+			return kids, nil
+		}}
+}
+
+// compaction renders one record of the current snapshot.
+func (t *tree) compaction(ctx context.Context, id, cid string) (Rendered, error) {
+	r, err := t.src.Render(ctx, id, views.ViewCompactions)
+	if err != nil {
+		return Rendered{}, err
+	}
+	s, err := t.loaded(ctx, id)
+	if err != nil {
+		return Rendered{}, err
+	}
+	recs, _, err := s.Compactions()
+	if err != nil {
+		return Rendered{}, err
+	}
+	for _, rec := range recs {
+		if rec.CompactionID == cid {
+			return Rendered{Data: append(rec.JSON(), '\n'), ModTime: r.ModTime, Revision: r.Revision}, nil
+		}
+	}
+	return Rendered{}, fmt.Errorf("compaction %q is gone", cid)
+}
+
+func (t *tree) forksDir(id, sname string) *dir {
+	return &dir{src: t.src, ino: ino(id, "forks"), what: "sessions/" + sname + "/forks", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			l := t.src.Listing()
+			var kids []child
+			for _, i := range l.Children[id] {
+				name := l.Names[i]
+				e := l.Entries[i]
+				kids = append(kids, t.linkChild(name, ino(id, "forks", e.ID), "../../"+name,
+					func() Rendered { return Rendered{ModTime: EntryModTime(e)} }))
+			}
+			return kids, nil
+		}}
+}
+
+// spillDir serves spill/index.json and, for each present row, the spilled file's content — re-checked
+// against the spill roots at every lookup and open, since the files live outside the store.
+func (t *tree) spillDir(id, sname string) *dir {
+	return &dir{src: t.src, ino: ino(id, "spill"), what: "sessions/" + sname + "/spill", mtime: t.sessionTime(id),
+		list: func(ctx context.Context) ([]child, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			rows, err := s.SpillRows()
+			if err != nil {
+				return nil, err
+			}
+			kids := []child{t.fileChild("index.json", ino(id, "spill", "index.json"), "sessions/"+sname+"/spill/index.json",
+				func(ctx context.Context) (Rendered, error) { return t.spillIndex(ctx, id) })}
+			for _, r := range rows {
+				if r.Status != spill.Present || r.File == "" {
+					continue
+				}
+				name := strings.TrimPrefix(r.File, "spill/")
+				path := r.Locator
+				inode := ino(id, "spill", name)
+				kids = append(kids, child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
+					return &spillFile{src: t.src, ino: inode, path: path, what: "sessions/" + sname + "/spill/" + name}
+				}})
+			}
+			return kids, nil
+		}}
+}
+
+// spillIndex is never cached: presence is a property of files outside the store.
+func (t *tree) spillIndex(ctx context.Context, id string) (Rendered, error) {
+	s, err := t.loaded(ctx, id)
+	if err != nil {
+		return Rendered{}, err
+	}
+	b, err := s.Render(ctx, views.ViewSpill)
+	if err != nil {
+		return Rendered{}, err
+	}
+	st, _ := t.src.Render(ctx, id, views.ViewStatus)
+	return Rendered{Data: b, ModTime: st.ModTime}, nil
+}
