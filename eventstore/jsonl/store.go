@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,6 +51,17 @@ type Backend struct {
 	root string
 	mode Compression
 	pack bool
+
+	// headers remembers what listing learned from each transcript's first record, keyed by path and
+	// valid while the file keeps its device and inode: a header is written once and never rewritten, so a
+	// mount re-listing 10k sessions every second reads no file twice.
+	hmu     sync.Mutex
+	headers map[string]cachedHeader
+}
+
+type cachedHeader struct {
+	file  string // "<dev>:<ino>" of the transcript the entry was read from
+	entry eventstore.Entry
 }
 
 var _ eventstore.Backend = (*Backend)(nil)
@@ -452,8 +464,8 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 // entry reads one session's header the way listing does and turns every reason the harness would skip or
 // reject it into a refusal carrying the text its inspect() would give.
 func (b *Backend) entry(project, name, path string) eventstore.Entry {
-	id, ok := DecodeSegment(name)
-	if !ok {
+	id, decoded := DecodeSegment(name)
+	if !decoded {
 		id = name
 	}
 	e := eventstore.Entry{ID: id, ProjectDir: project, Path: path}
@@ -463,6 +475,39 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 		return e
 	}
 	e.Revision = rev
+	file := fileIdentity(rev)
+	b.hmu.Lock()
+	c, ok := b.headers[path]
+	b.hmu.Unlock()
+	if ok && c.file == file {
+		c.entry.Revision = rev
+		return c.entry
+	}
+	e = b.readEntry(e, path, id, decoded)
+	if e.Refusal != nil {
+		return e // re-read next time: a header still being written must not stay refused
+	}
+	b.hmu.Lock()
+	if b.headers == nil {
+		b.headers = map[string]cachedHeader{}
+	}
+	b.headers[path] = cachedHeader{file: file, entry: e}
+	b.hmu.Unlock()
+	return e
+}
+
+// fileIdentity is the "<dev>:<ino>" prefix of a revision token.
+func fileIdentity(rev string) string {
+	if i := strings.IndexByte(rev, ':'); i >= 0 {
+		if j := strings.IndexByte(rev[i+1:], ':'); j >= 0 {
+			return rev[:i+1+j]
+		}
+	}
+	return rev
+}
+
+// readEntry reads one transcript's first record for the listing.
+func (b *Backend) readEntry(e eventstore.Entry, path, id string, decoded bool) eventstore.Entry {
 	rec, err := b.headerRecord(path)
 	if err != nil {
 		e.Refusal = err
@@ -483,7 +528,7 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 		return e
 	}
 	e.Header = &h
-	if err := b.checkIdentity(path, h, id, ok); err != nil {
+	if err := b.checkIdentity(path, h, id, decoded); err != nil {
 		e.Refusal = err
 	}
 	return e
