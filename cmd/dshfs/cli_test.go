@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,4 +200,73 @@ func TestLsJSON(t *testing.T) {
 			t.Fatalf("header %s", l)
 		}
 	}
+}
+
+const compactionID = "main-session-39ade10b-6855-483e-897d-dd835505a4e6"
+
+func TestProjectionViews(t *testing.T) {
+	raw := fixtures.Path(t, "generated", "raw")
+	_, events, _ := runCLI("cat", raw, compactionID, "--view", "events")
+	lines := strings.Split(strings.TrimSuffix(events, "\n"), "\n")
+
+	t.Run("event:SEQ is line SEQ of events", func(t *testing.T) {
+		for _, seq := range []int{0, 71, len(lines) - 1} {
+			code, out, _ := runCLI("cat", raw, compactionID, "--view", fmt.Sprintf("event:%d", seq))
+			if code != 0 || out != lines[seq]+"\n" {
+				t.Fatalf("event:%d = %q", seq, out)
+			}
+		}
+	})
+	t.Run("compactions", func(t *testing.T) {
+		code, out, _ := runCLI("cat", raw, compactionID, "--view", "compactions")
+		recs := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if code != 0 || len(recs) != 2 {
+			t.Fatalf("exit %d, %q", code, out)
+		}
+		for _, r := range recs {
+			v, err := event.Parse([]byte(r))
+			if err != nil || get(t, v, "state") != `"complete"` {
+				t.Fatalf("record %s", r)
+			}
+		}
+		if code, out, _ := runCLI("cat", raw, compactionID, "--view", "prunes"); code != 0 {
+			t.Fatalf("prunes: %d %q", code, out)
+		}
+	})
+	t.Run("trace of a shadowed event", func(t *testing.T) {
+		code, out, _ := runCLI("cat", raw, compactionID, "--view", "shadowed")
+		if code != 0 || out == "" {
+			t.Fatalf("shadowed: %d %q", code, out)
+		}
+		first, _ := event.Parse([]byte(strings.SplitN(out, "\n", 2)[0]))
+		seq := get(t, first, "seq")
+		code, out, _ = runCLI("cat", raw, compactionID, "--view", "trace:"+seq)
+		v, err := event.Parse([]byte(out))
+		if code != 0 || err != nil {
+			t.Fatalf("trace: %d %q", code, out)
+		}
+		if get(t, v, "state") != `"shadowed"` || get(t, v, "replacedBy") == "null" ||
+			strings.Join(v.Keys(), ",") != "seq,type,state,replacedBy,replacementChain,replacedEventSeqs,sourceEventSeqs,derivedEventSeqs" {
+			t.Fatalf("trace %s", out)
+		}
+	})
+	t.Run("turn:N holds the turn's brackets", func(t *testing.T) {
+		code, out, _ := runCLI("cat", raw, compactionID, "--view", "turn:2")
+		ls := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if code != 0 || !strings.Contains(ls[0], `"type":"turn/start"`) || !strings.Contains(ls[len(ls)-1], `"type":"turn/end"`) {
+			t.Fatalf("turn:2 = %q", out)
+		}
+	})
+	t.Run("status names no active compaction", func(t *testing.T) {
+		_, out, _ := runCLI("cat", raw, compactionID, "--view", "status")
+		if v := parseStatus(t, out); get(t, v, "activeCompaction") != "null" {
+			t.Fatalf("activeCompaction %s", get(t, v, "activeCompaction"))
+		}
+	})
+	t.Run("spill view of fixtures: every locator outside the roots", func(t *testing.T) {
+		code, out, _ := runCLI("cat", fixtures.Path(t, "upstream", "raw"), "{{sessionId}}", "--view", "spill")
+		if code != 0 || !strings.HasPrefix(out, "[") {
+			t.Fatalf("spill: %d %q", code, out)
+		}
+	})
 }
