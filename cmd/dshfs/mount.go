@@ -63,6 +63,14 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitUsageErr, err
 	}
+	if _, err := os.Stat(mountpoint); os.IsNotExist(err) {
+		// A missing mountpoint is created (and removed again after unmounting), so the quick start needs
+		// no mkdir.
+		if err := os.MkdirAll(mountpoint, 0o755); err != nil {
+			return exitUsageErr, err
+		}
+		defer os.Remove(mountpoint)
+	}
 	server, err := f.Mount(mountpoint)
 	if err != nil {
 		return exitUsageErr, fmt.Errorf("mount %s: %w", mountpoint, err)
