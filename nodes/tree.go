@@ -34,7 +34,7 @@ func (t *tree) rootDir() *dir {
 	return &dir{src: t.src, ino: 1, what: "/", mtime: t.storeTime, list: func(ctx context.Context) ([]child, error) {
 		return []child{
 			t.fileChild("README", ino("/README"), "README", func(context.Context) (Rendered, error) {
-				return Rendered{Data: t.readme, ModTime: time.Unix(0, 0)}, nil
+				return Rendered{Data: t.readme, ModTime: t.src.Listing().ModTime}, nil
 			}),
 			t.fileChild("status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
 				l := t.src.Listing()
@@ -146,9 +146,13 @@ func (t *tree) view(id, view string) func(context.Context) (Rendered, error) {
 func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 	id := e.ID
 	base := "/sessions/" + id
+	// The directory's attributes come from the listing alone (the artifact's mtime), so `ls -l sessions/`
+	// over a large store never decodes a session.
 	mtime := func(ctx context.Context) time.Time {
-		if r, err := t.src.Render(ctx, id, views.ViewStatus); err == nil {
-			return r.ModTime
+		if l := t.src.Listing(); l != nil {
+			if i, ok := l.ByID[id]; ok {
+				return EntryModTime(l.Entries[i])
+			}
 		}
 		return EntryModTime(e)
 	}
