@@ -5,7 +5,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -81,5 +80,3 @@ func entryTimes(src Source, out *fuse.EntryOut) {
 func dirEntry(name string, mode uint32, inode uint64) fuse.DirEntry {
 	return fuse.DirEntry{Name: name, Mode: mode, Ino: inode}
 }
-
-var _ fs.InodeEmbedder = (*fs.Inode)(nil)

@@ -1,0 +1,107 @@
+package fs
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/eventtest"
+	"github.com/dshfs/dshfs/views"
+)
+
+// testStore holds n one-event sessions s0..s(n-1).
+func testStore(t *testing.T, n int) *eventstore.Store {
+	t.Helper()
+	b, err := jsonl.Open(t.TempDir(), jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := eventstore.New(b)
+	cwd := event.String("/p")
+	for i := 0; i < n; i++ {
+		id := string(rune('a' + i))
+		if err := st.Create(context.Background(), event.Header{ID: id, CreatedAt: 1, Cwd: &cwd}); err != nil {
+			t.Fatal(err)
+		}
+		evs := eventtest.Events(t, `{"type":"feedback/record","seq":0,"time":1000,"data":{"text":"hello"}}`)
+		if err := st.Append(context.Background(), id, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
+	st := testStore(t, 4)
+	ctx := context.Background()
+	var loads atomic.Int32
+	load := func(id string) func() (*views.Session, error) {
+		return func() (*views.Session, error) {
+			loads.Add(1)
+			return views.Load(ctx, st, id, views.Options{})
+		}
+	}
+	c := newCache(3000, 100)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.get(ctx, "a", "r1", load("a")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if loads.Load() != 1 {
+		t.Fatalf("%d loads for one revision, want 1 shared load", loads.Load())
+	}
+	e, _ := c.get(ctx, "a", "r2", load("a"))
+	if loads.Load() != 2 {
+		t.Fatal("a new revision must reload")
+	}
+	if _, err := c.render(ctx, e, views.ViewEvents, false); err != nil {
+		t.Fatal(err)
+	}
+	if c.viewBytes > c.maxViews {
+		t.Fatalf("view bytes %d over budget %d", c.viewBytes, c.maxViews)
+	}
+	for _, id := range []string{"b", "c", "d"} {
+		if _, err := c.get(ctx, id, "r1", load(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.sessionBytes > c.maxSessions {
+		t.Fatalf("session bytes %d over budget %d", c.sessionBytes, c.maxSessions)
+	}
+	if _, ok := c.sessions["a"]; ok {
+		t.Fatal("least recently used session not evicted")
+	}
+	c.drop("d")
+	if _, ok := c.sessions["d"]; ok {
+		t.Fatal("drop kept the session")
+	}
+}
+
+func TestDiffReportsChanges(t *testing.T) {
+	st := testStore(t, 3)
+	l, err := st.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := buildListing(l, "jsonl+raw", "/r")
+	next := buildListing(eventstore.Listing{Entries: []eventstore.Entry{l.Entries[0], l.Entries[1]}}, "jsonl+raw", "/r")
+	next.Entries[0].Revision = "changed"
+	c := diff(prev, next)
+	if len(c.removed) != 1 || c.removed[0] != "c" || len(c.changed) != 2 || len(c.added) != 0 {
+		t.Fatalf("diff %+v", c)
+	}
+	c = diff(next, prev)
+	if len(c.added) != 1 || c.added[0] != "c" {
+		t.Fatalf("diff %+v", c)
+	}
+}
