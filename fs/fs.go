@@ -105,7 +105,9 @@ func (f *FS) entry(ctx context.Context, id string) (*cached, error) {
 		l := f.Listing()
 		if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
 			// refused at the header already: nothing more to read
-			return views.FromEntry(f.opts.Store, l.Entries[i], f.viewOptions()), nil
+			e := l.Entries[i]
+			f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(e.Refusal), "reason", e.Refusal.Error())
+			return views.FromEntry(f.opts.Store, e, f.viewOptions()), nil
 		}
 		s, err := views.Load(ctx, f.opts.Store, id, f.viewOptions())
 		if err == nil && s.Refusal != nil {

@@ -15,10 +15,31 @@ import (
 // snapshot.
 type file struct {
 	fs.Inode
-	src  Source
-	ino  uint64
-	what string // for the log: which file failed
-	get  func(ctx context.Context) (Rendered, error)
+	src   Source
+	ino   uint64
+	what  string // for the log: which file failed
+	get   func(ctx context.Context) (Rendered, error)
+	sizes *sizes
+}
+
+// sizes remembers the size last reported to the kernel for each file inode. The kernel trusts a reported
+// size for the attribute timeout and cuts reads at it; a file opened after its view changed (the store
+// moved on before the watcher invalidated the kernel's attributes) must not be cut to the old size.
+type sizes struct{ m sync.Map }
+
+func (s *sizes) reported(ino uint64, n int64) {
+	if s != nil {
+		s.m.Store(ino, n)
+	}
+}
+
+// stale reports whether the kernel may hold a different size for ino than n.
+func (s *sizes) stale(ino uint64, n int64) bool {
+	if s == nil {
+		return false
+	}
+	v, ok := s.m.Load(ino)
+	return ok && v.(int64) != n
 }
 
 var (
@@ -34,6 +55,7 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return syscall.EIO
 	}
 	fillFile(&out.Attr, int64(len(r.Data)), r.ModTime, f.ino)
+	f.sizes.reported(f.ino, int64(len(r.Data)))
 	_, attr := f.src.Timeouts()
 	out.SetTimeout(attr)
 	return 0
@@ -48,7 +70,13 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		f.src.Logf("%s: %v", f.what, err)
 		return nil, 0, syscall.EIO
 	}
-	return &handle{data: r.Data, get: f.get}, 0, 0
+	var fuseFlags uint32
+	if f.sizes.stale(f.ino, int64(len(r.Data))) {
+		// The kernel still holds the size of an older snapshot and would cut reads at it: serve this
+		// open with direct I/O, which reads until the server's end of file.
+		fuseFlags = fuse.FOPEN_DIRECT_IO
+	}
+	return &handle{data: r.Data, get: f.get}, fuseFlags, 0
 }
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

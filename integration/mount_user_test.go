@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dshfs/dshfs/internal/fixtures"
+)
+
+// TestMountUnprivileged mounts as an ordinary user, through the setuid fusermount3, as users outside CI
+// will: the user sees the tree, /proc/mounts records the mount as that user's, and SIGTERM unmounts it
+// cleanly. The test runs as root (as CI does) to create the user and hand it a store.
+func TestMountUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test creates a user and must run as root (as CI does)")
+	}
+	for _, tool := range []string{"setpriv", "useradd", "userdel", "fusermount3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed: %v", tool, err)
+		}
+	}
+	uid, gid := testUser(t)
+	as := []string{"setpriv", "--reuid=" + uid, "--regid=" + gid, "--clear-groups", "--"}
+
+	// fusermount3 opens /dev/fuse with the caller's file-system uid; distributions make it 0666, but a
+	// container's /dev often has it 0600 root. Grant what a normal machine grants, and restore it.
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o006 != 0o006 {
+		if err := os.Chmod("/dev/fuse", mode|0o666); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod("/dev/fuse", mode) })
+	}
+
+	// t.TempDir's parents are 0700 root: the user gets a world-traversable dir of its own
+	base, err := os.MkdirTemp("", "dshfs-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if base, err = filepath.EvalSymlinks(base); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "dshfs")
+	copyTree(t, dshfsBin(t), bin)
+	store := copyTree(t, fixtures.Path(t, "generated", "zstd"), filepath.Join(base, "store"))
+	mnt := filepath.Join(base, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "chmod", "-R", "a+rX", store)
+	mustRun(t, "chown", uid+":"+gid, mnt)
+
+	m := startMountAt(t, mnt, as, []string{bin, "mount", store, mnt})
+	entry, _ := mountEntry(t, mnt)
+	f := strings.Fields(entry)
+	if len(f) < 4 || f[2] != "fuse.dshfs" || !strings.Contains(","+f[3]+",", ",user_id="+uid+",") || !strings.Contains(","+f[3]+",", ",ro,") {
+		t.Errorf("/proc/mounts entry %q: want fuse.dshfs, ro, user_id=%s", entry, uid)
+	}
+
+	// the user sees the tree
+	r := run(t, "", as[0], append(as[1:], "ls", filepath.Join(mnt, "sessions"))...)
+	var want []string
+	for _, s := range fixtures.Sessions(t, store) {
+		want = append(want, s.EncodedID)
+	}
+	if r.code != 0 || !sameSet(string(r.stdout), strings.Join(want, "\n")) {
+		t.Fatalf("ls as the user: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	name := want[0]
+	r = run(t, "", as[0], append(as[1:], "cat", filepath.Join(mnt, "sessions", name, "events.jsonl"))...)
+	if cliOut := cli(t, 0, "cat", "--view", "events", store, idOfName(t, store, name)); r.code != 0 || string(r.stdout) != string(cliOut) {
+		t.Errorf("cat events.jsonl as the user: exit %d (%d bytes, CLI %d)\n%s", r.code, len(r.stdout), len(cliOut), r.stderr)
+	}
+	// without allow_other, even root cannot look in: the mount is the user's alone
+	if r := run(t, "", "ls", mnt); r.code == 0 || !strings.Contains(string(r.stderr), "Permission denied") {
+		t.Errorf("root ls of a user's mount without allow_other: exit %d %q", r.code, r.stderr)
+	}
+
+	m.signal(t, syscall.SIGTERM)
+	m.waitExit(t)
+	if e, ok := mountEntry(t, mnt); ok {
+		t.Fatalf("still mounted after SIGTERM: %s", e)
+	}
+}
+
+// testUser creates a throwaway system user (no home, no login shell) and deletes it on cleanup.
+func testUser(t *testing.T) (uid, gid string) {
+	t.Helper()
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := "dshfs-test-" + hex.EncodeToString(rnd[:])
+	if _, err := user.Lookup(name); err != nil {
+		mustRun(t, "useradd", "-M", "-N", "-s", "/bin/false", name)
+		t.Cleanup(func() {
+			if r := run(t, "", "userdel", name); r.code != 0 {
+				t.Errorf("userdel %s: %s", name, r.stderr)
+			}
+		})
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strconv.Atoi(u.Uid); err != nil {
+		t.Fatal(fmt.Errorf("uid %q: %w", u.Uid, err))
+	}
+	return u.Uid, u.Gid
+}
