@@ -170,11 +170,14 @@ func (c *cache) evictLocked(keep *cached) {
 	}
 }
 
-// estimate is the memory a decoded snapshot holds: its event bytes plus per-event overhead.
+// estimate is the memory a decoded snapshot holds: its event bytes twice (decoded frame buffers are sized
+// ahead, expanded chunk rows own their bytes, projections keep slices) plus the per-event structures.
+// Measured against the live heap of a mount holding 10k cached sessions, counting the bytes once
+// undercounted by about a third.
 func estimate(s *views.Session) int64 {
-	var n int64 = 1024
+	var n int64 = 4096
 	for _, e := range s.Events {
-		n += int64(len(e.Raw)) + 64
+		n += 2*int64(len(e.Raw)) + 96
 	}
 	return n
 }

@@ -45,7 +45,7 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 			return views.Load(ctx, st, id, views.Options{})
 		}
 	}
-	c := newCache(3000, 100)
+	c := newCache(9000, 100) // room for two one-event sessions
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)

@@ -22,24 +22,50 @@ type file struct {
 	sizes *sizes
 }
 
-// sizes remembers the size last reported to the kernel for each file inode. The kernel trusts a reported
-// size for the attribute timeout and cuts reads at it; a file opened after its view changed (the store
-// moved on before the watcher invalidated the kernel's attributes) must not be cut to the old size.
+// sizes remembers, per file inode, the size last reported to the kernel and the revision last served by
+// an open. The kernel trusts a reported size for the attribute timeout and cuts reads at it, so a file
+// opened after its view changed (before the watcher invalidated the kernel's attributes) must not be cut to
+// the old size; and an open that serves the very bytes of the previous one may keep the page cache.
 type sizes struct{ m sync.Map }
+
+type seen struct {
+	size   int64
+	opened string // revision served by the last open; "" when unknown or not cacheable
+}
+
+func (s *sizes) load(ino uint64) seen {
+	if v, ok := s.m.Load(ino); ok {
+		return v.(seen)
+	}
+	return seen{size: -1}
+}
 
 func (s *sizes) reported(ino uint64, n int64) {
 	if s != nil {
-		s.m.Store(ino, n)
+		v := s.load(ino)
+		v.size = n
+		s.m.Store(ino, v)
 	}
 }
 
-// stale reports whether the kernel may hold a different size for ino than n.
-func (s *sizes) stale(ino uint64, n int64) bool {
+// openFlags decides how to serve an open of ino that renders r: direct I/O when the kernel may hold a
+// different size, the kept page cache when the previous open served the same revision of the same bytes.
+func (s *sizes) openFlags(ino uint64, r Rendered) uint32 {
 	if s == nil {
-		return false
+		return 0
 	}
-	v, ok := s.m.Load(ino)
-	return ok && v.(int64) != n
+	v := s.load(ino)
+	n := int64(len(r.Data))
+	var flags uint32
+	switch {
+	case v.size >= 0 && v.size != n:
+		flags = fuse.FOPEN_DIRECT_IO
+	case r.Revision != "" && v.opened == r.Revision:
+		flags = fuse.FOPEN_KEEP_CACHE
+	}
+	v.opened = r.Revision
+	s.m.Store(ino, v)
+	return flags
 }
 
 var (
@@ -70,13 +96,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		f.src.Logf("%s: %v", f.what, err)
 		return nil, 0, syscall.EIO
 	}
-	var fuseFlags uint32
-	if f.sizes.stale(f.ino, int64(len(r.Data))) {
-		// The kernel still holds the size of an older snapshot and would cut reads at it: serve this
-		// open with direct I/O, which reads until the server's end of file.
-		fuseFlags = fuse.FOPEN_DIRECT_IO
-	}
-	return &handle{data: r.Data, get: f.get}, fuseFlags, 0
+	return &handle{data: r.Data, get: f.get}, f.sizes.openFlags(f.ino, r), 0
 }
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
