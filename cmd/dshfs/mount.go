@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	dfs "github.com/dshfs/dshfs/fs"
 	"github.com/dshfs/dshfs/internal/demo"
@@ -41,6 +42,9 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	// The write side does not exist yet: every mount is read-only (--read-only is accepted and implied).
 	cfg.ReadOnly = true
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// The caches are bounded by their budgets; a soft memory limit of the budgets plus room for the node
+	// tree keeps the garbage collector from doubling that in idle heap under a long walk (grep -r).
+	debug.SetMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 256<<20)
 	roots := spill.NewRoots(cfg.Spill.Roots)
 	if o.demo {
 		dir, err := os.MkdirTemp("", "dshfs-demo-")
