@@ -13,7 +13,6 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/spill"
-	"github.com/dshfs/dshfs/surface"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -248,36 +247,47 @@ func (t *tree) sessionTime(id string) func(context.Context) time.Time {
 	}
 }
 
-func (t *tree) eventsDir(id, sname string) *dir {
-	get := func(seq int64) func(context.Context) (Rendered, error) {
-		return t.view(id, views.ViewEvent+":"+strconv.FormatInt(seq, 10))
-	}
-	mk := func(seq int64, typ string) child {
-		return t.fileChild(eventName(seq, typ), ino(id, "events", strconv.FormatInt(seq, 10)), "sessions/"+sname+"/events/"+eventName(seq, typ), get(seq))
-	}
-	return &dir{src: t.src, ino: ino(id, "events"), what: "sessions/" + sname + "/events", mtime: t.sessionTime(id),
+// item is the per-session context of the directories below a session: which session, its directory name.
+type item struct {
+	t         *tree
+	id, sname string
+	dir       string
+}
+
+// itemDir is a directory below a readable session whose entries come from the session's current snapshot;
+// find, when given, answers a lookup without listing (events/ can hold a million entries).
+func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Session) ([]child, error),
+	find func(it item, s *views.Session, name string) (child, bool)) *dir {
+	it := item{t: t, id: id, sname: sname, dir: name}
+	d := &dir{src: t.src, ino: ino(id, name), what: "sessions/" + sname + "/" + name, mtime: t.sessionTime(id),
 		list: func(ctx context.Context) ([]child, error) {
 			s, err := t.loaded(ctx, id)
 			if err != nil {
 				return nil, err
 			}
-			kids := make([]child, len(s.Events))
-			for i, e := range s.Events {
-				kids[i] = mk(int64(i), e.Type)
-			}
-			return kids, nil
-		},
-		find: func(ctx context.Context, name string) (child, bool, error) {
+			return list(it, s)
+		}}
+	if find != nil {
+		d.find = func(ctx context.Context, n string) (child, bool, error) {
 			s, err := t.loaded(ctx, id)
 			if err != nil {
 				return child{}, false, err
 			}
-			seq, ok := parseSeqName(name)
-			if !ok || seq >= int64(len(s.Events)) || eventName(seq, s.Events[seq].Type) != name {
-				return child{}, false, nil
-			}
-			return mk(seq, s.Events[seq].Type), true, nil
-		}}
+			c, ok := find(it, s, n)
+			return c, ok, nil
+		}
+	}
+	return d
+}
+
+// file is one file of this directory; key identifies it for its inode number.
+func (it item) file(name, key string, get func(context.Context) (Rendered, error)) child {
+	return it.t.fileChild(name, ino(it.id, it.dir, key), "sessions/"+it.sname+"/"+it.dir+"/"+name, get)
+}
+
+// event is a file holding one event line (events/, surface/, shadowed/ all serve event:SEQ).
+func (it item) event(name string, seq int64) child {
+	return it.file(name, name, it.t.view(it.id, views.ViewEvent+":"+strconv.FormatInt(seq, 10)))
 }
 
 // loaded is a readable session's snapshot; a refused one is an error for the directories below it.
@@ -292,130 +302,109 @@ func (t *tree) loaded(ctx context.Context, id string) (*views.Session, error) {
 	return s, nil
 }
 
-func (t *tree) surfaceDir(id, sname string) *dir {
-	return &dir{src: t.src, ino: ino(id, "surface"), what: "sessions/" + sname + "/surface", mtime: t.sessionTime(id),
-		list: func(ctx context.Context) ([]child, error) {
-			s, err := t.loaded(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			fold, err := s.Fold()
-			if err != nil {
-				return nil, err
-			}
-			kids := make([]child, len(fold.Nodes))
-			for pos, seq := range fold.Nodes {
-				name := fmt.Sprintf("%010d-%s", pos, eventName(seq, s.Events[seq].Type))
-				kids[pos] = t.fileChild(name, ino(id, "surface", name), "sessions/"+sname+"/surface/"+name,
-					t.view(id, views.ViewEvent+":"+strconv.FormatInt(seq, 10)))
+func (t *tree) eventsDir(id, sname string) *dir {
+	return t.itemDir(id, sname, "events",
+		func(it item, s *views.Session) ([]child, error) {
+			kids := make([]child, len(s.Events))
+			for i, e := range s.Events {
+				kids[i] = it.event(eventName(int64(i), e.Type), int64(i))
 			}
 			return kids, nil
-		}}
+		},
+		func(it item, s *views.Session, name string) (child, bool) {
+			seq, ok := parseSeqName(name)
+			if !ok || seq >= int64(len(s.Events)) || eventName(seq, s.Events[seq].Type) != name {
+				return child{}, false
+			}
+			return it.event(name, seq), true
+		})
+}
+
+func (t *tree) surfaceDir(id, sname string) *dir {
+	return t.itemDir(id, sname, "surface", func(it item, s *views.Session) ([]child, error) {
+		fold, err := s.Fold()
+		if err != nil {
+			return nil, err
+		}
+		kids := make([]child, len(fold.Nodes))
+		for pos, seq := range fold.Nodes {
+			kids[pos] = it.event(fmt.Sprintf("%010d-%s", pos, eventName(seq, s.Events[seq].Type)), seq)
+		}
+		return kids, nil
+	}, nil)
 }
 
 func (t *tree) shadowedDir(id, sname string) *dir {
-	return &dir{src: t.src, ino: ino(id, "shadowed"), what: "sessions/" + sname + "/shadowed", mtime: t.sessionTime(id),
-		list: func(ctx context.Context) ([]child, error) {
-			s, err := t.loaded(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			fold, err := s.Fold()
-			if err != nil {
-				return nil, err
-			}
-			var kids []child
-			for seq, c := range surface.Classify(s.Events, fold) {
-				if c != surface.Shadowed {
-					continue
-				}
-				name := eventName(int64(seq), s.Events[seq].Type)
-				kids = append(kids, t.fileChild(name, ino(id, "shadowed", name), "sessions/"+sname+"/shadowed/"+name,
-					t.view(id, views.ViewEvent+":"+strconv.Itoa(seq))))
-			}
-			return kids, nil
-		}}
+	return t.itemDir(id, sname, "shadowed", func(it item, s *views.Session) ([]child, error) {
+		evs, err := s.Shadowed()
+		if err != nil {
+			return nil, err
+		}
+		kids := make([]child, len(evs))
+		for i, e := range evs {
+			kids[i] = it.event(eventName(e.Seq, e.Type), e.Seq)
+		}
+		return kids, nil
+	}, nil)
 }
 
 // traceDir lists the seqs that take part in a replacement; Lookup accepts the trace of any seq.
 func (t *tree) traceDir(id, sname string) *dir {
-	mk := func(seq int64) child {
-		name := fmt.Sprintf("%010d.json", seq)
-		return t.fileChild(name, ino(id, "trace", strconv.FormatInt(seq, 10)), "sessions/"+sname+"/trace/"+name,
+	trace := func(it item, seq int64) child {
+		return it.file(fmt.Sprintf("%010d.json", seq), strconv.FormatInt(seq, 10),
 			t.view(id, views.ViewTrace+":"+strconv.FormatInt(seq, 10)))
 	}
-	return &dir{src: t.src, ino: ino(id, "trace"), what: "sessions/" + sname + "/trace", mtime: t.sessionTime(id),
-		list: func(ctx context.Context) ([]child, error) {
-			s, err := t.loaded(ctx, id)
-			if err != nil {
-				return nil, err
-			}
+	return t.itemDir(id, sname, "trace",
+		func(it item, s *views.Session) ([]child, error) {
 			tr, err := s.Tracer()
 			if err != nil {
 				return nil, err
 			}
 			var kids []child
 			for _, seq := range tr.Seqs() {
-				kids = append(kids, mk(seq))
+				kids = append(kids, trace(it, seq))
 			}
 			return kids, nil
 		},
-		find: func(ctx context.Context, name string) (child, bool, error) {
-			s, err := t.loaded(ctx, id)
-			if err != nil {
-				return child{}, false, err
-			}
+		func(it item, s *views.Session, name string) (child, bool) {
 			seq, ok := parseSeqName(name)
 			if !ok || name != fmt.Sprintf("%010d.json", seq) || seq >= int64(len(s.Events)) {
-				return child{}, false, nil
+				return child{}, false
 			}
-			return mk(seq), true, nil
-		}}
+			return trace(it, seq), true
+		})
 }
 
 func (t *tree) turnsDir(id, sname string) *dir {
-	return &dir{src: t.src, ino: ino(id, "turns"), what: "sessions/" + sname + "/turns", mtime: t.sessionTime(id),
-		list: func(ctx context.Context) ([]child, error) {
-			s, err := t.loaded(ctx, id)
-			if err != nil {
-				return nil, err
+	return t.itemDir(id, sname, "turns", func(it item, s *views.Session) ([]child, error) {
+		seen := map[int64]bool{}
+		var kids []child
+		for _, turn := range eventstore.Turns(s.Events) {
+			if turn.N < 0 || seen[turn.N] {
+				continue // a turn file holds the first turn of that number, as turn:N does
 			}
-			seen := map[int64]bool{}
-			var kids []child
-			for _, turn := range eventstore.Turns(s.Events) {
-				if turn.N < 0 || seen[turn.N] {
-					continue // a turn file holds the first turn of that number, as turn:N does
-				}
-				seen[turn.N] = true
-				name := fmt.Sprintf("%010d.jsonl", turn.N)
-				kids = append(kids, t.fileChild(name, ino(id, "turns", name), "sessions/"+sname+"/turns/"+name,
-					t.view(id, views.ViewTurn+":"+strconv.FormatInt(turn.N, 10))))
-			}
-			return kids, nil
-		}}
+			seen[turn.N] = true
+			name := fmt.Sprintf("%010d.jsonl", turn.N)
+			kids = append(kids, it.file(name, name, t.view(id, views.ViewTurn+":"+strconv.FormatInt(turn.N, 10))))
+		}
+		return kids, nil
+	}, nil)
 }
 
 func (t *tree) compactionsDir(id, sname string) *dir {
-	return &dir{src: t.src, ino: ino(id, "compactions"), what: "sessions/" + sname + "/compactions", mtime: t.sessionTime(id),
-		list: func(ctx context.Context) ([]child, error) {
-			s, err := t.loaded(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			recs, _, err := s.Compactions()
-			if err != nil {
-				return nil, err
-			}
-			kids := []child{t.fileChild("prunes.jsonl", ino(id, "compactions", "prunes.jsonl"), "sessions/"+sname+"/compactions/prunes.jsonl",
-				t.view(id, views.ViewPrunes))}
-			for i := range recs {
-				cid := recs[i].CompactionID
-				name := spill.NameSegment(cid) + ".json"
-				kids = append(kids, t.fileChild(name, ino(id, "compactions", name), "sessions/"+sname+"/compactions/"+name,
-					func(ctx context.Context) (Rendered, error) { return t.compaction(ctx, id, cid) }))
-			}
-			return kids, nil
-		}}
+	return t.itemDir(id, sname, "compactions", func(it item, s *views.Session) ([]child, error) {
+		recs, _, err := s.Compactions()
+		if err != nil {
+			return nil, err
+		}
+		kids := []child{it.file("prunes.jsonl", "prunes.jsonl", t.view(id, views.ViewPrunes))}
+		for i := range recs {
+			cid := recs[i].CompactionID
+			name := spill.NameSegment(cid) + ".json"
+			kids = append(kids, it.file(name, name, func(ctx context.Context) (Rendered, error) { return t.compaction(ctx, id, cid) }))
+		}
+		return kids, nil
+	}, nil)
 }
 
 // compaction renders one record of the current snapshot.
@@ -440,6 +429,7 @@ func (t *tree) compaction(ctx context.Context, id, cid string) (Rendered, error)
 	return Rendered{}, fmt.Errorf("compaction %q is gone", cid)
 }
 
+// forksDir links the sessions whose header names this one as parent (from the listing alone).
 func (t *tree) forksDir(id, sname string) *dir {
 	return &dir{src: t.src, ino: ino(id, "forks"), what: "sessions/" + sname + "/forks", mtime: t.sessionTime(id),
 		list: func(ctx context.Context) ([]child, error) {
@@ -458,31 +448,26 @@ func (t *tree) forksDir(id, sname string) *dir {
 // spillDir serves spill/index.json and, for each present row, the spilled file's content — re-checked
 // against the spill roots at every lookup and open, since the files live outside the store.
 func (t *tree) spillDir(id, sname string) *dir {
-	return &dir{src: t.src, ino: ino(id, "spill"), what: "sessions/" + sname + "/spill", mtime: t.sessionTime(id),
-		list: func(ctx context.Context) ([]child, error) {
-			s, err := t.loaded(ctx, id)
-			if err != nil {
-				return nil, err
+	return t.itemDir(id, sname, "spill", func(it item, s *views.Session) ([]child, error) {
+		rows, err := s.SpillRows()
+		if err != nil {
+			return nil, err
+		}
+		kids := []child{it.file("index.json", "index.json", func(ctx context.Context) (Rendered, error) { return t.spillIndex(ctx, id) })}
+		for _, r := range rows {
+			if r.Status != spill.Present || r.File == "" {
+				continue
 			}
-			rows, err := s.SpillRows()
-			if err != nil {
-				return nil, err
-			}
-			kids := []child{t.fileChild("index.json", ino(id, "spill", "index.json"), "sessions/"+sname+"/spill/index.json",
-				func(ctx context.Context) (Rendered, error) { return t.spillIndex(ctx, id) })}
-			for _, r := range rows {
-				if r.Status != spill.Present || r.File == "" {
-					continue
-				}
-				name := strings.TrimPrefix(r.File, "spill/")
-				path := r.Locator
-				inode := ino(id, "spill", name)
-				kids = append(kids, child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-					return &spillFile{src: t.src, ino: inode, path: path, what: "sessions/" + sname + "/spill/" + name}
-				}})
-			}
-			return kids, nil
-		}}
+			name := strings.TrimPrefix(r.File, "spill/")
+			path := r.Locator
+			inode := ino(id, "spill", name)
+			what := "sessions/" + sname + "/spill/" + name
+			kids = append(kids, child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
+				return &spillFile{src: t.src, ino: inode, path: path, what: what}
+			}})
+		}
+		return kids, nil
+	}, nil)
 }
 
 // spillIndex is never cached: presence is a property of files outside the store.
