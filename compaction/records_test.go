@@ -1,7 +1,6 @@
 package compaction
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,26 +14,6 @@ import (
 	"github.com/dshfs/dshfs/internal/fixtures"
 	"github.com/dshfs/dshfs/surface"
 )
-
-// logOf builds a log from "type data[ + envelope-members]" specs, numbering seqs from 0 so tests only write
-// what matters.
-func logOf(t *testing.T, specs ...string) []event.Event {
-	t.Helper()
-	lines := make([]string, len(specs))
-	for i, s := range specs {
-		typ, rest, _ := strings.Cut(s, " ")
-		data, extra, _ := strings.Cut(rest, " + ")
-		if data == "" {
-			data = "{}"
-		}
-		line := fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s`, typ, i, 1000+i, data)
-		if extra != "" {
-			line += "," + extra
-		}
-		lines[i] = line + "}"
-	}
-	return eventtest.Events(t, lines...)
-}
 
 const (
 	userAppend = `user/message {"id":"u","role":"user","content":[],"source":{"kind":"user"}} + "surfaceOp":"append"`
@@ -256,7 +235,7 @@ func TestRecords(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			events := logOf(t, c.log...)
+			events := eventtest.Log(t, c.log...)
 			recs, err := Records(events, c.fold)
 			if err != nil {
 				t.Fatal(err)
@@ -318,7 +297,7 @@ func TestRecordsErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Records(logOf(t, c.log...), nil)
+			_, err := Records(eventtest.Log(t, c.log...), nil)
 			if err == nil || err.Error() != c.want {
 				t.Fatalf("err = %v, want %s", err, c.want)
 			}
@@ -330,7 +309,7 @@ func TestPrunes(t *testing.T) {
 	toolResult := func(op string) string {
 		return `tool/result {"turn":1,"step":1,"message":{"id":"r","role":"user","source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[]}]}} + "surfaceOp":` + op
 	}
-	events := logOf(t,
+	events := eventtest.Log(t,
 		turn1,
 		toolResult(`"append"`), // 1
 		`compaction/prune {"shadowedRange":{"start":1,"end":1},"shadowedSeqs":[1],"shadowedTokenCount":2500}`,
@@ -411,26 +390,6 @@ func checkCoverage(t *testing.T, events []event.Event, recs []Record, prunes []P
 	}
 }
 
-func readLog(t *testing.T, path string) []event.Event {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []event.Event
-	if len(b) == 0 {
-		return nil
-	}
-	for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
-		e, err := event.ParseEvent(line)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 // goldenFold reads the harness's own foldSurface answer (surface.json) for a golden session.
 func goldenFold(t *testing.T, dir string) *surface.Result {
 	t.Helper()
@@ -457,7 +416,7 @@ func goldenFold(t *testing.T, dir string) *surface.Result {
 
 func TestRecordsGoldenCompactionSession(t *testing.T) {
 	dir := fixtures.Path(t, "golden", "generated-raw", "main-session-39ade10b-6855-483e-897d-dd835505a4e6")
-	events := readLog(t, filepath.Join(dir, "events.jsonl"))
+	events := eventtest.ReadFile(t, filepath.Join(dir, "events.jsonl"))
 	want := []string{
 		// Automatic, owned by turn 3, no command.
 		`{"compactionId":"a82a05e7-faea-4a14-815d-359b999fb132","state":"complete","turn":3,"sourceCommandId":null,"startSeq":71,"summarySeq":72,"replacementSeq":73,"endSeq":74,"shadowedRange":{"start":2,"end":33},"shadowedSeqs":[2,21,23,33],"shadowedTokenCount":386,"error":null}`,
@@ -508,7 +467,7 @@ func TestRecordsAllGoldenSessions(t *testing.T) {
 	withCompaction := 0
 	for _, path := range sets {
 		dir := filepath.Dir(path)
-		events := readLog(t, path)
+		events := eventtest.ReadFile(t, path)
 		fold := goldenFold(t, dir)
 		recs, err := Records(events, fold)
 		if err != nil {

@@ -1,49 +1,15 @@
 package eventstore
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/eventtest"
 	"github.com/dshfs/dshfs/internal/fixtures"
 )
-
-// turnsLog numbers "type data" specs from seq 0.
-func turnsLog(t *testing.T, specs ...string) []event.Event {
-	t.Helper()
-	lines := make([]string, len(specs))
-	for i, s := range specs {
-		typ, data, _ := strings.Cut(s, " ")
-		if data == "" {
-			data = "{}"
-		}
-		lines[i] = fmt.Sprintf(`{"type":%q,"seq":%d,"time":0,"data":%s}`, typ, i, data)
-	}
-	return eventtest.Events(t, lines...)
-}
-
-func turnsReadLog(t *testing.T, path string) []event.Event {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []event.Event
-	for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
-		e, err := event.ParseEvent(line)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, e)
-	}
-	return out
-}
 
 // turnRow is a Turn with Reason as JSON text, for readable table expectations.
 type turnRow struct {
@@ -145,7 +111,7 @@ func TestTurns(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			events := turnsLog(t, c.log...)
+			events := eventtest.Log(t, c.log...)
 			if got := turnRows(Turns(events)); !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("Turns = %+v\nwant    %+v", got, c.want)
 			}
@@ -161,7 +127,7 @@ func TestTurns(t *testing.T) {
 
 // TurnEvents hands out a view of the log; appending to it must not scribble over the following events.
 func TestTurnEventsCapped(t *testing.T) {
-	events := turnsLog(t, `turn/start {"turn":1}`, `turn/end {"turn":1}`, `user/message {}`)
+	events := eventtest.Log(t, `turn/start {"turn":1}`, `turn/end {"turn":1}`, `user/message {}`)
 	got, ok := TurnEvents(events, 1)
 	if !ok || len(got) != 2 {
 		t.Fatalf("got %d events, %v", len(got), ok)
@@ -180,8 +146,8 @@ func TestTurnsGolden(t *testing.T) {
 	// Crash session: stored, turn 2 is open to the end of the log; under --inspect (events.jsonl) the
 	// closers end it with turn/end interrupted.
 	crash := filepath.Join(gen, "main-session-30628611-e45f-4f98-9688-010e1428e585")
-	stored := turnsReadLog(t, filepath.Join(crash, "stored.jsonl"))
-	inspected := turnsReadLog(t, filepath.Join(crash, "events.jsonl"))
+	stored := eventtest.ReadFile(t, filepath.Join(crash, "stored.jsonl"))
+	inspected := eventtest.ReadFile(t, filepath.Join(crash, "events.jsonl"))
 	ts := Turns(stored)
 	if len(ts) != 2 || ts[1].N != 2 || ts[1].EndSeq != -1 || ts[1].Reason.Kind != event.KindNull {
 		t.Fatalf("stored crash turns = %+v", turnRows(ts))
@@ -201,7 +167,7 @@ func TestTurnsGolden(t *testing.T) {
 	}
 
 	// Compaction session: a manual /compact (seqs 108..113) sits between turns 3 and 4, in no turn.
-	comp := turnsReadLog(t, filepath.Join(gen, "main-session-39ade10b-6855-483e-897d-dd835505a4e6", "events.jsonl"))
+	comp := eventtest.ReadFile(t, filepath.Join(gen, "main-session-39ade10b-6855-483e-897d-dd835505a4e6", "events.jsonl"))
 	want := []turnRow{{1, 0, 35, completed}, {2, 36, 69, completed}, {3, 70, 107, completed}, {4, 114, 142, completed}}
 	if got := turnRows(Turns(comp)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("compaction session turns = %+v", got)
@@ -242,7 +208,7 @@ func TestTurnsAllGolden(t *testing.T) {
 		if len(b) == 0 {
 			continue
 		}
-		events := turnsReadLog(t, p)
+		events := eventtest.ReadFile(t, p)
 		for i, tr := range Turns(events) {
 			turns++
 			if tr.N != int64(i+1) || tr.EndSeq < tr.StartSeq || tr.Reason.Kind != event.KindObject {

@@ -1,8 +1,6 @@
 package spill
 
 import (
-	"bufio"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -107,30 +105,6 @@ func TestExtract(t *testing.T) {
 	}
 }
 
-// readEvents loads a golden events.jsonl.
-func readEvents(t *testing.T, path string) []event.Event {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []event.Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		e, err := event.ParseEvent(append([]byte(nil), sc.Bytes()...)) // ParseEvent keeps the bytes
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestExtractFixtures runs over every golden session: only the two recorded spill sessions cite
 // locators, and those point at the recording machine's temp paths, outside any root here.
 func TestExtractFixtures(t *testing.T) {
@@ -152,7 +126,7 @@ func TestExtractFixtures(t *testing.T) {
 	roots := NewRoots(nil)
 	for _, f := range files {
 		rel, _ := filepath.Rel(fixtures.Path(t, "golden"), filepath.Dir(f))
-		got := Extract(readEvents(t, f))
+		got := Extract(eventtest.ReadFile(t, f))
 		if !reflect.DeepEqual(got, want[rel]) {
 			t.Errorf("%s: Extract = %+v, want %+v", rel, got, want[rel])
 		}

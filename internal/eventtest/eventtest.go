@@ -2,6 +2,10 @@
 package eventtest
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -15,6 +19,48 @@ func Events(t testing.TB, lines ...string) []event.Event {
 		e, err := event.ParseEvent([]byte(l))
 		if err != nil {
 			t.Fatalf("bad test event %s: %v", l, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Log builds a log from "type data[ + envelope members]" specs (e.g. `turn/start {"turn":1}` or
+// `user/message {...} + "surfaceOp":"append"`), numbering seqs from 0 with time 1000+seq, so tests write
+// only what matters. An empty data means {}.
+func Log(t testing.TB, specs ...string) []event.Event {
+	t.Helper()
+	lines := make([]string, len(specs))
+	for i, s := range specs {
+		typ, rest, _ := strings.Cut(s, " ")
+		data, extra, _ := strings.Cut(rest, " + ")
+		if data == "" {
+			data = "{}"
+		}
+		line := fmt.Sprintf(`{"type":%q,"seq":%d,"time":%d,"data":%s`, typ, i, 1000+i, data)
+		if extra != "" {
+			line += "," + extra
+		}
+		lines[i] = line + "}"
+	}
+	return Events(t, lines...)
+}
+
+// ReadFile loads a JSONL file of events (a golden events.jsonl or stored.jsonl).
+func ReadFile(t testing.TB, path string) []event.Event {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []event.Event
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		e, err := event.ParseEvent(line)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
 		out = append(out, e)
 	}
