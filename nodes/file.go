@@ -87,8 +87,14 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	return 0
 }
 
+// writes reports whether open flags ask for writing; the kernel's read-only mount refuses those before
+// they reach dshfs, and the nodes refuse them too rather than trust that.
+func writes(flags uint32) bool {
+	return flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0
+}
+
 func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+	if writes(flags) {
 		return nil, 0, syscall.EROFS
 	}
 	r, err := f.get(ctx)

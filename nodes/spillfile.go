@@ -53,7 +53,7 @@ func (f *spillFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Att
 }
 
 func (f *spillFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+	if writes(flags) {
 		return nil, 0, syscall.EROFS
 	}
 	file, err := f.src.Spill().Open(f.path)

@@ -2,6 +2,7 @@ package surface
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -44,7 +45,7 @@ func TestWorkedExample(t *testing.T) {
 	events := workedExample(t)
 
 	turn1 := mustFold(t, events[:16])
-	if !eqSeqs(turn1.Nodes, []int64{2, 7, 9, 13}) || len(turn1.Replacements) != 0 {
+	if !slices.Equal(turn1.Nodes, []int64{2, 7, 9, 13}) || len(turn1.Replacements) != 0 {
 		t.Fatalf("turn 1 surface %s", turn1.JSON())
 	}
 	msgs, err := DeriveMessages(events[:16], turn1)
@@ -66,7 +67,7 @@ func TestWorkedExample(t *testing.T) {
 	}
 
 	afterPrune := mustFold(t, events[:19])
-	if !eqSeqs(afterPrune.Nodes, []int64{2, 7, 18, 13}) || afterPrune.Generation != 1 {
+	if !slices.Equal(afterPrune.Nodes, []int64{2, 7, 18, 13}) || afterPrune.Generation != 1 {
 		t.Fatalf("after prune %s gen %d", afterPrune.JSON(), afterPrune.Generation)
 	}
 
@@ -126,7 +127,7 @@ func TestWorkedExample(t *testing.T) {
 			t.Fatalf("TraceOf %d = %s, %v", seq, one.JSON(), err)
 		}
 	}
-	if got := tr.Seqs(); !eqSeqs(got, []int64{2, 7, 9, 18, 21}) {
+	if got := tr.Seqs(); !slices.Equal(got, []int64{2, 7, 9, 18, 21}) {
 		t.Fatalf("trace seqs %v", got)
 	}
 
@@ -134,21 +135,9 @@ func TestWorkedExample(t *testing.T) {
 	if b, err := Balance(events, r); err != nil || len(b) != 3 || b[0] != 0 || b[1] != 0 || b[2] != 0 {
 		t.Fatalf("balance %v %v", b, err)
 	}
-	if b, err := Balance(events[:16], turn1); err != nil || !eqInts(b, []int{0, 0, 1, 0, 0}) {
+	if b, err := Balance(events[:16], turn1); err != nil || !slices.Equal(b, []int{0, 0, 1, 0, 0}) {
 		t.Fatalf("turn 1 balance %v %v", b, err)
 	}
-}
-
-func eqInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestWorkedExampleFailures replays the spec's listed failures through Fold and, atomically, Folder.

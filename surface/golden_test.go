@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -117,7 +118,7 @@ func checkGolden(t *testing.T, dir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !eqSeqs(got.ReplacedEventSeqs, rep.ShadowedSeqs) {
+		if !slices.Equal(got.ReplacedEventSeqs, rep.ShadowedSeqs) {
 			t.Fatalf("trace %d replaced %v, want %v", rep.Seq, got.ReplacedEventSeqs, rep.ShadowedSeqs)
 		}
 	}

@@ -77,15 +77,3 @@ func mustFold(t testing.TB, events []event.Event) *Result {
 	}
 	return r
 }
-
-func eqSeqs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

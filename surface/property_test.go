@@ -157,7 +157,7 @@ func TestPropertyIncrementalEqualsFold(t *testing.T) {
 		if err != nil {
 			t.Fatalf("iter %d: Fold: %v", iter, err)
 		}
-		if !eqSeqs(r.Nodes, wantNodes) {
+		if !slices.Equal(r.Nodes, wantNodes) {
 			t.Fatalf("iter %d: nodes %v, simulation %v", iter, r.Nodes, wantNodes)
 		}
 		f := NewFolder(0)
@@ -229,7 +229,7 @@ func TestFolderWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := f.Result(); !eqSeqs(r.Nodes, []int64{base + 2, base + 1}) || r.Generation != 1 {
+	if r := f.Result(); !slices.Equal(r.Nodes, []int64{base + 2, base + 1}) || r.Generation != 1 {
 		t.Fatalf("window fold %s", r.JSON())
 	}
 

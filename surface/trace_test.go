@@ -2,6 +2,7 @@ package surface
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -149,7 +150,7 @@ func TestBalance(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !eqInts(got, c.want) {
+			if err != nil || !slices.Equal(got, c.want) {
 				t.Fatalf("Balance = %v, %v; want %v", got, err, c.want)
 			}
 		})

@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"testing"
 )
@@ -54,7 +55,7 @@ func FuzzScanFrames(f *testing.F) {
 				t.Fatalf("torn start %d, last frame ends at %d, len %d", torn, next, len(b))
 			}
 			again, torn2, err2 := ScanFrames(b[:torn], 0)
-			if err2 != nil || torn2 != -1 || len(again) != len(frames) || (len(again) > 0 && !zstEqualFrames(again, frames)) {
+			if err2 != nil || torn2 != -1 || len(again) != len(frames) || (len(again) > 0 && !slices.Equal(again, frames)) {
 				t.Fatalf("rescan of b[:%d]: %v %d %v", torn, again, torn2, err2)
 			}
 			rec := DecodeTornPrefix(b[torn:])

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -352,23 +353,11 @@ func TestScanFramesStructure(t *testing.T) {
 			} else if torn != tc.torn {
 				t.Fatalf("tornStart %d, want %d", torn, tc.torn)
 			}
-			if len(frames) != len(tc.frames) || (len(frames) > 0 && !zstEqualFrames(frames, tc.frames)) {
+			if len(frames) != len(tc.frames) || (len(frames) > 0 && !slices.Equal(frames, tc.frames)) {
 				t.Fatalf("frames %v, want %v", frames, tc.frames)
 			}
 		})
 	}
-}
-
-func zstEqualFrames(a, b []Frame) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Truncating a two-frame file anywhere is a torn tail at the start of the frame the cut lands in (or no tail on
