@@ -109,7 +109,11 @@ func (f *FS) entry(ctx context.Context, id string) (*cached, error) {
 			f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(e.Refusal), "reason", e.Refusal.Error())
 			return views.FromEntry(f.opts.Store, e, f.viewOptions()), nil
 		}
-		s, err := views.Load(ctx, f.opts.Store, id, f.viewOptions())
+		opts := f.viewOptions()
+		if i, ok := l.ByID[id]; ok {
+			opts.Entry = &l.Entries[i]
+		}
+		s, err := views.Load(ctx, f.opts.Store, id, opts)
 		if err == nil && s.Refusal != nil {
 			f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(s.Refusal), "reason", s.Refusal.Error())
 		}

@@ -27,6 +27,9 @@ type Options struct {
 	Inspect bool
 	// Spill is the spill-root policy for the spill view; nil means no roots (every locator outside).
 	Spill *spill.Roots
+	// Entry, when the caller already has the session's listing entry, tells where a refused session's
+	// artifact is without listing the store again.
+	Entry *eventstore.Entry
 }
 
 // Errors a view can fail with besides the session's own refusal.
@@ -78,7 +81,11 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 			return nil, err
 		}
 		s.Refusal = err
-		if e := entryOf(ctx, st, id); e != nil {
+		e := opts.Entry
+		if e == nil {
+			e = entryOf(ctx, st, id)
+		}
+		if e != nil {
 			s.Location, s.Revision, s.Header, s.HeaderLine = e.Path, e.Revision, e.Header, e.HeaderLine
 		}
 		return s, nil
