@@ -517,7 +517,8 @@ func safeIntToken(tok []byte) bool {
 }
 
 // recordDepth is how deep the load path reads into a record: record, data, message, content, block — the
-// deepest fields checked are a tool-result block's own members (its inner content only by kind).
+// deepest fields checked are a tool-result block's own members (its inner content only by kind). No load
+// check reads sourceEventSeqs (the surface fold reads it from the bytes), so it is not parsed either.
 const recordDepth = 5
 
 // loadRecord parses what the load path reads of an event: the record down to recordDepth for the types whose data a
@@ -527,10 +528,10 @@ func loadRecord(e event.Event) (event.Value, error) {
 	switch e.Type {
 	case "turn/start", "turn/end", "step/start", "step/end", "steering/message", "user/message",
 		"assistant/message", "tool/result", "tool/call", "request/header":
-		return e.Shallow(recordDepth)
+		return e.Shallow(recordDepth, "sourceEventSeqs")
 	}
 	if _, ok := event.Lookup(e.Raw, "data", "message"); ok {
-		return e.Shallow(recordDepth)
+		return e.Shallow(recordDepth, "sourceEventSeqs")
 	}
 	return e.Envelope()
 }

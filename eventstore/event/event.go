@@ -204,8 +204,10 @@ func seqFromInt(seq int64) int64 {
 // Shallow parses the record like Record, except that objects and arrays nested more than depth levels deep
 // (the record itself is level 1) keep their Kind but not their contents. Checks that read a few fields near
 // the top of large payloads (message shapes, turn brackets) use it to avoid building trees of tool output.
-func (e Event) Shallow(depth int) (Value, error) {
-	p := parser{s: e.Raw, limit: depth}
+//
+// Members of the record named in skip keep only their Kind too, at any depth limit.
+func (e Event) Shallow(depth int, skip ...string) (Value, error) {
+	p := parser{s: e.Raw, limit: depth, skipTop: skip}
 	v, err := p.value(0)
 	if err != nil {
 		return Value{}, err

@@ -208,3 +208,22 @@ func TestShallow(t *testing.T) {
 		t.Fatal("Shallow(0) must parse everything")
 	}
 }
+
+func TestShallowSkipsNamedMembers(t *testing.T) {
+	e, err := ParseEvent([]byte(`{"type":"assistant/message","seq":3,"time":1,"data":{"turn":1,"step":1},"sourceEventSeqs":[0,1,2],"surfaceOp":{"op":"replace","start":0,"end":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, depth := range []int{0, 5} {
+		v, err := e.Shallow(depth, "sourceEventSeqs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := v.Get("sourceEventSeqs")
+		op, _ := v.Get("surfaceOp")
+		data, _ := v.Get("data")
+		if src.Kind != KindArray || len(src.Arr) != 0 || len(op.Obj) != 3 || len(data.Obj) != 2 {
+			t.Fatalf("depth %d: %s", depth, Stringify(v))
+		}
+	}
+}

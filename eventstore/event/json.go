@@ -332,6 +332,8 @@ type parser struct {
 	mstack []Member
 	vstack []Value
 	limit  int // > 0: containers nested deeper are skipped, keeping only their Kind (canonical input only)
+	// skipTop names record members whose container value is skipped the same way (canonical input only).
+	skipTop []string
 }
 
 // internKey returns a shared string for the member names every event repeats, without allocating;
@@ -535,7 +537,15 @@ func (p *parser) object(depth int) (Value, error) {
 		}
 		p.i++
 		p.skipWS()
-		v, err := p.value(depth)
+		var v Value
+		if depth == 1 && len(p.skipTop) > 0 && p.i < len(p.s) && (p.s[p.i] == '{' || p.s[p.i] == '[') && contains(p.skipTop, key) {
+			saved := p.limit
+			p.limit = depth
+			v, err = p.value(depth)
+			p.limit = saved
+		} else {
+			v, err = p.value(depth)
+		}
 		if err != nil {
 			return Value{}, err
 		}
@@ -1003,4 +1013,13 @@ const MaxSafeInteger = 1<<53 - 1
 // IsSafeInteger is Number.isSafeInteger.
 func IsSafeInteger(f float64) bool {
 	return !math.IsInf(f, 0) && !math.IsNaN(f) && f == math.Trunc(f) && math.Abs(f) <= MaxSafeInteger
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
