@@ -270,3 +270,24 @@ func TestProjectionViews(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckRefusesSurfaceViolations: the load validation runs the surface fold, so a log the harness
+// refuses for surface reasons is refused by check, with the harness's wrapped text.
+func TestCheckRefusesSurfaceViolations(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "--p--", "s")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	log := `{"type":"session","version":0,"id":"s","createdAt":1,"cwd":"/p","delegationDepth":0}
+{"type":"user/message","seq":0,"time":1,"data":{"id":"u","role":"user","content":[],"source":{"kind":"user"}}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "session.jsonl"), []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCLI("check", root)
+	want := "s\tcorrupt\tstored session \"s\" failed validation: Error: invalid seed event at index 0: session event \"user/message\" is surface-eligible and requires a surfaceOp marker\n"
+	if code != 1 || out != want {
+		t.Fatalf("exit %d\n got %q\nwant %q", code, out, want)
+	}
+}
