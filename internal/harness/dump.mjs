@@ -1,6 +1,7 @@
 // dump.mjs ROOT ID... — open a JSONL store with the harness's own published provider and print, per id, one
-// JSON line {id, header, stored, events, error}: header = JSON.stringify(inspect().meta), stored = readFrom(id, 0)
-// events and events = inspect() events, each as its JSON.stringify line. One Node process serves every id, so
+// JSON line {id, header, stored, storedError, events, error}: header = JSON.stringify(inspect().meta), stored =
+// readFrom(id, 0) events and events = inspect() events, each as its JSON.stringify line; storedError and
+// error are the messages readFrom and inspect refused with. One Node process serves every id, so
 // interop tests over hundreds of sessions stay fast. Compression is taken from the files in ROOT.
 import { readdirSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
@@ -29,6 +30,10 @@ if (ids.length === 1 && ids[0] === '--list') {
     const out = { id }
     try {
       out.stored = (await p.readFrom(id, 0)).events.map(e => JSON.stringify(e))
+    } catch (err) {
+      out.storedError = String(err?.message ?? err)
+    }
+    try {
       const ins = await p.inspect(id)
       out.header = JSON.stringify(ins.meta)
       out.events = ins.events.map(e => JSON.stringify(e))

@@ -79,7 +79,9 @@ type Session struct {
 	Header string
 	Stored []string
 	Events []string
-	Error  string
+	Error  string // inspect()'s refusal
+	// StoredError is readFrom()'s refusal, which the harness does not wrap as a validation failure.
+	StoredError string
 }
 
 func strings(v event.Value, key string) []string {
@@ -97,7 +99,7 @@ func decodeSession(line []byte) (Session, error) {
 		return Session{}, err
 	}
 	str := func(k string) string { x, _ := v.Get(k); return x.Str }
-	return Session{ID: str("id"), Header: str("header"), Stored: strings(v, "stored"), Events: strings(v, "events"), Error: str("error")}, nil
+	return Session{ID: str("id"), Header: str("header"), Stored: strings(v, "stored"), Events: strings(v, "events"), Error: str("error"), StoredError: str("storedError")}, nil
 }
 
 // Dump has the harness read the given sessions of root and returns its answers in order.
