@@ -1,6 +1,7 @@
 package nodes
 
 import (
+	"context"
 	"hash/fnv"
 	"syscall"
 	"time"
@@ -79,4 +80,17 @@ func entryTimes(src Source, out *fuse.EntryOut) {
 // dirEntry is one Readdir row, with the same inode number Lookup gives.
 func dirEntry(name string, mode uint32, inode uint64) fuse.DirEntry {
 	return fuse.DirEntry{Name: name, Mode: mode, Ino: inode}
+}
+
+// noXattr answers extended-attribute requests with ENOSYS, which tells the kernel once that this
+// filesystem has none: it stops asking, so `ls -l` (which looks for ACLs and security labels on every
+// entry) costs no extra round trip per file.
+type noXattr struct{}
+
+func (noXattr) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ENOSYS
+}
+
+func (noXattr) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	return 0, syscall.ENOSYS
 }

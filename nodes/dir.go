@@ -23,6 +23,7 @@ type child struct {
 // one by name without listing (per-event directories can hold a million entries).
 type dir struct {
 	fs.Inode
+	noXattr
 	src   Source
 	ino   uint64
 	what  string

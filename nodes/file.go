@@ -15,6 +15,7 @@ import (
 // snapshot.
 type file struct {
 	fs.Inode
+	noXattr
 	src   Source
 	ino   uint64
 	what  string // for the log: which file failed
@@ -143,6 +144,7 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) []byte {
 // link is a symlink inside the tree (forks/, parent, by-project/).
 type link struct {
 	fs.Inode
+	noXattr
 	src    Source
 	ino    uint64
 	target string

@@ -17,6 +17,7 @@ import (
 // of the roots, stops being served.
 type spillFile struct {
 	fs.Inode
+	noXattr
 	src  Source
 	ino  uint64
 	path string
