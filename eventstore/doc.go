@@ -1,0 +1,19 @@
+// Package eventstore is the seam between dshfs and a session store (DESIGN.md §3), with the logic every
+// backend shares, reproduced from the harness's persistence coordinator:
+//
+//   - Store wraps a Backend (the storage format: JSONL today, SQLite later) with the operations of the
+//     harness's service: List (headers only), ReadFrom (the stored, normalized log; readFrom), Inspect
+//     (plus the crash-repair closers in memory; inspect), Load (the repair committed; load), ReadRaw,
+//     Create (lazy: nothing reaches disk before the first Append), Append (contiguous seqs, one durable
+//     batch), Locate and Revision.
+//   - Load validation in the harness's order and with its texts: identity, format version (a refusal,
+//     *UnsupportedError), legacy refusals and upgrades, message shapes, the vocabulary check (unknown types
+//     refused unless ignorable), then the restore checks of the Session constructor — header rules,
+//     envelope, request/header, seq contiguity and the surface fold (package surface) — wrapped as
+//     `stored session "<id>" failed validation: …` (*CorruptionError).
+//   - Crash-repair planning (Closers): TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN results, step/end and
+//     turn/end {interrupted} for a log that ends inside a turn.
+//   - Turns, unknown tool outcomes and the status.json objects of DESIGN.md §4.
+//
+// eventstore knows nothing of FUSE and never imports a backend; the command wires them together.
+package eventstore
