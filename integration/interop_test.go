@@ -1,5 +1,6 @@
 // Package integration holds end-to-end tests: the harness's own published packages reading stores that dshfs
-// wrote (interop), and later the FUSE mount.
+// wrote and agreeing with dshfs on constructed ones (interop), and real FUSE mounts driven with the shell
+// tools users use (mount_*_test.go).
 package integration
 
 import (
