@@ -12,16 +12,25 @@ import (
 	"github.com/dshfs/dshfs/views"
 )
 
-// cache holds decoded session snapshots and their rendered views in two LRU lists with byte budgets
-// (config [cache]). A snapshot is valid for one revision of its artifact; a render for one snapshot.
+// cache holds decoded session snapshots and rendered views in two independent LRU lists with byte budgets
+// (config [cache]). A snapshot is valid for one revision of its artifact, and so is a rendered view: a
+// view can outlive the snapshot it was rendered from, so re-reading events.jsonl of a session whose
+// decoded form was evicted costs no decode.
 type cache struct {
 	mu           sync.Mutex
 	sessions     map[string]*cached
 	lru          *list.List // of *cached, most recently used at the front
 	sessionBytes int64
-	viewBytes    int64
 	maxSessions  int64
-	maxViews     int64
+
+	// verdicts remember, per session, whether its revision is refused: tiny, kept for every session
+	// ever loaded, so the session directory can be served without the decoded snapshot.
+	verdicts map[string]verdict
+
+	views     map[viewKey]*rendered
+	viewLRU   *list.List // of *rendered
+	viewBytes int64
+	maxViews  int64
 }
 
 type cached struct {
@@ -30,14 +39,26 @@ type cached struct {
 	sess    *views.Session
 	mtime   time.Time
 	size    int64 // estimated memory of the decoded snapshot
-	renders map[string]nodes.Rendered
-	rbytes  int64
 	elem    *list.Element
 	loading chan struct{} // closed when a concurrent load finishes
 }
 
+type viewKey struct{ id, view string }
+
+type verdict struct {
+	rev     string
+	refusal error
+}
+
+type rendered struct {
+	key  viewKey
+	r    nodes.Rendered
+	elem *list.Element
+}
+
 func newCache(maxSessions, maxViews int64) *cache {
-	return &cache{sessions: map[string]*cached{}, lru: list.New(), maxSessions: maxSessions, maxViews: maxViews}
+	return &cache{sessions: map[string]*cached{}, lru: list.New(), maxSessions: maxSessions, verdicts: map[string]verdict{},
+		views: map[viewKey]*rendered{}, viewLRU: list.New(), maxViews: maxViews}
 }
 
 // get returns the snapshot of id at revision rev, loading it with load when the cached one is older.
@@ -62,9 +83,9 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 			return e, nil
 		}
 		if e != nil {
-			c.dropLocked(e)
+			c.dropSessionLocked(e)
 		}
-		e = &cached{id: id, rev: rev, renders: map[string]nodes.Rendered{}, loading: make(chan struct{})}
+		e = &cached{id: id, rev: rev, loading: make(chan struct{})}
 		e.elem = c.lru.PushFront(e)
 		c.sessions[id] = e
 		c.mu.Unlock()
@@ -76,59 +97,102 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 		e.loading = nil
 		close(ch)
 		if err != nil {
-			c.dropLocked(e)
+			c.dropSessionLocked(e)
 			c.mu.Unlock()
 			return nil, err
 		}
 		e.sess = sess
+		if rev != "" {
+			c.verdicts[id] = verdict{rev: rev, refusal: sess.Refusal}
+		}
 		e.mtime = sessionModTime(sess)
 		e.size = estimate(sess)
 		c.sessionBytes += e.size
-		c.evictLocked(e)
+		c.evictSessionsLocked(e)
 		c.mu.Unlock()
 		return e, nil
 	}
 }
 
-// render returns a cached rendering of one view, rendering it on a miss.
-func (c *cache) render(ctx context.Context, e *cached, view string, uncached bool) (nodes.Rendered, error) {
+// has reports whether a snapshot of id is cached (or loading).
+func (c *cache) has(id string) bool {
 	c.mu.Lock()
-	if r, ok := e.renders[view]; ok {
-		c.mu.Unlock()
+	defer c.mu.Unlock()
+	_, ok := c.sessions[id]
+	return ok
+}
+
+// verdict returns the remembered refusal of id at revision rev.
+func (c *cache) verdict(id, rev string) (error, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.verdicts[id]
+	if !ok || v.rev != rev || rev == "" {
+		return nil, false
+	}
+	return v.refusal, true
+}
+
+// view returns a rendering of view for revision rev, if one is cached.
+func (c *cache) view(id, rev, view string) (nodes.Rendered, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.views[viewKey{id, view}]
+	if v == nil || v.r.Revision != rev || rev == "" {
+		return nodes.Rendered{}, false
+	}
+	c.viewLRU.MoveToFront(v.elem)
+	return v.r, true
+}
+
+// render renders one view of a snapshot and keeps it unless uncached (the spill index, whose truth lives
+// outside the store).
+func (c *cache) render(ctx context.Context, e *cached, view string, uncached bool) (nodes.Rendered, error) {
+	if r, ok := c.view(e.id, e.rev, view); ok {
 		return r, nil
 	}
-	c.mu.Unlock()
 	data, err := e.sess.Render(ctx, view)
 	if err != nil {
 		return nodes.Rendered{}, err
 	}
 	r := nodes.Rendered{Data: data, ModTime: e.mtime, Revision: e.rev}
-	if uncached {
+	if uncached || e.rev == "" {
 		return r, nil
 	}
 	c.mu.Lock()
-	if _, live := c.sessions[e.id]; live && c.sessions[e.id] == e {
-		if _, dup := e.renders[view]; !dup {
-			e.renders[view] = r
-			e.rbytes += int64(len(data))
-			c.viewBytes += int64(len(data))
-		}
-		c.evictLocked(e)
+	defer c.mu.Unlock()
+	key := viewKey{e.id, view}
+	if old := c.views[key]; old != nil {
+		c.dropViewLocked(old)
 	}
-	c.mu.Unlock()
+	v := &rendered{key: key, r: r}
+	v.elem = c.viewLRU.PushFront(v)
+	c.views[key] = v
+	c.viewBytes += int64(len(data))
+	for el := c.viewLRU.Back(); el != nil && c.viewBytes > c.maxViews; {
+		prev := el.Prev()
+		c.dropViewLocked(el.Value.(*rendered)) // a single view larger than the budget is served, not kept
+		el = prev
+	}
 	return r, nil
 }
 
-// drop forgets a session (its artifact changed or vanished).
+// drop forgets a session and its views (its artifact changed or vanished).
 func (c *cache) drop(id string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if e := c.sessions[id]; e != nil && e.loading == nil {
-		c.dropLocked(e)
+		c.dropSessionLocked(e)
 	}
-	c.mu.Unlock()
+	for key, v := range c.views {
+		if key.id == id {
+			c.dropViewLocked(v)
+		}
+	}
+	delete(c.verdicts, id)
 }
 
-func (c *cache) dropLocked(e *cached) {
+func (c *cache) dropSessionLocked(e *cached) {
 	if c.sessions[e.id] == e {
 		delete(c.sessions, e.id)
 	}
@@ -137,34 +201,27 @@ func (c *cache) dropLocked(e *cached) {
 		e.elem = nil
 	}
 	c.sessionBytes -= e.size
-	c.viewBytes -= e.rbytes
-	e.size, e.rbytes = 0, 0
+	e.size = 0
 }
 
-// evictLocked removes least recently used entries (never keep) until both budgets hold; rendered views
-// go before whole sessions.
-func (c *cache) evictLocked(keep *cached) {
-	for el := c.lru.Back(); el != nil && c.viewBytes > c.maxViews; {
-		e := el.Value.(*cached)
-		prev := el.Prev()
-		if e != keep && e.rbytes > 0 {
-			c.viewBytes -= e.rbytes
-			e.rbytes = 0
-			e.renders = map[string]nodes.Rendered{}
-		}
-		el = prev
+func (c *cache) dropViewLocked(v *rendered) {
+	if c.views[v.key] == v {
+		delete(c.views, v.key)
 	}
-	if c.viewBytes > c.maxViews && keep.rbytes > 0 {
-		// a single view larger than the budget is served but not kept
-		c.viewBytes -= keep.rbytes
-		keep.rbytes = 0
-		keep.renders = map[string]nodes.Rendered{}
+	if v.elem != nil {
+		c.viewLRU.Remove(v.elem)
+		v.elem = nil
+		c.viewBytes -= int64(len(v.r.Data))
 	}
+}
+
+// evictSessionsLocked removes least recently used snapshots (never keep) until the budget holds.
+func (c *cache) evictSessionsLocked(keep *cached) {
 	for el := c.lru.Back(); el != nil && c.sessionBytes > c.maxSessions; {
 		e := el.Value.(*cached)
 		prev := el.Prev()
 		if e != keep && e.loading == nil {
-			c.dropLocked(e)
+			c.dropSessionLocked(e)
 		}
 		el = prev
 	}

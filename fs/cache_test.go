@@ -81,6 +81,9 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 	if _, ok := c.sessions["a"]; ok {
 		t.Fatal("least recently used session not evicted")
 	}
+	if _, ok := c.view("a", "r2", views.ViewEvents); ok && c.viewBytes > c.maxViews {
+		t.Fatal("a view over the budget was kept")
+	}
 	c.drop("d")
 	if _, ok := c.sessions["d"]; ok {
 		t.Fatal("drop kept the session")
@@ -103,5 +106,39 @@ func TestDiffReportsChanges(t *testing.T) {
 	c = diff(next, prev)
 	if len(c.added) != 1 || c.added[0] != "c" {
 		t.Fatalf("diff %+v", c)
+	}
+}
+
+func TestRenderedViewOutlivesItsSnapshot(t *testing.T) {
+	st := testStore(t, 3)
+	ctx := context.Background()
+	c := newCache(5000, 1<<20) // one snapshot at a time, plenty of room for views
+	load := func(id string) func() (*views.Session, error) {
+		return func() (*views.Session, error) { return views.Load(ctx, st, id, views.Options{}) }
+	}
+	e, err := c.get(ctx, "a", "r1", load("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.render(ctx, e, views.ViewEvents, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.get(ctx, "b", "r1", load("b")); err != nil {
+		t.Fatal(err)
+	}
+	if c.has("a") {
+		t.Fatal("snapshot a should have been evicted by b")
+	}
+	got, ok := c.view("a", "r1", views.ViewEvents)
+	if !ok || string(got.Data) != string(want.Data) {
+		t.Fatal("rendered view lost with its snapshot")
+	}
+	if _, ok := c.view("a", "r2", views.ViewEvents); ok {
+		t.Fatal("a view must not serve another revision")
+	}
+	c.drop("a")
+	if _, ok := c.view("a", "r1", views.ViewEvents); ok {
+		t.Fatal("drop kept the session's views")
 	}
 }

@@ -132,9 +132,30 @@ func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
 	return e.sess, nil
 }
 
+// Refusal is why the current revision of a session is refused, nil when it is readable.
+func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
+	if rev, err := f.revision(ctx, id); err == nil {
+		if refusal, ok := f.cache.verdict(id, rev); ok {
+			return refusal, nil
+		}
+	}
+	e, err := f.entry(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.sess.Refusal, nil
+}
+
 // Render returns a view of the current snapshot; the spill index is never cached (its targets live
 // outside the store).
 func (f *FS) Render(ctx context.Context, id, view string) (nodes.Rendered, error) {
+	if view != views.ViewSpill {
+		if rev, err := f.revision(ctx, id); err == nil {
+			if r, ok := f.cache.view(id, rev, view); ok {
+				return r, nil // rendered at this revision before: no need for the decoded session
+			}
+		}
+	}
 	e, err := f.entry(ctx, id)
 	if err != nil {
 		return nodes.Rendered{}, err

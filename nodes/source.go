@@ -19,6 +19,9 @@ type Source interface {
 	Listing() *Listing
 	// Session returns the current snapshot of a session, loading it if needed.
 	Session(ctx context.Context, id string) (*views.Session, error)
+	// Refusal is why the current revision of a session is refused (nil when it is readable); it is
+	// remembered per revision, so a lookup below a session whose snapshot was evicted decodes nothing.
+	Refusal(ctx context.Context, id string) (error, error)
 	// Render returns one view of the current snapshot, cached by revision, and its modification time.
 	Render(ctx context.Context, id, view string) (Rendered, error)
 	// StoreStatus renders the store's status.json.

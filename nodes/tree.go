@@ -158,18 +158,18 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 	}
 	return &dir{src: t.src, ino: ino(id), what: "sessions/" + name, mtime: mtime,
 		list: func(ctx context.Context) ([]child, error) {
-			s, err := t.src.Session(ctx, id)
+			refusal, err := t.src.Refusal(ctx, id)
 			if err != nil {
 				return nil, err
 			}
 			var kids []child
 			for _, f := range viewFiles {
-				if s.Refusal != nil && !refusedFiles[f.name] {
+				if refusal != nil && !refusedFiles[f.name] {
 					continue
 				}
 				kids = append(kids, t.fileChild(f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
 			}
-			if s.Refusal != nil {
+			if refusal != nil {
 				return kids, nil
 			}
 			sub := func(n string, mk func() *dir) {
@@ -183,8 +183,8 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 			sub("compactions", func() *dir { return t.compactionsDir(id, name) })
 			sub("forks", func() *dir { return t.forksDir(id, name) })
 			sub("spill", func() *dir { return t.spillDir(id, name) })
-			if s.Header != nil && s.Header.ParentSession != nil && s.Header.ParentSession.Kind == event.KindString {
-				parent := s.Header.ParentSession.Str
+			if h := e.Header; h != nil && h.ParentSession != nil && h.ParentSession.Kind == event.KindString {
+				parent := h.ParentSession.Str
 				target := "../" + spill.NameSegment(parent)
 				if l := t.src.Listing(); l != nil {
 					if i, ok := l.ByID[parent]; ok {
@@ -192,26 +192,25 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 					}
 				}
 				kids = append(kids, t.linkChild("parent", ino(id, "parent"), target, func() Rendered {
-					r, _ := t.src.Render(context.Background(), id, views.ViewStatus)
-					return r
+					return Rendered{ModTime: EntryModTime(e)}
 				}))
 			}
 			return kids, nil
 		},
 		find: func(ctx context.Context, n string) (child, bool, error) {
-			s, err := t.src.Session(ctx, id)
+			refusal, err := t.src.Refusal(ctx, id)
 			if err != nil {
 				return child{}, false, err
 			}
-			if s.Refusal != nil && !refusedFiles[n] {
+			if refusal != nil && !refusedFiles[n] {
 				for _, f := range viewFiles {
 					if f.name == n {
-						return child{}, false, fmt.Errorf("refused: %v", s.Refusal)
+						return child{}, false, fmt.Errorf("refused: %v", refusal)
 					}
 				}
 				switch n {
 				case "events", "surface", "shadowed", "trace", "turns", "compactions", "forks", "spill", "parent":
-					return child{}, false, fmt.Errorf("refused: %v", s.Refusal)
+					return child{}, false, fmt.Errorf("refused: %v", refusal)
 				}
 				return child{}, false, nil
 			}
