@@ -76,20 +76,23 @@ func (f *FS) Watch(ctx context.Context) {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	wait := interval
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
+		start := time.Now()
 		c, err := f.refresh(ctx)
 		if err != nil {
 			f.log.Warn("store listing failed", "err", err)
 			continue
 		}
 		f.apply(c, f.root)
+		// A large store takes a while to re-list; spacing passes to ten times their cost keeps the
+		// watcher under a tenth of a core. Files being read are re-checked at every access regardless.
+		wait = max(interval, 10*time.Since(start))
 	}
 }
 
