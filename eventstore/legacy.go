@@ -517,9 +517,14 @@ func safeIntToken(tok []byte) bool {
 }
 
 // recordDepth is how deep the load path reads into a record: record, data, message, content, block — the
-// deepest fields checked are a tool-result block's own members (its inner content only by kind). No load
-// check reads sourceEventSeqs (the surface fold reads it from the bytes), so it is not parsed either.
+// deepest fields checked are a tool-result block's own members (its inner content only by kind).
 const recordDepth = 5
+
+// unreadMembers are members no load check reads the value of, only their presence: message texts, tool
+// arguments, the request header's system prompt and tool schemas (often the bulk of a record), and
+// sourceEventSeqs (the surface fold reads it from the bytes). They are not materialized; an event a legacy
+// migration rewrites is parsed again in full before it is re-encoded.
+var unreadMembers = []string{"text", "arguments", "system", "tools", "sourceEventSeqs"}
 
 // loadRecord parses what the load path reads of an event: the record down to recordDepth for the types whose data a
 // check or migration inspects, and for any event carrying data.message (its id is recorded for legacy
@@ -528,10 +533,10 @@ func loadRecord(e event.Event) (event.Value, error) {
 	switch e.Type {
 	case "turn/start", "turn/end", "step/start", "step/end", "steering/message", "user/message",
 		"assistant/message", "tool/result", "tool/call", "request/header":
-		return e.Shallow(recordDepth, "sourceEventSeqs")
+		return e.Shallow(recordDepth, unreadMembers...)
 	}
 	if _, ok := event.Lookup(e.Raw, "data", "message"); ok {
-		return e.Shallow(recordDepth, "sourceEventSeqs")
+		return e.Shallow(recordDepth, unreadMembers...)
 	}
 	return e.Envelope()
 }

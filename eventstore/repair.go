@@ -135,7 +135,7 @@ func scanTurns(events []event.Event, recs []event.Value) (*turnScan, error) {
 			rec = recs[i]
 		} else {
 			var err error
-			if rec, err = e.Shallow(recordDepth, "sourceEventSeqs"); err != nil {
+			if rec, err = e.Shallow(recordDepth, unreadMembers...); err != nil {
 				return nil, err
 			}
 		}

@@ -205,9 +205,10 @@ func seqFromInt(seq int64) int64 {
 // (the record itself is level 1) keep their Kind but not their contents. Checks that read a few fields near
 // the top of large payloads (message shapes, turn brackets) use it to avoid building trees of tool output.
 //
-// Members of the record named in skip keep only their Kind too, at any depth limit.
+// Members named in skip, at any depth, are not materialized either: a container keeps only its Kind, a
+// string its Kind with an empty Str (the load checks never read message texts or tool arguments).
 func (e Event) Shallow(depth int, skip ...string) (Value, error) {
-	p := parser{s: e.Raw, limit: depth, skipTop: skip}
+	p := parser{s: e.Raw, limit: depth, skip: skip}
 	v, err := p.value(0)
 	if err != nil {
 		return Value{}, err

@@ -227,3 +227,23 @@ func TestShallowSkipsNamedMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestShallowSkipsNamedMembersAtAnyDepth(t *testing.T) {
+	e, err := ParseEvent([]byte(`{"type":"user/message","seq":1,"time":1,"data":{"id":"u","content":[{"type":"text","text":"a long text"},{"type":"tool-call","id":"c","arguments":{"x":1}}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.Shallow(0, "text", "arguments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := v.Get("data")
+	content, _ := data.Get("content")
+	text, _ := content.Arr[0].Get("text")
+	typ, _ := content.Arr[0].Get("type")
+	args, _ := content.Arr[1].Get("arguments")
+	id, _ := content.Arr[1].Get("id")
+	if text.Kind != KindString || text.Str != "" || typ.Str != "text" || args.Kind != KindObject || len(args.Obj) != 0 || id.Str != "c" {
+		t.Fatalf("%+v", content)
+	}
+}

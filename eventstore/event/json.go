@@ -332,8 +332,9 @@ type parser struct {
 	mstack []Member
 	vstack []Value
 	limit  int // > 0: containers nested deeper are skipped, keeping only their Kind (canonical input only)
-	// skipTop names record members whose container value is skipped the same way (canonical input only).
-	skipTop []string
+	// skip names members, at any depth, whose value is not materialized (canonical input only): a
+	// container keeps only its Kind, a string its Kind with an empty Str.
+	skip []string
 }
 
 // internKey returns a shared string for the member names every event repeats, without allocating;
@@ -538,11 +539,8 @@ func (p *parser) object(depth int) (Value, error) {
 		p.i++
 		p.skipWS()
 		var v Value
-		if depth == 1 && len(p.skipTop) > 0 && p.i < len(p.s) && (p.s[p.i] == '{' || p.s[p.i] == '[') && contains(p.skipTop, key) {
-			saved := p.limit
-			p.limit = depth
-			v, err = p.value(depth)
-			p.limit = saved
+		if len(p.skip) > 0 && p.i < len(p.s) && contains(p.skip, key) {
+			v, err = p.skipped()
 		} else {
 			v, err = p.value(depth)
 		}
@@ -1013,6 +1011,27 @@ const MaxSafeInteger = 1<<53 - 1
 // IsSafeInteger is Number.isSafeInteger.
 func IsSafeInteger(f float64) bool {
 	return !math.IsInf(f, 0) && !math.IsNaN(f) && f == math.Trunc(f) && math.Abs(f) <= MaxSafeInteger
+}
+
+// skipped passes over one canonical value, keeping only its Kind (strings become empty).
+func (p *parser) skipped() (Value, error) {
+	end := skipValue(p.s, p.i)
+	if end < 0 {
+		return Value{}, p.errorf("unexpected end of JSON input")
+	}
+	var v Value
+	switch c := p.s[p.i]; {
+	case c == '{':
+		v.Kind = KindObject
+	case c == '[':
+		v.Kind = KindArray
+	case c == '"':
+		v.Kind = KindString
+	default:
+		return p.value(0) // scalars are cheap and may matter (numbers, booleans, null)
+	}
+	p.i = end
+	return v, nil
 }
 
 func contains(list []string, s string) bool {
