@@ -1,7 +1,8 @@
 // dump.mjs ROOT ID... — open a JSONL store with the harness's own published provider and print, per id, one
 // JSON line {id, header, stored, storedError, events, error}: header = JSON.stringify(inspect().meta), stored =
 // readFrom(id, 0) events and events = inspect() events, each as its JSON.stringify line; storedError and
-// error are the messages readFrom and inspect refused with. One Node process serves every id, so
+// error are the messages readFrom and inspect refused with. `dump.mjs ROOT --load ID...` instead runs the
+// harness's load() (the durable crash repair) on each id and prints {id, error}. One Node process serves every id, so
 // interop tests over hundreds of sessions stay fast. Compression is taken from the files in ROOT.
 import { readdirSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
@@ -23,7 +24,12 @@ const compression = detect(root) ?? 'zstd'
 const ctx = new Context(); await ctx.plugin(SessionStore)
 const fiber = await ctx.plugin(JsonlSessionPersistence, { root, compression })
 const p = ctx.sessionPersistence
-if (ids.length === 1 && ids[0] === '--list') {
+if (ids[0] === '--load') {
+  // load(): the harness's durable crash repair (torn tail cut, closers appended), then nothing else
+  for (const id of ids.slice(1)) {
+    try { await p.load(id); console.log(JSON.stringify({ id })) } catch (err) { console.log(JSON.stringify({ id, error: String(err?.message ?? err) })) }
+  }
+} else if (ids.length === 1 && ids[0] === '--list') {
   for (const h of await p.list()) console.log(JSON.stringify(h))
 } else {
   for (const id of ids) {

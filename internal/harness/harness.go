@@ -124,6 +124,11 @@ func (h *Harness) Dump(root string, ids ...string) ([]Session, error) {
 	return res, sc.Err()
 }
 
+// Load runs the harness's load() — its durable crash repair — on each session of root.
+func (h *Harness) Load(root string, ids ...string) ([]Session, error) {
+	return h.Dump(root, append([]string{"--load"}, ids...)...)
+}
+
 // List returns the harness's list() of root, one header JSON per element.
 func (h *Harness) List(root string) ([]string, error) {
 	cmd := exec.Command(h.Node, filepath.Join(h.Cache, "dshfs-dump.mjs"), root, "--list")
