@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -181,7 +182,11 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 		if err != nil {
 			return exitUsageErr, err
 		}
-		for _, e := range l.Entries {
+		// Findings are buffered on stdout and printed at the end, so the bar on stderr never interleaves
+		// with them on a terminal.
+		bar := newProgress(os.Stderr, "checked", len(l.Entries))
+		for i, e := range l.Entries {
+			bar.step(i)
 			if e.Refusal != nil {
 				id := e.ID
 				report(&id, string(eventstore.Classify(e.Refusal)), e.Refusal.Error())
@@ -189,6 +194,7 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 			}
 			checkOne(e.ID)
 		}
+		bar.done()
 		for _, r := range l.RootErrors {
 			report(nil, "root", r.Message)
 		}
