@@ -146,11 +146,8 @@ func (c *cache) view(id, rev, view string) (nodes.Rendered, bool) {
 }
 
 // render renders one view of a snapshot and keeps it unless uncached (the spill index, whose truth lives
-// outside the store).
+// outside the store). Callers look for a kept rendering first (view).
 func (c *cache) render(ctx context.Context, e *cached, view string, uncached bool) (nodes.Rendered, error) {
-	if r, ok := c.view(e.id, e.rev, view); ok {
-		return r, nil
-	}
 	data, err := e.sess.Render(ctx, view)
 	if err != nil {
 		return nodes.Rendered{}, err

@@ -96,11 +96,18 @@ func (f *FS) revision(ctx context.Context, id string) (string, error) {
 	return f.opts.Store.Revision(ctx, id)
 }
 
-func (f *FS) entry(ctx context.Context, id string) (*cached, error) {
+// currentRevision is revision, with "" for an artifact that vanished or cannot be stat'ed (the load then
+// reports why).
+func (f *FS) currentRevision(ctx context.Context, id string) string {
 	rev, err := f.revision(ctx, id)
 	if err != nil {
-		rev = "" // vanished or unreadable: load reports why
+		return ""
 	}
+	return rev
+}
+
+// entry is the snapshot of id at revision rev, loaded when the cached one is older.
+func (f *FS) entry(ctx context.Context, id, rev string) (*cached, error) {
 	return f.cache.get(ctx, id, rev, func() (*views.Session, error) {
 		l := f.Listing()
 		if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
@@ -125,7 +132,7 @@ func (f *FS) viewOptions() views.Options { return views.Options{Spill: f.opts.Sp
 
 // Session returns the current snapshot of a session.
 func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
-	e, err := f.entry(ctx, id)
+	e, err := f.entry(ctx, id, f.currentRevision(ctx, id))
 	if err != nil {
 		return nil, err
 	}
@@ -134,12 +141,11 @@ func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
 
 // Refusal is why the current revision of a session is refused, nil when it is readable.
 func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
-	if rev, err := f.revision(ctx, id); err == nil {
-		if refusal, ok := f.cache.verdict(id, rev); ok {
-			return refusal, nil
-		}
+	rev := f.currentRevision(ctx, id)
+	if refusal, ok := f.cache.verdict(id, rev); ok {
+		return refusal, nil
 	}
-	e, err := f.entry(ctx, id)
+	e, err := f.entry(ctx, id, rev)
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +155,13 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 // Render returns a view of the current snapshot; the spill index is never cached (its targets live
 // outside the store).
 func (f *FS) Render(ctx context.Context, id, view string) (nodes.Rendered, error) {
+	rev := f.currentRevision(ctx, id)
 	if view != views.ViewSpill {
-		if rev, err := f.revision(ctx, id); err == nil {
-			if r, ok := f.cache.view(id, rev, view); ok {
-				return r, nil // rendered at this revision before: no need for the decoded session
-			}
+		if r, ok := f.cache.view(id, rev, view); ok {
+			return r, nil // rendered at this revision before: no need for the decoded session
 		}
 	}
-	e, err := f.entry(ctx, id)
+	e, err := f.entry(ctx, id, rev)
 	if err != nil {
 		return nodes.Rendered{}, err
 	}
