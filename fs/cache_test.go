@@ -7,30 +7,15 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/eventstore/jsonl"
-	"github.com/dshfs/dshfs/internal/eventtest"
+	"github.com/dshfs/dshfs/internal/storetest"
 	"github.com/dshfs/dshfs/views"
 )
 
-// testStore holds n one-event sessions s0..s(n-1).
+// testStore holds n one-event sessions a, b, c, ...
 func testStore(t *testing.T, n int) *eventstore.Store {
-	t.Helper()
-	b, err := jsonl.Open(t.TempDir(), jsonl.None)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := eventstore.New(b)
-	cwd := event.String("/p")
+	st := storetest.Raw(t)
 	for i := 0; i < n; i++ {
-		id := string(rune('a' + i))
-		if err := st.Create(context.Background(), event.Header{ID: id, CreatedAt: 1, Cwd: &cwd}); err != nil {
-			t.Fatal(err)
-		}
-		evs := eventtest.Events(t, `{"type":"feedback/record","seq":0,"time":1000,"data":{"text":"hello"}}`)
-		if err := st.Append(context.Background(), id, evs); err != nil {
-			t.Fatal(err)
-		}
+		storetest.Add(t, st, string(rune('a'+i)), `{"type":"feedback/record","seq":0,"time":1000,"data":{"text":"hello"}}`)
 	}
 	return st
 }

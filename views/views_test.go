@@ -7,26 +7,14 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/eventstore/jsonl"
-	"github.com/dshfs/dshfs/internal/eventtest"
+	"github.com/dshfs/dshfs/internal/storetest"
 	"github.com/dshfs/dshfs/views"
 )
 
-// store writes one raw session with the given event lines.
+// store writes one raw session "s" with the given event lines.
 func store(t *testing.T, lines ...string) *eventstore.Store {
-	t.Helper()
-	b, err := jsonl.Open(t.TempDir(), jsonl.None)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := eventstore.New(b)
-	cwd := event.String("/p")
-	if err := st.Create(context.Background(), event.Header{ID: "s", CreatedAt: 1, Cwd: &cwd}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Append(context.Background(), "s", eventtest.Events(t, lines...)); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Raw(t)
+	storetest.Add(t, st, "s", lines...)
 	return st
 }
 
