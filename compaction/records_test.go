@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -36,18 +35,6 @@ func jsonLines(recs []Record) []string {
 		out[i] = string(r.JSON())
 	}
 	return out
-}
-
-func sameStrings(t *testing.T, got, want []string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Errorf("line %d:\n got %s\nwant %s", i, got[i], want[i])
-		}
-	}
 }
 
 func TestRecords(t *testing.T) {
@@ -250,7 +237,7 @@ func TestRecords(t *testing.T) {
 					t.Fatalf("surface.Fold = %+v", folded.Replacements)
 				}
 			}
-			sameStrings(t, jsonLines(recs), c.want)
+			eventtest.SameLines(t, jsonLines(recs), c.want)
 			for _, line := range jsonLines(recs) {
 				if !json.Valid([]byte(line)) || !event.IsCanonical([]byte(line)) {
 					t.Errorf("not canonical JSON: %s", line)
@@ -336,7 +323,7 @@ func TestPrunes(t *testing.T) {
 		for i, p := range ps {
 			got[i] = string(p.JSON())
 		}
-		sameStrings(t, got, want)
+		eventtest.SameLines(t, got, want)
 		recs, err := Records(events, f)
 		if err != nil || len(recs) != 0 {
 			t.Fatalf("Records = %v, %v; want none", recs, err)
@@ -434,7 +421,7 @@ func TestRecordsGoldenCompactionSession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameStrings(t, jsonLines(recs), want)
+		eventtest.SameLines(t, jsonLines(recs), want)
 		if a := Active(recs); a != nil {
 			t.Errorf("Active = %s, want nil", a.JSON())
 		}

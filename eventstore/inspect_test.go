@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
 func vPtr(v event.Value) *event.Value { return &v }
@@ -160,12 +161,12 @@ func TestVocabularyIgnorableKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameLines(t, vLines(got), in)
+	eventtest.SameLines(t, vLines(got), in)
 	events, closers, err := Inspect("s", vHeader("s"), vEvents(t, in...), "", nil)
 	if err != nil || len(closers) != 0 {
 		t.Fatalf("Inspect: %v, %d closers", err, len(closers))
 	}
-	sameLines(t, vLines(events), in)
+	eventtest.SameLines(t, vLines(events), in)
 }
 
 func TestVocabularyAfterNormalization(t *testing.T) {

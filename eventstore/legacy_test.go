@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
 // vEvents turns JSON lines into events the way a backend scan does (canonicalized).
@@ -35,18 +36,6 @@ func vLines(events []event.Event) []string {
 func vHeader(id string) event.Header {
 	cwd := event.String("/w")
 	return event.Header{ID: id, CreatedAt: 1, Cwd: &cwd}
-}
-
-func sameLines(t *testing.T, got, want []string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("line %d:\n got %s\nwant %s", i, got[i], want[i])
-		}
-	}
 }
 
 func TestLegacyRefusals(t *testing.T) {
@@ -179,7 +168,7 @@ func TestLegacyNormalization(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameLines(t, vLines(got), c.want)
+			eventtest.SameLines(t, vLines(got), c.want)
 		})
 	}
 }
@@ -222,7 +211,7 @@ func TestLegacyReplacementInheritsStartID(t *testing.T) {
 	if err != nil || len(closers) != 0 {
 		t.Fatalf("Inspect: %v, %d closers", err, len(closers))
 	}
-	sameLines(t, vLines(events), vLines(got))
+	eventtest.SameLines(t, vLines(events), vLines(got))
 }
 
 func eventMessageIDOf(t *testing.T, e event.Event) (string, bool) {

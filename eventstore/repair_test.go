@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshfs/dshfs/internal/eventtest"
 	"github.com/dshfs/dshfs/internal/fixtures"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -158,7 +159,7 @@ func TestClosers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			events := vEvents(t, c.log...)
 			got := Closers(events)
-			sameLines(t, vLines(got), c.want)
+			eventtest.SameLines(t, vLines(got), c.want)
 			if Balanced(events) != (len(c.want) == 0) {
 				t.Fatalf("Balanced = %v with %d closers", Balanced(events), len(c.want))
 			}
@@ -282,7 +283,7 @@ func TestClosersGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: ReadStored: %v", dir, err)
 			}
-			sameLines(t, vLines(got), storedLines)
+			eventtest.SameLines(t, vLines(got), storedLines)
 			events, closers, err := Inspect(h.ID, h, vEvents(t, storedLines...), "", nil)
 			if err != nil {
 				t.Fatalf("%s: Inspect: %v", dir, err)
@@ -290,7 +291,7 @@ func TestClosersGolden(t *testing.T) {
 			if len(closers) > 0 {
 				repaired++
 			}
-			sameLines(t, append(vLines(events), vLines(closers)...), wantAll)
+			eventtest.SameLines(t, append(vLines(events), vLines(closers)...), wantAll)
 			if Balanced(events) != (len(closers) == 0) {
 				t.Fatalf("%s: Balanced disagrees with %d closers", dir, len(closers))
 			}
@@ -307,7 +308,7 @@ func TestClosersGoldenCrash(t *testing.T) {
 	stored := vReadLines(t, filepath.Join(dir, "stored.jsonl"))
 	all := vReadLines(t, filepath.Join(dir, "events.jsonl"))
 	got := Closers(vEvents(t, stored...))
-	sameLines(t, vLines(got), all[len(stored):])
+	eventtest.SameLines(t, vLines(got), all[len(stored):])
 	if len(got) != 3 || got[0].Type != "tool/result" {
 		t.Fatalf("want tool/result, step/end, turn/end; got %v", vLines(got))
 	}

@@ -66,3 +66,16 @@ func ReadFile(t testing.TB, path string) []event.Event {
 	}
 	return out
 }
+
+// SameLines fails t unless got and want hold the same lines, naming each line that differs.
+func SameLines(t testing.TB, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+}
