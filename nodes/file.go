@@ -16,32 +16,32 @@ import (
 type file struct {
 	fs.Inode
 	noXattr
-	src   Source
-	ino   uint64
-	what  string // for the log: which file failed
-	get   func(ctx context.Context) (Rendered, error)
-	sizes *sizes
+	src    Source
+	ino    uint64
+	what   string // for the log: which file failed
+	get    func(ctx context.Context) (Rendered, error)
+	kernel *kernelView
 }
 
-// sizes remembers, per file inode, the size last reported to the kernel and the revision last served by
+// kernelView remembers, per file inode, the size last reported to the kernel and the revision last served by
 // an open. The kernel trusts a reported size for the attribute timeout and cuts reads at it, so a file
 // opened after its view changed (before the watcher invalidated the kernel's attributes) must not be cut to
 // the old size; and an open that serves the very bytes of the previous one may keep the page cache.
-type sizes struct{ m sync.Map }
+type kernelView struct{ m sync.Map }
 
 type seen struct {
 	size   int64
 	opened string // revision served by the last open; "" when unknown or not cacheable
 }
 
-func (s *sizes) load(ino uint64) seen {
+func (s *kernelView) load(ino uint64) seen {
 	if v, ok := s.m.Load(ino); ok {
 		return v.(seen)
 	}
 	return seen{size: -1}
 }
 
-func (s *sizes) reported(ino uint64, n int64) {
+func (s *kernelView) reported(ino uint64, n int64) {
 	if s != nil {
 		v := s.load(ino)
 		v.size = n
@@ -51,7 +51,7 @@ func (s *sizes) reported(ino uint64, n int64) {
 
 // openFlags decides how to serve an open of ino that renders r: direct I/O when the kernel may hold a
 // different size, the kept page cache when the previous open served the same revision of the same bytes.
-func (s *sizes) openFlags(ino uint64, r Rendered) uint32 {
+func (s *kernelView) openFlags(ino uint64, r Rendered) uint32 {
 	if s == nil {
 		return 0
 	}
@@ -82,7 +82,7 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return syscall.EIO
 	}
 	fillFile(&out.Attr, int64(len(r.Data)), r.ModTime, f.ino)
-	f.sizes.reported(f.ino, int64(len(r.Data)))
+	f.kernel.reported(f.ino, int64(len(r.Data)))
 	_, attr := f.src.Timeouts()
 	out.SetTimeout(attr)
 	return 0
@@ -103,7 +103,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		f.src.Logf("%s: %v", f.what, err)
 		return nil, 0, syscall.EIO
 	}
-	return &handle{data: r.Data, get: f.get}, f.sizes.openFlags(f.ino, r), 0
+	return &handle{data: r.Data, get: f.get}, f.kernel.openFlags(f.ino, r), 0
 }
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

@@ -25,7 +25,7 @@ func NewRoot(src Source, readme []byte) fs.InodeEmbedder {
 type tree struct {
 	src    Source
 	readme []byte
-	sizes  sizes
+	kernel kernelView
 }
 
 func (t *tree) storeTime(context.Context) time.Time { return t.src.Listing().ModTime }
@@ -48,7 +48,7 @@ func (t *tree) rootDir() *dir {
 
 func (t *tree) fileChild(name string, inode uint64, what string, get func(context.Context) (Rendered, error)) child {
 	return child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &file{src: t.src, ino: inode, what: what, get: get, sizes: &t.sizes}
+		return &file{src: t.src, ino: inode, what: what, get: get, kernel: &t.kernel}
 	}}
 }
 
