@@ -35,10 +35,15 @@ type Cache struct {
 	ViewsBytes    int64
 }
 
-// Writer holds the write-behind settings (accepted, no effect yet).
+// Writer holds the live writer's settings.
 type Writer struct {
+	// BatchWindow is the write-behind window: the first pending event starts it, the batch is written
+	// when it ends.
 	BatchWindow time.Duration
+	// Compression is the encoding of a new (empty or absent) JSONL root.
 	Compression string // CompressionZstd or CompressionNone
+	// MaxLineBytes caps one append line.
+	MaxLineBytes int64
 }
 
 // Compaction holds the summarizer settings (accepted, no effect yet).
@@ -90,8 +95,9 @@ func Default() Config {
 			ViewsBytes:    128 << 20,
 		},
 		Writer: Writer{
-			BatchWindow: 200 * time.Millisecond,
-			Compression: CompressionZstd,
+			BatchWindow:  200 * time.Millisecond,
+			Compression:  CompressionZstd,
+			MaxLineBytes: 64 << 20,
 		},
 		Compaction: Compaction{
 			Summarizer: SummarizerExtractive,

@@ -27,6 +27,7 @@ views_bytes = "128MiB"            # rendered views (LRU)
 [writer]
 batch_window = "200ms"            # write-behind window from the first pending event
 compression = "zstd"              # for new JSONL roots: "zstd" | "none"
+max_line_bytes = "64MiB"          # one event line (append and read); larger = refused / corrupt
 
 [compaction]
 summarizer = "extractive"         # "extractive" | "command"
@@ -67,7 +68,7 @@ func TestDesignSample(t *testing.T) {
 			AllowOther:      false,
 		},
 		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024},
-		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd"},
+		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20},
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},

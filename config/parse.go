@@ -63,8 +63,9 @@ type file struct {
 		ViewsBytes    any `toml:"views_bytes"`
 	} `toml:"cache"`
 	Writer struct {
-		BatchWindow any `toml:"batch_window"`
-		Compression any `toml:"compression"`
+		BatchWindow  any `toml:"batch_window"`
+		Compression  any `toml:"compression"`
+		MaxLineBytes any `toml:"max_line_bytes"`
 	} `toml:"writer"`
 	Compaction struct {
 		Summarizer any `toml:"summarizer"`
@@ -146,6 +147,7 @@ func Parse(data []byte, source string) (Config, error) {
 
 	v.duration("writer.batch_window", f.Writer.BatchWindow, &c.Writer.BatchWindow, true)
 	v.enum("writer.compression", f.Writer.Compression, &c.Writer.Compression, CompressionZstd, CompressionNone)
+	v.size("writer.max_line_bytes", f.Writer.MaxLineBytes, &c.Writer.MaxLineBytes)
 
 	v.enum("compaction.summarizer", f.Compaction.Summarizer, &c.Compaction.Summarizer, SummarizerExtractive, SummarizerCommand)
 	commandOK := v.strings("compaction.command", f.Compaction.Command, &c.Compaction.Command)

@@ -9,18 +9,20 @@ import (
 // StatusInput is what a session status is computed from. Events is the list the other views use (stored,
 // or stored + closers with --inspect); Closers and Torn describe the repair a resume would commit.
 type StatusInput struct {
-	ID        string
-	Backend   string
-	Location  string
-	Header    *event.Header
-	Revision  string
-	Events    []event.Event
-	Closers   []event.Event
-	Torn      *Torn
-	Refusal   error
-	Live      bool
-	Pending   int
-	LastError event.Value // null unless a write side recorded one
+	ID       string
+	Backend  string
+	Location string
+	Header   *event.Header
+	Revision string
+	Events   []event.Event
+	Closers  []event.Event
+	Torn     *Torn
+	Refusal  error
+	Live     bool
+	// Pending is how many of Events are accepted but not yet durable (the last ones).
+	Pending int
+	// LastError and LastCommand are the recorded command results (Result.Value), nil when none.
+	LastError, LastCommand *Result
 	// ActiveCompaction is the open compaction's record (null when none holds the lock).
 	ActiveCompaction event.Value
 }
@@ -76,8 +78,8 @@ func SessionStatus(in StatusInput) event.Value {
 		event.Member{Key: "formatVersion", Value: formatVersion},
 		event.Member{Key: "revision", Value: event.String(in.Revision)},
 		event.Member{Key: "events", Value: num(n)},
-		event.Member{Key: "nextSeq", Value: num(n + int64(in.Pending))},
-		event.Member{Key: "durableSeq", Value: num(n - 1)},
+		event.Member{Key: "nextSeq", Value: num(n)},
+		event.Member{Key: "durableSeq", Value: num(n - int64(in.Pending) - 1)},
 		event.Member{Key: "pending", Value: num(int64(in.Pending))},
 		event.Member{Key: "balanced", Value: event.Bool(in.Refusal == nil && Balanced(in.Events))},
 		event.Member{Key: "openTurn", Value: openTurn},
@@ -87,9 +89,16 @@ func SessionStatus(in StatusInput) event.Value {
 		event.Member{Key: "unknownOutcomes", Value: event.Array(outcomes...)},
 		event.Member{Key: "activeCompaction", Value: in.ActiveCompaction},
 		event.Member{Key: "refusal", Value: refusal},
-		event.Member{Key: "lastError", Value: in.LastError},
-		event.Member{Key: "lastCommand", Value: null},
+		event.Member{Key: "lastError", Value: resultValue(in.LastError)},
+		event.Member{Key: "lastCommand", Value: resultValue(in.LastCommand)},
 	)
+}
+
+func resultValue(r *Result) event.Value {
+	if r == nil {
+		return event.Value{}
+	}
+	return r.Value()
 }
 
 // UnknownOutcome is a tool call whose external effect nobody has verified: no tool/result was recorded, or
@@ -179,8 +188,15 @@ func UnknownOutcomes(events []event.Event) []UnknownOutcome {
 	return out
 }
 
+// StoreState is what the store status.json reports beside the listing: the write side's live sessions,
+// their pending events and the last failed store command.
+type StoreState struct {
+	Live, Pending int
+	LastError     *Result
+}
+
 // StoreStatus renders the store status.json object of DESIGN.md §4.
-func StoreStatus(backend, root string, l Listing) event.Value {
+func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 	refused := 0
 	for _, e := range l.Entries {
 		if e.Refusal != nil {
@@ -200,10 +216,11 @@ func StoreStatus(backend, root string, l Listing) event.Value {
 		event.Member{Key: "formatVersion", Value: event.Number(0)},
 		event.Member{Key: "sessions", Value: event.Number(float64(len(l.Entries)))},
 		event.Member{Key: "refused", Value: event.Number(float64(refused))},
-		event.Member{Key: "live", Value: event.Number(0)},
-		event.Member{Key: "pending", Value: event.Number(0)},
+		event.Member{Key: "live", Value: event.Number(float64(st.Live))},
+		event.Member{Key: "pending", Value: event.Number(float64(st.Pending))},
 		event.Member{Key: "rootErrors", Value: event.Array(rootErrs...)},
-		event.Member{Key: "lastError", Value: event.Value{}},
+		event.Member{Key: "lastError", Value: resultValue(st.LastError)},
+		event.Member{Key: "quiescedUntil", Value: event.Value{}},
 	)
 }
 

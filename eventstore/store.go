@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/surface"
@@ -17,6 +18,7 @@ type Entry struct {
 	Header     *event.Header // nil when the header could not be read
 	HeaderLine []byte        // the first line verbatim (no LF) when it is a JSON object, else nil
 	Revision   string        // opaque change token; "" when the artifact could not be stat'ed
+	ModTime    time.Time     // when the artifact last changed; zero when it could not be stat'ed
 	Refusal    error         // why the harness would not list or open this session; nil when listed
 }
 
@@ -40,17 +42,33 @@ type Torn struct {
 	Recovered  int   // events decoded from a torn zstd frame (re-appended by a repair)
 }
 
+// Artifact is what a backend knows of a stored session's physical state without reading its content.
+type Artifact struct {
+	// Token changes whenever the stored bytes change (JSONL: `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>`,
+	// the harness's revision token). Only compared for equality, never parsed.
+	Token   string
+	ModTime time.Time // when the artifact last changed
+	Size    int64     // physical bytes
+}
+
 // Prefix is what a backend read yields: the stored prefix before any normalization or validation.
 type Prefix struct {
 	Header   event.Header
 	Events   []event.Event // packed rows expanded, torn fragment excluded
-	Revision string
+	Artifact Artifact      // the state the bytes were read at
 	Path     string
 	Torn     *Torn // nil when the artifact ends on a committed boundary
 }
 
+// WriterLock is a held single-writer lock of one session; Release gives it up.
+type WriterLock interface{ Release() error }
+
 // Backend is what a storage format implements (the harness's PersistenceBackend hooks). Shared semantics —
-// validation, legacy normalization, crash repair, seq checks — live in Store above it.
+// validation, legacy normalization, crash repair, seq checks, the session engine — live above it.
+//
+// Every durable write names the artifact state the writer last saw (expect); when the artifact is no
+// longer in that state (another process wrote it), the backend writes nothing and returns a *CommandError
+// with Failure Busy and Code CodeConflict. Writes return the state they left the artifact in.
 type Backend interface {
 	// Name is the backend name status.json reports ("jsonl", "jsonl+raw", "sqlite").
 	Name() string
@@ -60,44 +78,56 @@ type Backend interface {
 	LoadStored(ctx context.Context, id string) (*Prefix, error)
 	// ReadRaw returns the artifact text verbatim (zstd: complete frames decoded).
 	ReadRaw(ctx context.Context, id string) ([]byte, error)
-	// Materialize publishes a new session with its first batch atomically.
-	Materialize(ctx context.Context, h event.Header, batch []event.Event) error
-	// AppendBatch durably appends one batch to a materialized session (one zstd frame).
-	AppendBatch(ctx context.Context, h event.Header, batch []event.Event) error
-	// CommitRepair truncates a torn tail and appends recovered events plus closers as one batch.
-	CommitRepair(ctx context.Context, h event.Header, torn *Torn, recovered, closers []event.Event) error
 	// Locate returns the artifact path a header maps to, without I/O.
 	Locate(h event.Header) (string, error)
-	// Revision returns the change token of a stored session without reading its content.
-	Revision(ctx context.Context, id string) (string, error)
-}
-
-// Inspection is the harness's inspect()/load() result.
-type Inspection struct {
-	Header  event.Header
-	Events  []event.Event // stored (normalized) events followed by Closers
-	Closers []event.Event // synthetic repair events, in memory unless committed by Load
-	Prefix  *Prefix
+	// Stat returns the artifact state of a stored session without reading its content. path, when not
+	// empty, is where a listing or read found the artifact, which spares the backend a lookup.
+	Stat(ctx context.Context, id, path string) (Artifact, error)
+	// Lock takes the single-writer lock of a stored session without waiting; a *CommandError with
+	// Failure Busy and Code CodeLocked when another process (or another Store) holds it.
+	Lock(ctx context.Context, id string) (WriterLock, error)
+	// Materialize publishes a new session with its first batch (possibly empty) atomically; it never
+	// replaces an existing artifact.
+	Materialize(ctx context.Context, h event.Header, batch []event.Event) (Artifact, error)
+	// AppendBatch durably appends one batch (one zstd frame), cut back on failure.
+	AppendBatch(ctx context.Context, h event.Header, expect Artifact, batch []event.Event) (Artifact, error)
+	// CommitRepair truncates a torn tail (keeping the cut bytes) and appends recovered events plus
+	// closers as one batch.
+	CommitRepair(ctx context.Context, h event.Header, expect Artifact, torn *Torn, recovered, closers []event.Event) (Artifact, error)
+	// KeepPending stores events that were accepted but could not be written beside the artifact, where
+	// the harness's discovery does not look, and returns where.
+	KeepPending(ctx context.Context, h event.Header, events []event.Event) (string, error)
 }
 
 // Store is the seam of DESIGN.md §3 over one backend. It is safe for concurrent use; operations on one
-// session are serialized, as the harness's coordinator does with its per-id chain.
+// session are serialized, as the harness's coordinator does with its per-id chain. A Store is also the
+// home of the session engines (Session) of the sessions it writes: at most one per id, holding the
+// backend's writer lock while live.
 type Store struct {
 	b Backend
 	// Surface builds the surface validator Inspect runs over every event, as the harness's Session
 	// constructor does; New installs the surface package's fold.
 	Surface func() SurfaceChecker
+	// Window is the write-behind batch window: the first accepted event of a batch starts it, and
+	// the batch is written when it ends (DESIGN.md §3). Zero writes each accepted request at once.
+	Window time.Duration
 
 	mu      sync.Mutex
-	pending map[string]event.Header // created but not yet materialized (lazy materialization)
-	cursors map[string]cursor       // durable length of sessions this Store wrote or loaded
+	live    map[string]*Session
+	results map[string]*results
 	locks   map[string]*sync.Mutex
+}
+
+// results are the last command outcomes of one session, for status.json.
+type results struct {
+	last, lastErr *Result
+	gen           uint64 // bumped on every record, so a status rendered before is known stale
 }
 
 // New wraps a backend.
 func New(b Backend) *Store {
 	return &Store{b: b, Surface: func() SurfaceChecker { return surface.NewFolder(0) },
-		pending: map[string]event.Header{}, cursors: map[string]cursor{}, locks: map[string]*sync.Mutex{}}
+		live: map[string]*Session{}, results: map[string]*results{}, locks: map[string]*sync.Mutex{}}
 }
 
 // Backend returns the wrapped backend.
@@ -124,9 +154,9 @@ func (s *Store) ReadRaw(ctx context.Context, id string) ([]byte, error) { return
 // Locate returns the artifact path for a header.
 func (s *Store) Locate(h event.Header) (string, error) { return s.b.Locate(h) }
 
-// Revision returns the stored session's change token.
-func (s *Store) Revision(ctx context.Context, id string) (string, error) {
-	return s.b.Revision(ctx, id)
+// Stat returns the artifact state of a stored session (path: where it was listed, or "").
+func (s *Store) Stat(ctx context.Context, id, path string) (Artifact, error) {
+	return s.b.Stat(ctx, id, path)
 }
 
 // ReadFrom is the harness's readFrom(id, seq): the stored, normalized log from seq on, without repair.
@@ -150,6 +180,16 @@ func (s *Store) ReadFrom(ctx context.Context, id string, seq int64) (*Prefix, er
 	return &out, nil
 }
 
+// Inspection is the harness's inspect()/load() result.
+type Inspection struct {
+	Header  event.Header
+	Events  []event.Event // stored (normalized) events followed by Closers
+	Closers []event.Event // synthetic repair events, in memory unless committed by Load
+	Prefix  *Prefix
+	// Folder is the surface fold over Events when the Store's Surface is the surface package's.
+	Folder *surface.Folder
+}
+
 // Inspect is the harness's inspect(): the validated stored log plus the synthetic closers, in memory only.
 func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 	p, err := s.b.LoadStored(ctx, id)
@@ -170,17 +210,30 @@ func (s *Store) inspectPrefix(id string, p *Prefix) (*Inspection, error) {
 	}
 	all := make([]event.Event, 0, len(events)+len(closers))
 	all = append(append(all, events...), closers...)
-	return &Inspection{Header: p.Header, Events: all, Closers: closers, Prefix: p}, nil
+	ins := &Inspection{Header: p.Header, Events: all, Closers: closers, Prefix: p}
+	ins.Folder, _ = sc.(*surface.Folder)
+	return ins, nil
 }
 
-// Load is the harness's load(): Inspect, then a durable repair (torn tail dropped, recovered events and
-// closers appended) when one is needed, then a re-read of the committed log.
+// Load is the harness's load(): Inspect, then a durable repair (torn tail dropped and kept in a sidecar,
+// recovered events and closers appended) when one is needed, then a re-read of the committed log. Like
+// the harness it refuses a session this Store holds live with an open turn; a session another process
+// holds is refused by the writer lock.
 func (s *Store) Load(ctx context.Context, id string) (*Inspection, error) {
 	defer s.lock(id)()
-	return s.load(ctx, id)
+	if w := s.Live(id); w != nil {
+		return w.inspection()
+	}
+	l, err := s.b.Lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	return s.repair(ctx, id)
 }
 
-func (s *Store) load(ctx context.Context, id string) (*Inspection, error) {
+// repair commits the crash repair of a session whose writer lock is held, and returns the re-read log.
+func (s *Store) repair(ctx context.Context, id string) (*Inspection, error) {
 	for range 3 {
 		p, err := s.b.LoadStored(ctx, id)
 		if err != nil {
@@ -191,89 +244,253 @@ func (s *Store) load(ctx context.Context, id string) (*Inspection, error) {
 			return nil, err
 		}
 		if p.Torn == nil && len(ins.Closers) == 0 {
-			s.setCursor(id, ins.Header, int64(len(ins.Events)))
 			return ins, nil
 		}
 		var recovered []event.Event
 		if p.Torn != nil && p.Torn.Recovered > 0 {
 			recovered = p.Events[len(p.Events)-p.Torn.Recovered:]
 		}
-		if err := s.b.CommitRepair(ctx, p.Header, p.Torn, recovered, ins.Closers); err != nil {
+		if _, err := s.b.CommitRepair(ctx, p.Header, p.Artifact, p.Torn, recovered, ins.Closers); err != nil {
 			return nil, err
 		}
 	}
 	return nil, fmt.Errorf("session %s: repair did not converge", jsQuote(id))
 }
 
-// cursor is the durable state of a session this Store has written or loaded.
-type cursor struct {
-	h event.Header
-	n int64
-}
-
-func (s *Store) setCursor(id string, h event.Header, n int64) {
-	s.mu.Lock()
-	s.cursors[id] = cursor{h, n}
-	s.mu.Unlock()
-}
-
-// Create records a new session; nothing reaches disk until its first Append (lazy materialization).
-func (s *Store) Create(ctx context.Context, h event.Header) error {
-	defer s.lock(h.ID)()
-	if _, err := s.b.Locate(h); err != nil {
-		return err
-	}
-	if _, err := s.b.Revision(ctx, h.ID); err == nil {
-		return fmt.Errorf("session %s already has a persisted log on disk; load/resume it instead of creating", jsQuote(h.ID))
-	}
+// Live returns the engine of a session this Store writes, nil when it holds none.
+func (s *Store) Live(id string) *Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.pending[h.ID]; ok {
-		return fmt.Errorf("session %s already exists", jsQuote(h.ID))
+	return s.live[id]
+}
+
+// LiveIDs lists the sessions this Store writes.
+func (s *Store) LiveIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.live))
+	for id := range s.live {
+		ids = append(ids, id)
 	}
-	s.pending[h.ID] = h
+	return ids
+}
+
+// Record remembers the outcome of a command on a session for its status.json.
+func (s *Store) Record(id string, r Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := s.results[id]
+	if rs == nil {
+		rs = &results{}
+		s.results[id] = rs
+	}
+	rs.last = &r
+	if r.Err != nil {
+		rs.lastErr = &r
+	}
+	rs.gen++
+}
+
+// Results returns the last command and the last failed command of a session (nil when none), and a
+// generation that changes whenever either does.
+func (s *Store) Results(id string) (last, lastErr *Result, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rs := s.results[id]; rs != nil {
+		return rs.last, rs.lastErr, rs.gen
+	}
+	return nil, nil, 0
+}
+
+// Writer returns the engine of a session for writing: the live one, or the stored session opened live.
+// A stored session is opened only when it can be continued as it is — balanced (no open turn), no live
+// compaction lock, no torn tail — otherwise the error says to run resume: a crashed or foreign writer's
+// turn is never closed implicitly. The writer lock is taken before the log is read.
+func (s *Store) Writer(ctx context.Context, id string) (*Session, error) {
+	defer s.lock(id)()
+	if w := s.Live(id); w != nil {
+		return w, nil
+	}
+	l, err := s.b.Lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ins, err := s.Inspect(ctx, id)
+	if err != nil {
+		l.Release()
+		return nil, err
+	}
+	if err := resumeNeeded(id, ins); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return s.adopt(id, ins, l), nil
+}
+
+// resumeNeeded says why a stored session cannot be continued without a resume, nil when it can.
+func resumeNeeded(id string, ins *Inspection) error {
+	stored := ins.Events[:len(ins.Events)-len(ins.Closers)]
+	switch {
+	case len(ins.Closers) > 0:
+		turn, _ := OpenTurn(stored)
+		return cmdErr(Busy, CodeOpenTurn, fmt.Sprintf("session %s ends inside open turn %d (a crashed or another writer's turn); run resume to close it with the harness's interrupted repair", jsQuote(id), turn))
+	case ins.Prefix.Torn != nil:
+		return cmdErr(Busy, CodeTornTail, fmt.Sprintf("session %s has %d torn bytes past its committed log; run resume to cut them (they are kept in a sidecar)", jsQuote(id), ins.Prefix.Torn.Bytes))
+	case CompactionLocked(stored):
+		return cmdErr(Busy, CodeCompactionLock, fmt.Sprintf("session %s holds a live compaction lock (a compaction/start with no compaction/end); run resume to end its lifecycle", jsQuote(id)))
+	}
 	return nil
 }
 
-// Append durably appends one batch (one zstd frame): the first seq must equal the stored length. The first
-// append of a created session materializes it. Appending to a session this Store has not loaded first commits
-// its crash repair, as the harness does when it adopts a disk-only session.
+// CompactionLocked reports whether an unmatched compaction/start after the last session/end-seed holds the
+// compaction lock (spec/compaction-query-spill.md A: stale starts are those before the last end-seed).
+func CompactionLocked(events []event.Event) bool {
+	var open []byte
+	for _, e := range events {
+		switch e.Type {
+		case "compaction/start":
+			open, _ = event.Lookup(e.Raw, "data", "compactionId")
+			if open == nil {
+				open = []byte{}
+			}
+		case "compaction/end":
+			if id, ok := event.Lookup(e.Raw, "data", "compactionId"); ok && open != nil && string(id) == string(open) {
+				open = nil
+			}
+		case "session/end-seed":
+			open = nil
+		}
+	}
+	return open != nil
+}
+
+// adopt makes a validated stored session live in this Store.
+func (s *Store) adopt(id string, ins *Inspection, l WriterLock) *Session {
+	w := newSession(s, id, ins, l)
+	s.mu.Lock()
+	s.live[id] = w
+	s.mu.Unlock()
+	return w
+}
+
+// release forgets a live engine (after Close, or a conflict being rescanned).
+func (s *Store) release(w *Session) {
+	s.mu.Lock()
+	if s.live[w.id] == w {
+		delete(s.live, w.id)
+	}
+	s.mu.Unlock()
+}
+
+// Resume is the harness's resume (prepare): take the writer lock, commit the crash repair (torn bytes
+// kept in a sidecar, recovered events and closers appended), then append a session/end-seed unless the
+// log already ends with one. The session stays live in this Store. A session this Store already holds
+// live is refused when its turn is open (its writer is alive: nothing to repair) and otherwise resumed
+// in place.
+func (s *Store) Resume(ctx context.Context, id string) (*Session, error) {
+	defer s.lock(id)()
+	w := s.Live(id)
+	if w == nil {
+		l, err := s.b.Lock(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		ins, err := s.repair(ctx, id)
+		if err != nil {
+			l.Release()
+			return nil, err
+		}
+		w = s.adopt(id, ins, l)
+	} else if err := w.resumable(); err != nil {
+		return nil, err
+	}
+	if err := w.endSeed(ctx); err != nil {
+		return w, err
+	}
+	return w, nil
+}
+
+// Create materializes a header-only session at once (every create — ctl, mkdir, CLI — does, so the
+// harness lists and opens it). An existing session, an empty id or one the backend cannot name is
+// refused, and nothing is written. The header is written as given (commands build valid ones; tests
+// build invalid ones on purpose).
+func (s *Store) Create(ctx context.Context, h event.Header) error {
+	defer s.lock(h.ID)()
+	if h.ID == "" {
+		return cmdErr(Invalid, CodeBadInput, "session id must be a non-empty string")
+	}
+	if _, err := s.b.Locate(h); err != nil {
+		return AsCommandError(err)
+	}
+	if err := s.absent(ctx, h.ID); err != nil {
+		return err
+	}
+	if _, err := s.b.Materialize(ctx, h, nil); err != nil {
+		return AsCommandError(err)
+	}
+	return nil
+}
+
+// absent refuses an id that a live engine or a stored artifact already uses, with the harness's text.
+func (s *Store) absent(ctx context.Context, id string) error {
+	exists := s.Live(id) != nil
+	if !exists {
+		_, err := s.b.Stat(ctx, id, "")
+		exists = err == nil || !IsNotFound(err)
+	}
+	if exists {
+		return cmdErr(Exists, CodeAlreadyExists, "session "+jsQuote(id)+" already exists")
+	}
+	return nil
+}
+
+// Append is one writer run over explicit events: the session's engine (opened live if needed) accepts
+// the batch, whose first seq must be the next one, and flushes it as one durable batch.
 func (s *Store) Append(ctx context.Context, id string, batch []event.Event) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	defer s.lock(id)()
-	s.mu.Lock()
-	h, isPending := s.pending[id]
-	cur, known := s.cursors[id]
-	s.mu.Unlock()
-	switch {
-	case isPending:
-		cur = cursor{h, 0}
-	case !known:
-		ins, err := s.load(ctx, id)
-		if err != nil {
-			return err
-		}
-		cur = cursor{ins.Header, int64(len(ins.Events))}
-	}
-	for i, e := range batch {
-		if e.Seq != cur.n+int64(i) {
-			return fmt.Errorf("append seq mismatch for %s: expected %d at index %d, got %s", jsQuote(id), cur.n+int64(i), i, e.SeqText())
-		}
-	}
-	var err error
-	if isPending {
-		err = s.b.Materialize(ctx, h, batch)
-	} else {
-		err = s.b.AppendBatch(ctx, cur.h, batch)
-	}
+	w, err := s.Writer(ctx, id)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	delete(s.pending, id)
-	s.cursors[id] = cursor{cur.h, cur.n + int64(len(batch))}
-	s.mu.Unlock()
-	return nil
+	if err := w.AcceptEvents(batch); err != nil {
+		return err
+	}
+	return w.Flush(ctx)
+}
+
+// Close flushes and releases every live session. A session whose flush fails is abandoned with its
+// pending events kept in a sidecar beside the artifact (Session.Abandon), so nothing accepted is lost when
+// the process ends; the first error is returned and every failure recorded.
+func (s *Store) Close(ctx context.Context) error {
+	var first error
+	for _, id := range s.LiveIDs() {
+		w := s.Live(id)
+		if w == nil {
+			continue
+		}
+		err := w.Close(ctx)
+		if err != nil {
+			err = w.Abandon(ctx, err)
+			s.Record(id, Result{Command: "close", Err: AsCommandError(err)})
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// Rescan releases every live session whose artifact changed under it (its pending events are already
+// kept in a sidecar), so the next write reads the session again. It returns how many were released.
+func (s *Store) Rescan() int {
+	n := 0
+	for _, id := range s.LiveIDs() {
+		if w := s.Live(id); w != nil && w.conflicted() {
+			w.release()
+			n++
+		}
+	}
+	return n
 }

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/views"
 )
@@ -105,7 +103,7 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 		if rev != "" {
 			c.verdicts[id] = verdict{rev: rev, refusal: sess.Refusal}
 		}
-		e.mtime = sessionModTime(sess)
+		e.mtime = sess.ModTime
 		e.size = estimate(sess)
 		c.sessionBytes += e.size
 		c.evictSessionsLocked(e)
@@ -234,42 +232,4 @@ func estimate(s *views.Session) int64 {
 		n += 2*int64(len(e.Raw)) + 96
 	}
 	return n
-}
-
-// sessionModTime is the newest event time of a snapshot (a view's mtime comes from its data, so it is
-// the same on every mount); a refused or empty session uses its artifact's mtime.
-func sessionModTime(s *views.Session) time.Time {
-	var newest int64 = -1
-	for _, e := range s.Events {
-		if raw, ok := e.Member("time"); ok {
-			if ms, ok := parseInt(raw); ok && ms > newest {
-				newest = ms
-			}
-		}
-	}
-	if newest >= 0 {
-		return time.UnixMilli(newest)
-	}
-	return nodes.EntryModTime(eventstore.Entry{Revision: s.Revision})
-}
-
-func parseInt(tok []byte) (int64, bool) {
-	if len(tok) == 0 || len(tok) > 17 {
-		return 0, false
-	}
-	var n int64
-	neg := tok[0] == '-'
-	if neg {
-		tok = tok[1:]
-	}
-	for _, c := range tok {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	if neg {
-		n = -n
-	}
-	return n, n <= event.MaxSafeInteger
 }

@@ -40,16 +40,14 @@ type FS struct {
 	cache   *cache
 	listing atomic.Pointer[nodes.Listing]
 	listMu  sync.Mutex // serializes listing refreshes
-	revs    revisioner
-	root    *gofs.Inode // set by Mount
+	// storeErr is the last failed store command (root ctl), for the store status.json.
+	storeErr atomic.Pointer[eventstore.Result]
+	// notes carries changes made through this mount to the notifier (kernel invalidation).
+	notes chan changes
+	root  *gofs.Inode // set by Mount
 }
 
 var _ nodes.Source = (*FS)(nil)
-
-// revisioner is the cheap revision check of one artifact; the JSONL backend answers it with one stat.
-type revisioner interface {
-	PathRevision(path string) (string, error)
-}
 
 // New prepares a mount over the store and reads the first listing.
 func New(opts Options) (*FS, error) {
@@ -60,8 +58,8 @@ func New(opts Options) (*FS, error) {
 	if opts.Spill == nil {
 		opts.Spill = spill.NewRoots(opts.Config.Spill.Roots)
 	}
-	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes)}
-	f.revs, _ = opts.Store.Backend().(revisioner)
+	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes),
+		notes: make(chan changes, 1024)}
 	if _, err := f.refresh(context.Background()); err != nil {
 		return nil, err
 	}
@@ -82,33 +80,46 @@ func (f *FS) Timeouts() (time.Duration, time.Duration) {
 // Logf logs a failure a user saw as an errno.
 func (f *FS) Logf(format string, args ...any) { f.log.Warn(fmt.Sprintf(format, args...)) }
 
-// StoreStatus is the store's status.json.
-func (f *FS) StoreStatus() []byte { return f.Listing().Status }
-
-// revision is the current revision of a listed session's artifact.
-func (f *FS) revision(ctx context.Context, id string) (string, error) {
+// StoreStatus renders the store's status.json from the latest listing and the write side's state now.
+func (f *FS) StoreStatus() []byte {
 	l := f.Listing()
-	if i, ok := l.ByID[id]; ok && f.revs != nil {
-		if rev, err := f.revs.PathRevision(l.Entries[i].Path); err == nil {
-			return rev, nil
+	st := eventstore.StoreState{LastError: f.storeErr.Load()}
+	for _, id := range f.opts.Store.LiveIDs() {
+		if w := f.opts.Store.Live(id); w != nil {
+			st.Live++
+			st.Pending += w.Pending()
 		}
 	}
-	return f.opts.Store.Revision(ctx, id)
+	listing := eventstore.Listing{Entries: l.Entries, RootErrors: l.RootErrors}
+	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), f.opts.Root, listing, st)), '\n')
 }
 
-// currentRevision is revision, with "" for an artifact that vanished or cannot be stat'ed (the load then
-// reports why).
-func (f *FS) currentRevision(ctx context.Context, id string) string {
-	rev, err := f.revision(ctx, id)
+// revision is the cache key of a session's current logical revision: a live engine's (artifact, durable,
+// pending, results), else the artifact's state from one stat plus the results generation. "" when the
+// artifact vanished or cannot be stat'ed (nothing is cached then; the load reports why).
+func (f *FS) revision(ctx context.Context, id string) string {
+	if w := f.opts.Store.Live(id); w != nil {
+		return w.Revision().String()
+	}
+	path := ""
+	l := f.Listing()
+	if i, ok := l.ByID[id]; ok {
+		path = l.Entries[i].Path
+	}
+	art, err := f.opts.Store.Stat(ctx, id, path)
 	if err != nil {
 		return ""
 	}
-	return rev
+	_, _, gen := f.opts.Store.Results(id)
+	return eventstore.Revision{Artifact: art.Token, Results: gen}.String()
 }
 
 // entry is the snapshot of id at revision rev, loaded when the cached one is older.
 func (f *FS) entry(ctx context.Context, id, rev string) (*cached, error) {
 	return f.cache.get(ctx, id, rev, func() (*views.Session, error) {
+		if w := f.opts.Store.Live(id); w != nil {
+			return views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions()), nil
+		}
 		l := f.Listing()
 		if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
 			// refused at the header already: nothing more to read
@@ -132,7 +143,7 @@ func (f *FS) viewOptions() views.Options { return views.Options{Spill: f.opts.Sp
 
 // Session returns the current snapshot of a session.
 func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
-	e, err := f.entry(ctx, id, f.currentRevision(ctx, id))
+	e, err := f.entry(ctx, id, f.revision(ctx, id))
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +152,7 @@ func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
 
 // Refusal is why the current revision of a session is refused, nil when it is readable.
 func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
-	rev := f.currentRevision(ctx, id)
+	rev := f.revision(ctx, id)
 	if refusal, ok := f.cache.verdict(id, rev); ok {
 		return refusal, nil
 	}
@@ -155,7 +166,7 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 // Render returns a view of the current snapshot; the spill index is never cached (its targets live
 // outside the store).
 func (f *FS) Render(ctx context.Context, id, view string) (nodes.Rendered, error) {
-	rev := f.currentRevision(ctx, id)
+	rev := f.revision(ctx, id)
 	if view != views.ViewSpill {
 		if r, ok := f.cache.view(id, rev, view); ok {
 			return r, nil // rendered at this revision before: no need for the decoded session
@@ -211,11 +222,10 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 			p := e.Header.ParentSession.Str
 			out.Children[p] = append(out.Children[p], n)
 		}
-		if t := nodes.EntryModTime(e); t.After(out.ModTime) {
-			out.ModTime = t
+		if e.ModTime.After(out.ModTime) {
+			out.ModTime = e.ModTime
 		}
 	}
-	out.Status = append(event.Stringify(eventstore.StoreStatus(backend, root, l)), '\n')
 	return out
 }
 
@@ -248,4 +258,37 @@ func diff(prev, next *nodes.Listing) changes {
 		}
 	}
 	return c
+}
+
+// touch queues the kernel invalidation of a session whose views changed through this mount ("" = the
+// store's own files).
+func (f *FS) touch(id string) {
+	if id != "" {
+		f.queue(changes{changed: []string{id}})
+	}
+}
+
+// queue hands changes to the notifier: go-fuse's notifications must not be sent from inside a FUSE
+// callback, which is where writes arrive.
+func (f *FS) queue(c changes) {
+	if len(c.changed)+len(c.added)+len(c.removed) == 0 {
+		return
+	}
+	select {
+	case f.notes <- c:
+	default:
+		// the notifier is behind: the watcher's next pass and the attribute timeout catch up
+	}
+}
+
+// notifier applies queued changes until ctx ends.
+func (f *FS) notifier(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-f.notes:
+			f.apply(c, f.root)
+		}
+	}
 }

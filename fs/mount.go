@@ -33,18 +33,44 @@ sessions/<id>/           one directory per session (<id> encoded like the harnes
 by-project/<project>/<id> -> ../../sessions/<id>
 status.json              store status: sessions, refusals, root errors
 
-This mount is read-only: every write fails with EROFS. Files report exact sizes and data-derived mtimes,
-so "rsync -a MNT/sessions/ DEST/" copies exact bytes; "tail -f sessions/<id>/events.jsonl" follows appends
-made by the harness. A refused session shows only header.json, status.json (with the harness's reason) and
-raw.jsonl. Unmount with SIGINT/SIGTERM to dshfs, or "fusermount3 -u MNT".
+Files report exact sizes and data-derived mtimes, so "rsync -a MNT/sessions/ DEST/" copies exact bytes;
+"tail -f sessions/<id>/events.jsonl" follows appends made by the harness or through this mount. A refused
+session shows only header.json, status.json (with the harness's reason) and raw.jsonl. Unmount with
+SIGINT/SIGTERM to dshfs (which flushes first), or "fusermount3 -u MNT".
+`
+
+// ReadmeReadOnly closes the README of a read-only mount.
+const ReadmeReadOnly = `
+This mount is read-only: every write fails with EROFS.
+`
+
+// ReadmeWritable closes the README of a writable mount: the commands.
+const ReadmeWritable = `
+Writing (this mount is writable):
+  sessions/<id>/append   one event per line: {"type":…,"data":…} (+ seq, time, surfaceOp, sourceEventSeqs,
+                         ignorable); each write is applied whole or not at all (EINVAL, reason in status.json)
+  sessions/<id>/ctl      echo flush|resume|close > ctl;  echo "fork [BOUNDARY] [CHILD_ID]" > ctl
+  ctl                    echo flush|rescan > ctl;  echo "create [ID] [cwd=/abs/path]" > ctl
+  mkdir sessions/<name>  creates a session (<name> encoded as listed: a~002Fb is id "a/b")
+Accepted events are visible at once and written in batches; "flush" (or fsync on append) returns once
+they are durable. Every refusal's errno has its reason in status.json (lastError) and the mount's log.
 `
 
 // Mount mounts the tree at mountpoint: directly as root (no fusermount needed), through fusermount3
-// otherwise. The mount is read-only at the kernel level, so every write fails with EROFS.
-func (f *FS) Mount(mountpoint string) (*fuse.Server, error) {
+// otherwise. A read-only mount is read-only at the kernel level, so every write fails with EROFS. ctx
+// bounds the notifier that tells the kernel about changes made through the mount.
+func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error) {
 	entry, attr := f.Timeouts()
 	neg := time.Duration(0)
-	root := nodes.NewRoot(f, []byte(Readme))
+	readme := Readme
+	var options []string
+	if f.opts.Config.ReadOnly {
+		options = append(options, "ro")
+		readme += ReadmeReadOnly
+	} else {
+		readme += ReadmeWritable
+	}
+	root := nodes.NewRoot(f, []byte(readme))
 	opts := &gofs.Options{
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,
@@ -56,8 +82,11 @@ func (f *FS) Mount(mountpoint string) (*fuse.Server, error) {
 			Name:         "dshfs",
 			AllowOther:   f.opts.Config.FUSE.AllowOther,
 			DirectMount:  os.Geteuid() == 0,
-			Options:      []string{"ro"},
+			Options:      options,
 			MaxReadAhead: 1 << 20,
+			// One append request carries up to 1 MiB: the kernel splits a larger write(2), and each request
+			// is applied all-or-nothing.
+			MaxWrite: 1 << 20,
 		},
 	}
 	server, err := gofs.Mount(mountpoint, root, opts)
@@ -65,6 +94,7 @@ func (f *FS) Mount(mountpoint string) (*fuse.Server, error) {
 		return nil, err
 	}
 	f.root = root.EmbeddedInode()
+	go f.notifier(ctx)
 	return server, nil
 }
 
@@ -141,7 +171,10 @@ func invalidateTree(n *gofs.Inode) {
 // Serve runs a mounted server until the first SIGINT/SIGTERM, then unmounts: while the mount is busy it
 // keeps serving and retries every second; a second signal detaches it lazily. It returns nil once nothing
 // is left mounted.
-func Serve(server *fuse.Server, mountpoint string, log func(string, ...any)) error {
+//
+// beforeUnmount runs once, after the first signal and before the first unmount attempt (the live writer
+// flushes there, so nothing accepted waits on a mount that is going away).
+func Serve(server *fuse.Server, mountpoint string, log func(string, ...any), beforeUnmount func()) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -152,6 +185,9 @@ func Serve(server *fuse.Server, mountpoint string, log func(string, ...any)) err
 		return nil // unmounted from outside (fusermount -u)
 	case s := <-sigs:
 		log("signal %v: unmounting %s", s, mountpoint)
+	}
+	if beforeUnmount != nil {
+		beforeUnmount()
 	}
 	for {
 		err := server.Unmount()

@@ -112,12 +112,12 @@ func TestMountDetach(t *testing.T) {
 	}
 }
 
-// TestMountReadOnly: every write through the mount fails with EROFS and the store is unchanged.
+// TestMountReadOnly: on a --read-only mount every write fails with EROFS and the store is unchanged.
 func TestMountReadOnly(t *testing.T) {
 	t.Parallel()
 	store := fixtures.CopyTree(t, fixtures.Path(t, "generated", "raw"))
 	before := storeSum(t, store)
-	mnt := mountStore(t, store)
+	mnt := mountStore(t, store, "--read-only")
 	name := fixtures.Sessions(t, store)[0].EncodedID
 	s := filepath.Join(mnt, "sessions", name)
 	ev := filepath.Join(s, "events.jsonl")

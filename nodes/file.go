@@ -96,6 +96,9 @@ func writes(flags uint32) bool {
 
 func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if writes(flags) {
+		if f.src.Writer() != nil {
+			return nil, 0, syscall.EACCES // a view on a writable mount: only ctl and append take writes
+		}
 		return nil, 0, syscall.EROFS
 	}
 	r, err := f.get(ctx)

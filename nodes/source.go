@@ -32,6 +32,8 @@ type Source interface {
 	Timeouts() (entry, attr time.Duration)
 	// Logf records a refusal or failure a user saw as an errno, so that its reason is in the log.
 	Logf(format string, args ...any)
+	// Writer is the write side; nil on a read-only mount (ctl and append are absent then).
+	Writer() Writer
 }
 
 // Rendered is one view's bytes and the time of the last change it covers.
@@ -51,37 +53,4 @@ type Listing struct {
 	Children   map[string][]int   // parent session id → indexes of the sessions forked from it
 	RootErrors []eventstore.RootError
 	ModTime    time.Time // the newest artifact change, for the directories above sessions
-	Status     []byte    // store status.json
-}
-
-// EntryModTime is the artifact modification time recorded in an entry's revision token (dev:ino:size:mtimeNs:ctimeNs).
-func EntryModTime(e eventstore.Entry) time.Time {
-	var parts [5]int64
-	n, field := 0, int64(0)
-	neg := false
-	for i := 0; i <= len(e.Revision); i++ {
-		if i == len(e.Revision) || e.Revision[i] == ':' {
-			if n < 5 {
-				if neg {
-					field = -field
-				}
-				parts[n] = field
-			}
-			n++
-			field, neg = 0, false
-			continue
-		}
-		c := e.Revision[i]
-		if c == '-' {
-			neg = true
-			continue
-		}
-		if c >= '0' && c <= '9' {
-			field = field*10 + int64(c-'0')
-		}
-	}
-	if n < 5 {
-		return time.Unix(0, 0)
-	}
-	return time.Unix(0, parts[3])
 }

@@ -31,18 +31,52 @@ type tree struct {
 func (t *tree) storeTime(context.Context) time.Time { return t.src.Listing().ModTime }
 
 func (t *tree) rootDir() *dir {
-	return &dir{src: t.src, ino: 1, what: "/", mtime: t.storeTime, list: func(ctx context.Context) ([]child, error) {
+	d := &dir{src: t.src, ino: 1, what: "/", mtime: t.storeTime}
+	d.list = func(ctx context.Context) ([]child, error) {
 		return []child{
 			t.fileChild("README", ino("/README"), "README", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.readme, ModTime: t.src.Listing().ModTime}, nil
 			}),
 			t.fileChild("status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
-				l := t.src.Listing()
-				return Rendered{Data: l.Status, ModTime: l.ModTime}, nil
+				return Rendered{Data: t.src.StoreStatus(), ModTime: t.src.Listing().ModTime}, nil
 			}),
-			t.dirChild("sessions", ino("/sessions"), func() fs.InodeEmbedder { return t.sessionsDir() }),
+			t.dirChild("sessions", ino("/sessions"), func() fs.InodeEmbedder {
+				if w := t.src.Writer(); w != nil {
+					return &sessionsDir{dir: t.sessionsDir(), t: t, w: w}
+				}
+				return t.sessionsDir()
+			}),
 			t.dirChild("by-project", ino("/by-project"), func() fs.InodeEmbedder { return t.projectsDir() }),
 		}, nil
+	}
+	if w := t.src.Writer(); w != nil {
+		d.list = appendCtl(d.list, func() child { return t.ctlChild("", ino("/ctl"), t.storeTime) })
+	}
+	return d
+}
+
+// appendCtl adds a control file to a directory's listing.
+func appendCtl(list func(ctx context.Context) ([]child, error), ctl func() child) func(ctx context.Context) ([]child, error) {
+	return func(ctx context.Context) ([]child, error) {
+		kids, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return append(kids, ctl()), nil
+	}
+}
+
+// ctlChild is a control file: a session's (id) or the store's (id "").
+func (t *tree) ctlChild(id string, inode uint64, mtime func(context.Context) time.Time) child {
+	return child{name: "ctl", mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
+		return &ctlFile{src: t.src, w: t.src.Writer(), id: id, ino: inode, mtime: mtime}
+	}}
+}
+
+func (t *tree) appendChild(id string, mtime func(context.Context) time.Time) child {
+	inode := ino(id, "append")
+	return child{name: "append", mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
+		return &appendFile{src: t.src, w: t.src.Writer(), id: id, ino: inode, mtime: mtime}
 	}}
 }
 
@@ -117,7 +151,7 @@ func (t *tree) projectDir(project string) *dir {
 				name := l.Names[i]
 				e := l.Entries[i]
 				kids = append(kids, t.linkChild(name, ino("/by-project", project, e.ID), "../../sessions/"+name,
-					func() Rendered { return Rendered{ModTime: EntryModTime(e)} }))
+					func() Rendered { return Rendered{ModTime: e.ModTime} }))
 			}
 			return kids, nil
 		}}
@@ -151,10 +185,10 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 	mtime := func(ctx context.Context) time.Time {
 		if l := t.src.Listing(); l != nil {
 			if i, ok := l.ByID[id]; ok {
-				return EntryModTime(l.Entries[i])
+				return l.Entries[i].ModTime
 			}
 		}
-		return EntryModTime(e)
+		return e.ModTime
 	}
 	return &dir{src: t.src, ino: ino(id), what: "sessions/" + name, mtime: mtime,
 		list: func(ctx context.Context) ([]child, error) {
@@ -183,6 +217,9 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 			sub("compactions", func() *dir { return t.compactionsDir(id, name) })
 			sub("forks", func() *dir { return t.forksDir(id, name) })
 			sub("spill", func() *dir { return t.spillDir(id, name) })
+			if t.src.Writer() != nil {
+				kids = append(kids, t.ctlChild(id, ino(id, "ctl"), mtime), t.appendChild(id, mtime))
+			}
 			if h := e.Header; h != nil && h.ParentSession != nil && h.ParentSession.Kind == event.KindString {
 				parent := h.ParentSession.Str
 				target := "../" + spill.NameSegment(parent)
@@ -192,7 +229,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 					}
 				}
 				kids = append(kids, t.linkChild("parent", ino(id, "parent"), target, func() Rendered {
-					return Rendered{ModTime: EntryModTime(e)}
+					return Rendered{ModTime: e.ModTime}
 				}))
 			}
 			return kids, nil
@@ -209,7 +246,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 					}
 				}
 				switch n {
-				case "events", "surface", "shadowed", "trace", "turns", "compactions", "forks", "spill", "parent":
+				case "events", "surface", "shadowed", "trace", "turns", "compactions", "forks", "spill", "parent", "ctl", "append":
 					return child{}, false, fmt.Errorf("refused: %v", refusal)
 				}
 				return child{}, false, nil
@@ -438,7 +475,7 @@ func (t *tree) forksDir(id, sname string) *dir {
 				name := l.Names[i]
 				e := l.Entries[i]
 				kids = append(kids, t.linkChild(name, ino(id, "forks", e.ID), "../../"+name,
-					func() Rendered { return Rendered{ModTime: EntryModTime(e)} }))
+					func() Rendered { return Rendered{ModTime: e.ModTime} }))
 			}
 			return kids, nil
 		}}

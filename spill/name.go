@@ -97,3 +97,61 @@ func writeUnit(b *strings.Builder, u uint16) {
 	b.WriteByte(hexDigits[u>>4&0xF])
 	b.WriteByte(hexDigits[u&0xF])
 }
+
+// DecodeName inverts NameSegment for names it produced without cutting: "~XXXX" escapes are UTF-16 code
+// units (a pair makes one astral character, a lone surrogate stays WTF-8), "~" alone is the empty
+// string. ok is false for any name NameSegment would not produce from the result (a raw unsafe
+// character, lowercase hex, a cut name), so a name that decodes is the name the decoded id is listed under.
+func DecodeName(name string) (string, bool) {
+	if name == "~" {
+		return "", true
+	}
+	var units []uint16
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c != '~' {
+			if !isSafeByte(c) {
+				return "", false
+			}
+			units = append(units, uint16(c))
+			i++
+			continue
+		}
+		if i+5 > len(name) {
+			return "", false
+		}
+		var u uint16
+		for _, h := range []byte(name[i+1 : i+5]) {
+			switch {
+			case h >= '0' && h <= '9':
+				u = u<<4 | uint16(h-'0')
+			case h >= 'A' && h <= 'F':
+				u = u<<4 | uint16(h-'A'+10)
+			default:
+				return "", false
+			}
+		}
+		units = append(units, u)
+		i += 5
+	}
+	var b strings.Builder
+	for i := 0; i < len(units); i++ {
+		u := units[i]
+		switch {
+		case utf16.IsSurrogate(rune(u)) && u < 0xDC00 && i+1 < len(units) && units[i+1] >= 0xDC00 && units[i+1] <= 0xDFFF:
+			b.WriteRune(utf16.DecodeRune(rune(u), rune(units[i+1])))
+			i++
+		case utf16.IsSurrogate(rune(u)):
+			b.WriteByte(0xED) // WTF-8 of a lone surrogate, as event strings keep it
+			b.WriteByte(0x80 | byte(u>>6&0x3F))
+			b.WriteByte(0x80 | byte(u&0x3F))
+		default:
+			b.WriteRune(rune(u))
+		}
+	}
+	id := b.String()
+	if NameSegment(id) != name {
+		return "", false
+	}
+	return id, true
+}

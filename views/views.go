@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dshfs/dshfs/compaction"
 	"github.com/dshfs/dshfs/eventstore"
@@ -45,13 +46,16 @@ type Session struct {
 	ID         string
 	Backend    string
 	Location   string
-	Revision   string
+	Revision   string        // the backend's artifact token (the harness's revision), as status.json shows it
+	ModTime    time.Time     // newest event time; the artifact's mtime for an empty or refused session
 	Header     *event.Header // nil when the header itself was refused
 	HeaderLine []byte        // a refused session's first line, when it is a JSON object
 	Events     []event.Event // the list every view is computed from
 	Closers    []event.Event // the repair a resume would commit
 	Torn       *eventstore.Torn
 	Refusal    error // why the session cannot be shown; only header, status and raw work then
+	Live       bool  // this process writes the session (its engine is the source of the snapshot)
+	Pending    int   // the last Pending events are accepted but not durable yet
 
 	store *eventstore.Store
 	opts  Options
@@ -86,25 +90,54 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 			e = entryOf(ctx, st, id)
 		}
 		if e != nil {
-			s.Location, s.Revision, s.Header, s.HeaderLine = e.Path, e.Revision, e.Header, e.HeaderLine
+			s.Location, s.Revision, s.ModTime, s.Header, s.HeaderLine = e.Path, e.Revision, e.ModTime, e.Header, e.HeaderLine
 		}
 		return s, nil
 	}
 	p := ins.Prefix
 	h := ins.Header
-	s.Header, s.Location, s.Revision, s.Torn, s.Closers = &h, p.Path, p.Revision, p.Torn, ins.Closers
+	s.Header, s.Location, s.Revision, s.Torn, s.Closers = &h, p.Path, p.Artifact.Token, p.Torn, ins.Closers
 	if opts.Inspect {
 		s.Events = ins.Events
 	} else {
 		s.Events = ins.Events[:len(ins.Events)-len(ins.Closers)]
 	}
+	s.ModTime = modTime(s.Events, p.Artifact.ModTime)
 	return s, nil
 }
 
 // FromEntry is the snapshot of a session the listing already refused, without reading it again.
 func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session {
-	return &Session{ID: e.ID, Backend: st.Backend().Name(), Location: e.Path, Revision: e.Revision,
+	return &Session{ID: e.ID, Backend: st.Backend().Name(), Location: e.Path, Revision: e.Revision, ModTime: e.ModTime,
 		Header: e.Header, HeaderLine: e.HeaderLine, Refusal: e.Refusal, store: st, opts: opts}
+}
+
+// FromSnapshot is a view snapshot of a live session: stored and pending events (never synthetic ones),
+// the engine's fold reused.
+func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) *Session {
+	h := snap.Header
+	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: snap.Path, Revision: snap.Revision.Artifact,
+		ModTime: snap.ModTime, Header: &h, Events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
+		store: st, opts: opts}
+	s.foldOnce.Do(func() { s.fold = snap.Fold })
+	return s
+}
+
+// modTime is the newest event time of a log (a view's mtime comes from its data, so it is the same on
+// every mount); an empty log uses the artifact's mtime.
+func modTime(events []event.Event, artifact time.Time) time.Time {
+	var newest int64 = -1
+	for _, e := range events {
+		if raw, ok := e.Member("time"); ok {
+			if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > newest {
+				newest = ms
+			}
+		}
+	}
+	if newest >= 0 {
+		return time.UnixMilli(newest)
+	}
+	return artifact
 }
 
 func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.Entry {
@@ -336,7 +369,9 @@ func (s *Session) SpillRoots() *spill.Roots {
 // Status renders status.json.
 func (s *Session) Status() []byte {
 	in := eventstore.StatusInput{ID: s.ID, Backend: s.Backend, Location: s.Location, Header: s.Header,
-		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal}
+		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal,
+		Live: s.Live, Pending: s.Pending}
+	in.LastCommand, in.LastError, _ = s.store.Results(s.ID)
 	if s.Refusal == nil {
 		if recs, _, err := s.Compactions(); err == nil {
 			if a := compaction.Active(recs); a != nil {

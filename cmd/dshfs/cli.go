@@ -164,8 +164,9 @@ func expandHome(p string) string {
 	return p
 }
 
-// openStore resolves a STORE argument (DESIGN.md §6) to a Store.
-func openStore(spec string) (*eventstore.Store, error) {
+// openStore resolves a STORE argument (DESIGN.md §6) to a Store; a JSONL root holding no session yet gets
+// the configured writer.compression.
+func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	kind, path := "", spec
 	for _, k := range []string{"jsonl+raw", "jsonl", "sqlite"} {
 		if rest, ok := strings.CutPrefix(spec, k+":"); ok {
@@ -195,9 +196,15 @@ func openStore(spec string) (*eventstore.Store, error) {
 	case "jsonl+raw":
 		mode = jsonl.None
 	}
-	b, err := jsonl.Open(path, mode)
+	empty := jsonl.Zstd
+	if cfg.Writer.Compression == config.CompressionNone {
+		empty = jsonl.None
+	}
+	b, err := jsonl.OpenDefault(path, mode, empty)
 	if err != nil {
 		return nil, err
 	}
-	return eventstore.New(b), nil
+	st := eventstore.New(b)
+	st.Window = cfg.Writer.BatchWindow
+	return st, nil
 }

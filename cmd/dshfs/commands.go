@@ -22,10 +22,11 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
 	if len(pos) != 1 {
 		return exitUsageErr, &usageError{"ls needs exactly one STORE"}
 	}
-	if _, err := loadConfig(o.config); err != nil {
+	cfg, err := loadConfig(o.config)
+	if err != nil {
 		return exitUsageErr, err
 	}
-	st, err := openStore(pos[0])
+	st, err := openStore(pos[0], cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -101,7 +102,7 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if !views.Valid(o.view) {
 		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q (events, raw, header, status, surface, messages, shadowed, event:SEQ, turn:N, trace:SEQ, compactions, prunes, spill)", o.view)}
 	}
-	st, err := openStore(pos[0])
+	st, err := openStore(pos[0], cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -137,10 +138,11 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 	if len(pos) < 1 {
 		return exitUsageErr, &usageError{"check needs a STORE"}
 	}
-	if _, err := loadConfig(o.config); err != nil {
+	cfg, err := loadConfig(o.config)
+	if err != nil {
 		return exitUsageErr, err
 	}
-	st, err := openStore(pos[0])
+	st, err := openStore(pos[0], cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}

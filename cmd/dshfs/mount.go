@@ -39,8 +39,9 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	if o.allowOther {
 		cfg.FUSE.AllowOther = true
 	}
-	// The write side does not exist yet: every mount is read-only (--read-only is accepted and implied).
-	cfg.ReadOnly = true
+	if o.readOnly {
+		cfg.ReadOnly = true
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	// The caches are bounded by their budgets; a soft memory limit of the budgets plus room for the node
 	// tree keeps the garbage collector from doubling that in idle heap under a long walk (grep -r).
@@ -59,7 +60,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		roots = spill.NewRoots(append(append([]string(nil), cfg.Spill.Roots...), filepath.Join(dir, "spill")))
 		log.Info("demo store", "dir", dir)
 	}
-	st, err := openStore(storeSpec)
+	st, err := openStore(storeSpec, cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -75,16 +76,24 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		}
 		defer os.Remove(mountpoint)
 	}
-	server, err := f.Mount(mountpoint)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	server, err := f.Mount(ctx, mountpoint)
 	if err != nil {
 		return exitUsageErr, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	log.Info("mounted", "store", storeSpec, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	log.Info("mounted", "store", storeSpec, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
 	go f.Watch(ctx)
-	if err := dfs.Serve(server, mountpoint, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) }); err != nil {
-		return exitUsageErr, err
+	serveErr := dfs.Serve(server, mountpoint, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
+		func() { f.FlushAll(context.Background()) })
+	// Unmounted (by a signal or from outside): every live session is flushed and released; what cannot be
+	// written is kept beside its artifact.
+	closeErr := f.Close(context.Background())
+	if serveErr != nil {
+		return exitUsageErr, serveErr
+	}
+	if closeErr != nil {
+		return exitUsageErr, closeErr
 	}
 	log.Info("unmounted", "mountpoint", mountpoint)
 	return exitOK, nil

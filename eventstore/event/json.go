@@ -261,6 +261,42 @@ func Parse(b []byte) (Value, error) {
 	return v, nil
 }
 
+// ParseStrict parses input that must survive a JSON.parse/JSON.stringify round trip without losing
+// anything: it is Parse, except that invalid UTF-8 (which JSON.parse would turn into U+FFFD) and a
+// repeated member name (of which JSON.parse keeps only the last) are errors, and so is every value
+// CheckLossless rejects (negative zero, numbers that overflow to ±Infinity). New events written by dshfs
+// come through here, so what a user hands in is exactly what the log keeps.
+func ParseStrict(b []byte) (Value, error) {
+	if !utf8.Valid(b) {
+		return Value{}, &SyntaxError{Offset: firstInvalidUTF8(b), Msg: "invalid UTF-8"}
+	}
+	p := parser{s: b, strict: true}
+	p.skipWS()
+	v, err := p.value(0)
+	if err != nil {
+		return Value{}, err
+	}
+	p.skipWS()
+	if p.i != len(p.s) {
+		return Value{}, p.errorf("unexpected data after JSON value")
+	}
+	if err := CheckLossless(v); err != nil {
+		return Value{}, err
+	}
+	return v, nil
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
 // DecodeUTF8 returns b decoded as the WHATWG UTF-8 decoder (TextDecoder, Buffer.toString) would and
 // re-encoded as UTF-8: valid input is returned as is, each maximal subpart of an invalid sequence
 // becomes one U+FFFD. (Go's own conversions emit one U+FFFD per bad byte, which differs on truncated
@@ -335,6 +371,8 @@ type parser struct {
 	// skip names members, at any depth, whose value is not materialized (canonical input only): a
 	// container keeps only its Kind, a string its Kind with an empty Str.
 	skip []string
+	// strict refuses a repeated member name instead of letting the last one win (ParseStrict).
+	strict bool
 }
 
 // internKey returns a shared string for the member names every event repeats, without allocating;
@@ -562,6 +600,9 @@ func (p *parser) object(depth int) (Value, error) {
 			}
 		}
 		if pos >= 0 {
+			if p.strict {
+				return Value{}, p.errorf("duplicate key %s", Stringify(String(key)))
+			}
 			members[pos].Value = v
 		} else {
 			if !hasIndexKey && IsArrayIndexKey(key) {

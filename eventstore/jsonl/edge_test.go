@@ -263,6 +263,7 @@ func TestZstdTornMultiBlockFrame(t *testing.T) {
 	if err := st.Append(ctx, "big", batch); err != nil {
 		t.Fatal(err)
 	}
+	st.Close(ctx) // release the writer lock: the load below is another writer
 	path, _ := b.Locate(h)
 	buf, _ := os.ReadFile(path)
 	frames, _, err := ScanFrames(buf, 0)

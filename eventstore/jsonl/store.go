@@ -3,19 +3,15 @@ package jsonl
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -57,6 +53,35 @@ type Backend struct {
 	// mount re-listing 10k sessions every second reads no file twice.
 	hmu     sync.Mutex
 	headers map[string]cachedHeader
+
+	// hook, when set, is called before every durable write step (tests: fault injection, crash points,
+	// recording what was made durable); an error fails the step as the system call would.
+	hook func(op Op, path string) error
+}
+
+// Op names a durable write step for a test hook.
+type Op string
+
+// The durable write steps, in the order an append takes them.
+const (
+	OpWrite    Op = "write"    // bytes written to a file (path: the file)
+	OpSync     Op = "fsync"    // a file's fsync
+	OpLink     Op = "link"     // a temp file hard-linked to its final name (path: the final name)
+	OpDirSync  Op = "dirsync"  // a directory's fsync (path: the directory)
+	OpTruncate Op = "truncate" // a file cut back (after a failed append, or a repair)
+)
+
+// SetHook installs a test hook called before every durable write step; nil removes it.
+func (b *Backend) SetHook(h func(op Op, path string) error) { b.hook = h }
+
+func (b *Backend) step(op Op, path string) error {
+	if b.hook == nil {
+		return nil
+	}
+	if err := b.hook(op, path); err != nil {
+		return &eventstore.IOError{Err: fmt.Errorf("%s %s: %w", op, path, err)}
+	}
+	return nil
 }
 
 type cachedHeader struct {
@@ -68,13 +93,19 @@ var _ eventstore.Backend = (*Backend)(nil)
 
 // Open returns the backend for root. An empty mode is detected from the artifacts the root holds (the
 // encoding most sessions use, zstd for an empty or absent root), as the harness has no way to sniff it.
-func Open(root string, mode Compression) (*Backend, error) {
+func Open(root string, mode Compression) (*Backend, error) { return OpenDefault(root, mode, Zstd) }
+
+// OpenDefault is Open with the encoding a root holding no artifact gets (config writer.compression).
+func OpenDefault(root string, mode, empty Compression) (*Backend, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
 	}
 	if mode == "" {
-		mode = Detect(abs)
+		var found bool
+		if mode, found = Detect(abs); !found {
+			mode = empty
+		}
 	}
 	if mode != Zstd && mode != None {
 		return nil, fmt.Errorf("unknown JSONL compression %q (want \"zstd\" or \"none\")", mode)
@@ -85,9 +116,9 @@ func Open(root string, mode Compression) (*Backend, error) {
 	return &Backend{root: abs, mode: mode, pack: true}, nil
 }
 
-// Detect reports which encoding the sessions under root use: the one more artifacts use, zstd on a tie or
-// when there are none.
-func Detect(root string) Compression {
+// Detect reports which encoding the sessions under root use: the one more artifacts use, zstd on a tie;
+// found is false when there are none (the encoding is then zstd).
+func Detect(root string) (c Compression, found bool) {
 	var zstd, raw int
 	for _, p := range subdirs(root) {
 		for _, s := range subdirs(p) {
@@ -100,9 +131,9 @@ func Detect(root string) Compression {
 		}
 	}
 	if raw > zstd {
-		return None
+		return None, true
 	}
-	return Zstd
+	return Zstd, zstd > 0
 }
 
 // Root is the absolute store root.
@@ -142,53 +173,59 @@ func (b *Backend) Locate(h event.Header) (string, error) {
 	return filepath.Join(b.root, project, seg, "session"+b.mode.Suffix()), nil
 }
 
-// Revision is the harness's revision token: `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>` of the transcript.
-func (b *Backend) Revision(ctx context.Context, id string) (string, error) {
-	path, err := b.find(id)
-	if err != nil {
-		return "", err
+// Stat returns the transcript's state; its token is the harness's revision token
+// `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>`. With a path (where a listing found it) it costs one stat.
+func (b *Backend) Stat(ctx context.Context, id, path string) (eventstore.Artifact, error) {
+	if path == "" {
+		var err error
+		if path, err = b.find(id); err != nil {
+			return eventstore.Artifact{}, err
+		}
 	}
-	return statRevision(path)
+	return statArtifact(path)
 }
 
-func statRevision(path string) (string, error) {
+func statArtifact(path string) (eventstore.Artifact, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", &eventstore.IOError{Err: err}
+		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
 	}
-	return revisionOf(fi), nil
+	return artifactOf(fi), nil
 }
 
-func revisionOf(fi fs.FileInfo) string {
+func artifactOf(fi fs.FileInfo) eventstore.Artifact {
+	a := eventstore.Artifact{ModTime: fi.ModTime(), Size: fi.Size()}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fmt.Sprintf("0:0:%d:%d:0", fi.Size(), fi.ModTime().UnixNano())
+		a.Token = fmt.Sprintf("0:0:%d:%d:0", fi.Size(), fi.ModTime().UnixNano())
+		return a
 	}
-	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size,
+	a.Token = fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size,
 		st.Mtim.Sec*1e9+st.Mtim.Nsec, st.Ctim.Sec*1e9+st.Ctim.Nsec)
+	return a
 }
 
 // readStable reads a whole file between two equal stats, retrying while a writer changes it, so the bytes
 // and the revision belong together.
-func readStable(path string) ([]byte, string, error) {
+func readStable(path string) ([]byte, eventstore.Artifact, error) {
 	for range 100 {
-		before, err := statRevision(path)
+		before, err := statArtifact(path)
 		if err != nil {
-			return nil, "", err
+			return nil, before, err
 		}
 		buf, err := os.ReadFile(path)
 		if err != nil {
-			return nil, "", &eventstore.IOError{Err: err}
+			return nil, before, &eventstore.IOError{Err: err}
 		}
-		after, err := statRevision(path)
+		after, err := statArtifact(path)
 		if err != nil {
-			return nil, "", err
+			return nil, after, err
 		}
-		if before == after {
+		if before.Token == after.Token {
 			return buf, after, nil
 		}
 	}
-	return nil, "", &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
+	return nil, eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
 }
 
 // find returns the transcript of id, applying the harness's targeted-lookup checks: flat-layout files and
@@ -246,7 +283,7 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err != nil {
 		return nil, err
 	}
-	buf, rev, err := readStable(path)
+	buf, art, err := readStable(path)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +298,7 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err := b.checkIdentity(path, p.Header, id, true); err != nil {
 		return nil, err
 	}
-	p.Revision, p.Path = rev, path
+	p.Artifact, p.Path = art, path
 	return p, nil
 }
 
@@ -469,18 +506,18 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 		id = name
 	}
 	e := eventstore.Entry{ID: id, ProjectDir: project, Path: path}
-	rev, err := statRevision(path)
+	art, err := statArtifact(path)
 	if err != nil {
 		e.Refusal = err
 		return e
 	}
-	e.Revision = rev
-	file := fileIdentity(rev)
+	e.Revision, e.ModTime = art.Token, art.ModTime
+	file := fileIdentity(art.Token)
 	b.hmu.Lock()
 	c, ok := b.headers[path]
 	b.hmu.Unlock()
 	if ok && c.file == file {
-		c.entry.Revision = rev
+		c.entry.Revision, c.entry.ModTime = art.Token, art.ModTime
 		return c.entry
 	}
 	e = b.readEntry(e, path, id, decoded)
@@ -576,191 +613,6 @@ func (b *Backend) headerRecord(path string) ([]byte, error) {
 	}
 }
 
-// Materialize publishes a new transcript holding the header and the first batch (spec/jsonl.md §5.2):
-// directories created 0700 and fsynced, content written to an exclusive temp file, fsynced, then hard-linked
-// to the final name so an existing log is never clobbered.
-func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) error {
-	final, err := b.Locate(h)
-	if err != nil {
-		return err
-	}
-	opp := strings.TrimSuffix(final, b.mode.Suffix()) + b.mode.opposite().Suffix()
-	if exists(opp) {
-		return errors.New(b.mismatchText(opp))
-	}
-	content := b.encodeHeader(h)
-	content = b.appendBatch(content, batch)
-	dir := filepath.Dir(final)
-	project := filepath.Dir(dir)
-	for _, step := range [][2]string{{b.root, filepath.Dir(b.root)}, {project, b.root}, {dir, project}} {
-		if err := os.MkdirAll(step[0], 0o700); err != nil {
-			return &eventstore.IOError{Err: err}
-		}
-		if err := syncDir(step[1]); err != nil {
-			return err
-		}
-	}
-	if exists(final) {
-		return fmt.Errorf(`refusing to materialize "%s": a log already exists on disk (load/resume it instead)`, h.ID)
-	}
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
-	if err := writeSynced(tmp, content); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Link(tmp, final); err != nil {
-		os.Remove(tmp)
-		return &eventstore.IOError{Err: err}
-	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	_ = os.Remove(tmp) // the publish is already durable; a stale temp link is harmless
-	return nil
-}
-
-func (b *Backend) encodeHeader(h event.Header) []byte {
-	line := append(h.Line(), '\n')
-	if b.mode == Zstd {
-		return EncodeFrame(nil, line)
-	}
-	return line
-}
-
-// appendBatch encodes one durable batch: its lines (chunk runs packed) each ending in LF, as one frame in
-// zstd mode.
-func (b *Backend) appendBatch(dst []byte, batch []event.Event) []byte {
-	var lines [][]byte
-	if b.pack {
-		lines = event.PackBatch(batch)
-	} else {
-		for _, e := range batch {
-			lines = append(lines, e.Raw)
-		}
-	}
-	var body []byte
-	for _, l := range lines {
-		body = append(append(body, l...), '\n')
-	}
-	if b.mode == Zstd {
-		return EncodeFrame(dst, body)
-	}
-	return append(dst, body...)
-}
-
-func writeSynced(path string, content []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	_, werr := f.Write(content)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return &eventstore.IOError{Err: werr}
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	return nil
-}
-
-// AppendBatch appends one batch at EOF and fsyncs; on failure the file is cut back to its previous size so a
-// retry of the same batch cannot leave a seq gap (spec/jsonl.md §5.3).
-func (b *Backend) AppendBatch(ctx context.Context, h event.Header, batch []event.Event) error {
-	path, err := b.Locate(h)
-	if err != nil {
-		return err
-	}
-	return appendBytes(path, b.appendBatch(nil, batch))
-}
-
-func appendBytes(path string, content []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return &eventstore.IOError{Err: err}
-	}
-	_, werr := f.Write(content)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	f.Close()
-	if werr == nil {
-		return nil
-	}
-	if rerr := truncateSynced(path, fi.Size()); rerr != nil {
-		return &eventstore.IOError{Err: fmt.Errorf("failed to roll back append to %s: %w (after %w)", jsonString(path), rerr, werr)}
-	}
-	return &eventstore.IOError{Err: werr}
-}
-
-func truncateSynced(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
-// CommitRepair cuts a torn tail and appends the recovered events and closers as one batch. The cut bytes are
-// first kept in a sidecar `<artifact>.torn-<unix ns>` beside the transcript — the harness's discovery reads
-// only the fixed transcript name, and evidence is never thrown away.
-func (b *Backend) CommitRepair(ctx context.Context, h event.Header, torn *eventstore.Torn, recovered, closers []event.Event) error {
-	path, err := b.Locate(h)
-	if err != nil {
-		return err
-	}
-	if torn != nil {
-		buf, err := os.ReadFile(path)
-		if err != nil {
-			return &eventstore.IOError{Err: err}
-		}
-		if int64(len(buf)) > torn.TruncateTo {
-			side := path + ".torn-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-			if err := writeSynced(side, buf[torn.TruncateTo:]); err != nil {
-				return err
-			}
-			if err := syncDir(filepath.Dir(path)); err != nil {
-				return err
-			}
-		}
-		if err := truncateSynced(path, torn.TruncateTo); err != nil {
-			return &eventstore.IOError{Err: err}
-		}
-	}
-	batch := append(append([]event.Event(nil), recovered...), closers...)
-	if len(batch) == 0 {
-		return nil
-	}
-	return appendBytes(path, b.appendBatch(nil, batch))
-}
-
 // subdirs lists the directories (not symlinks to them, as the harness's Dirent check) in dir, sorted.
 func subdirs(dir string) []string {
 	entries, err := os.ReadDir(dir)
@@ -786,7 +638,3 @@ func isFile(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular()
 }
-
-// PathRevision is the revision token of one transcript path, without the lookup Revision does: the mount
-// checks it at every access to decide whether its cached snapshot is current.
-func (b *Backend) PathRevision(path string) (string, error) { return statRevision(path) }

@@ -21,14 +21,31 @@ func Raw(t testing.TB) *eventstore.Store {
 	return eventstore.New(b)
 }
 
-// Add writes session id (cwd /p) holding the given event lines as one batch.
+// Add writes session id (cwd /p) holding the given event lines as one batch, unchecked: tests build
+// refused and corrupt sessions with it.
 func Add(t testing.TB, st *eventstore.Store, id string, lines ...string) {
 	t.Helper()
 	cwd := event.String("/p")
-	if err := st.Create(context.Background(), event.Header{ID: id, CreatedAt: 1, Cwd: &cwd}); err != nil {
+	Write(t, st.Backend(), event.Header{ID: id, CreatedAt: 1, Cwd: &cwd}, eventtest.Events(t, lines...))
+}
+
+// Write publishes a session through the backend directly — header and first batch, then one durable
+// batch (one zstd frame) per further batch — without the engine's validation, so that tests can store
+// what the harness would refuse.
+func Write(t testing.TB, b eventstore.Backend, h event.Header, batches ...[]event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	var first []event.Event
+	if len(batches) > 0 {
+		first, batches = batches[0], batches[1:]
+	}
+	art, err := b.Materialize(ctx, h, first)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Append(context.Background(), id, eventtest.Events(t, lines...)); err != nil {
-		t.Fatal(err)
+	for _, batch := range batches {
+		if art, err = b.AppendBatch(ctx, h, art, batch); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

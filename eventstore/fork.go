@@ -1,0 +1,121 @@
+package eventstore
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Fork is the harness's SessionStore.fork (spec/events.md §6.3) over a stored or live session: the child
+// holds the parent's events 0..boundary (inclusive; "" means the last) followed by a session/end-seed,
+// and a header naming the parent, the seed length and the parent's cwd. The checks run in the harness's
+// order with its codes and texts; on any error no child exists. A live parent is flushed first, so the
+// child is always a durable prefix. The child is published atomically, header and events together. It
+// returns the child id (a new UUIDv4 when child is "").
+func (s *Store) Fork(ctx context.Context, id, boundary, child string) (string, error) {
+	if child != "" {
+		if err := s.absent(ctx, child); err != nil {
+			return "", err
+		}
+	}
+	events, h, err := s.forkSource(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	seed, err := forkSeed(id, events, boundary)
+	if err != nil {
+		return "", err
+	}
+	if child == "" {
+		child = NewSessionID()
+	}
+	now := time.Now().UnixMilli()
+	parent := event.String(id)
+	length := event.Int(int64(len(seed)))
+	ch := event.Header{ID: child, CreatedAt: now, Cwd: h.Cwd, ParentSession: &parent, SeedLength: &length}
+	batch := append([]event.Event(nil), seed...)
+	if n := len(seed); n == 0 || seed[n-1].Type != "session/end-seed" {
+		batch = append(batch, event.NewEventFrom("session/end-seed", int64(n), now, []byte("{}")))
+	}
+	defer s.lock(child)()
+	if err := s.absent(ctx, child); err != nil {
+		return "", err
+	}
+	if _, err := s.b.Locate(ch); err != nil {
+		return "", cmdErr(Invalid, CodeBadInput, err.Error())
+	}
+	if _, err := s.b.Materialize(ctx, ch, batch); err != nil {
+		return "", AsCommandError(err)
+	}
+	return child, nil
+}
+
+// forkSource is the parent's log as a fork sees it: a live parent flushed, a stored one as stored.
+func (s *Store) forkSource(ctx context.Context, id string) ([]event.Event, event.Header, error) {
+	if w := s.Live(id); w != nil {
+		if err := w.Flush(ctx); err != nil {
+			return nil, event.Header{}, err
+		}
+		snap := w.Snapshot()
+		return snap.Events, snap.Header, nil
+	}
+	ins, err := s.Inspect(ctx, id)
+	if err != nil {
+		if IsNotFound(err) {
+			return nil, event.Header{}, cmdErr(Missing, CodeNotFound, "session "+jsQuote(id)+" not found")
+		}
+		return nil, event.Header{}, AsCommandError(err)
+	}
+	return ins.Events[:len(ins.Events)-len(ins.Closers)], ins.Header, nil
+}
+
+// forkSeed applies the boundary rules (spec/events.md §6.3 steps 3–7) and returns the seed.
+func forkSeed(id string, events []event.Event, boundary string) ([]event.Event, error) {
+	invalid := func(msg string) error { return cmdErr(Invalid, CodeInvalidBoundary, msg) }
+	if boundary == "" {
+		if len(events) == 0 {
+			return nil, nil
+		}
+		boundary = strconv.Itoa(len(events) - 1)
+	}
+	b, err := strconv.ParseInt(boundary, 10, 64)
+	if err != nil || b < 0 || b > event.MaxSafeInteger || strconv.FormatInt(b, 10) != boundary {
+		return nil, invalid("fork boundary for session " + jsQuote(id) + " must be a non-negative safe integer, got " + boundary)
+	}
+	if b >= int64(len(events)) {
+		last := "none"
+		if len(events) > 0 {
+			last = strconv.Itoa(len(events) - 1)
+		}
+		return nil, invalid(fmt.Sprintf("fork boundary %d does not exist in session %s (last seq: %s)", b, jsQuote(id), last))
+	}
+	if events[b].Seq != b {
+		return nil, invalid(fmt.Sprintf("fork boundary %d does not match a contiguous event seq in session %s", b, jsQuote(id)))
+	}
+	for i := b; i >= 0; i-- {
+		switch events[i].Type {
+		case "turn/end":
+			return events[:b+1], nil
+		case "turn/start":
+			turn := "undefined"
+			if raw, ok := event.Lookup(events[i].Raw, "data", "turn"); ok {
+				turn = string(raw)
+			}
+			return nil, cmdErr(Invalid, CodeOpenTurn, fmt.Sprintf("fork boundary %d in session %s ends inside open turn %s", b, jsQuote(id), turn))
+		}
+	}
+	return events[:b+1], nil
+}
+
+// newUUID is a random RFC 4122 version 4 UUID, the harness's default child id (crypto.randomUUID).
+func NewSessionID() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}

@@ -1,0 +1,72 @@
+package eventstore
+
+import (
+	"strconv"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// inputKeys are the members an append line may carry (DESIGN.md §5): the event envelope, with seq and
+// time optional.
+var inputKeys = []string{"type", "data", "seq", "time", "surfaceOp", "sourceEventSeqs", "ignorable"}
+
+// ParseInput turns one append line (without its LF) into the event it appends at seq: `type` and `data`
+// required; `seq` optional and, if given, equal to seq; `time` optional (default now, epoch ms);
+// `surfaceOp`, `sourceEventSeqs` and `ignorable` as the envelope allows; no other keys. The line must be
+// lossless JSON (no duplicate keys, no -0, valid UTF-8). The event is encoded as the harness's
+// Session.append builds it — type, seq, time, data, then sourceEventSeqs and surfaceOp — with ignorable
+// (which Session.append cannot set) after data. Whether the event fits the log (envelope rules, surface
+// rules, vocabulary) is checked when it is accepted.
+func ParseInput(line []byte, seq, now int64) (event.Event, *CommandError) {
+	bad := func(msg string) (event.Event, *CommandError) {
+		return event.Event{}, &CommandError{Failure: Invalid, Code: CodeBadInput, Message: msg}
+	}
+	v, err := event.ParseStrict(line)
+	if err != nil {
+		return bad("not lossless JSON: " + err.Error())
+	}
+	if v.Kind != event.KindObject {
+		return bad("an append line must be a JSON object")
+	}
+	for _, m := range v.Obj {
+		if !contains(inputKeys, m.Key) {
+			return bad("unknown key " + jsonText(m.Key) + " (allowed: type, data, seq, time, surfaceOp, sourceEventSeqs, ignorable)")
+		}
+	}
+	typ, ok := v.Get("type")
+	if !ok || typ.Kind != event.KindString || typ.Str == "" {
+		return bad(`"type" must be a non-empty string`)
+	}
+	data, ok := v.Get("data")
+	if !ok {
+		return bad(`"data" is required`)
+	}
+	if s, ok := v.Get("seq"); ok {
+		if s.Kind != event.KindNumber || s.Num != float64(seq) {
+			return event.Event{}, &CommandError{Failure: Invalid, Code: CodeBadInput,
+				Message: "stale or wrong seq " + string(event.Stringify(s)) + ": the next seq is " + strconv.FormatInt(seq, 10)}
+		}
+	}
+	t := now
+	if tv, ok := v.Get("time"); ok {
+		if tv.Kind != event.KindNumber || !event.IsSafeInteger(tv.Num) {
+			return bad(`"time" must be a safe integer (epoch milliseconds)`)
+		}
+		t = int64(tv.Num)
+	}
+	var extra []event.Member
+	if ig, ok := v.Get("ignorable"); ok {
+		if ig.Kind != event.KindBool || !ig.Bool {
+			return bad(`"ignorable" may only be true`)
+		}
+		extra = append(extra, event.Member{Key: "ignorable", Value: ig})
+	}
+	for _, k := range []string{"sourceEventSeqs", "surfaceOp"} {
+		if m, ok := v.Get(k); ok {
+			extra = append(extra, event.Member{Key: k, Value: m})
+		}
+	}
+	return event.NewEventFrom(typ.Str, seq, t, event.Stringify(data), extra...), nil
+}
+
+func jsonText(s string) string { return string(event.Stringify(event.String(s))) }

@@ -1,0 +1,360 @@
+package jsonl
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Materialize publishes a new transcript holding the header and the first batch, which may be empty
+// (spec/jsonl.md §5.2): directories created 0700 and fsynced, content written to an exclusive temp file,
+// fsynced, then hard-linked to the final name so an existing log is never clobbered, and the session
+// directory fsynced.
+func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (eventstore.Artifact, error) {
+	final, err := b.Locate(h)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	opp := strings.TrimSuffix(final, b.mode.Suffix()) + b.mode.opposite().Suffix()
+	if exists(opp) {
+		return eventstore.Artifact{}, errors.New(b.mismatchText(opp))
+	}
+	content := b.encodeHeader(h)
+	if len(batch) > 0 {
+		content = b.appendBatch(content, batch)
+	}
+	dir := filepath.Dir(final)
+	project := filepath.Dir(dir)
+	for _, step := range [][2]string{{b.root, filepath.Dir(b.root)}, {project, b.root}, {dir, project}} {
+		if err := os.MkdirAll(step[0], 0o700); err != nil {
+			return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+		}
+		if err := b.syncDir(step[1]); err != nil {
+			return eventstore.Artifact{}, err
+		}
+	}
+	if exists(final) {
+		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
+			Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (load/resume it instead)`}
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return eventstore.Artifact{}, err
+	}
+	tmp := final + "." + hex.EncodeToString(rnd[:]) + ".tmp"
+	if err := b.writeSynced(tmp, content); err != nil {
+		os.Remove(tmp)
+		return eventstore.Artifact{}, err
+	}
+	if err := b.step(OpLink, final); err != nil {
+		os.Remove(tmp)
+		return eventstore.Artifact{}, err
+	}
+	if err := os.Link(tmp, final); err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, os.ErrExist) {
+			return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
+				Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (load/resume it instead)`, Err: err}
+		}
+		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+	}
+	if err := b.syncDir(dir); err != nil {
+		return eventstore.Artifact{}, err
+	}
+	_ = os.Remove(tmp) // the publish is already durable; a stale temp link is harmless
+	return statArtifact(final)
+}
+
+func (b *Backend) encodeHeader(h event.Header) []byte {
+	line := append(h.Line(), '\n')
+	if b.mode == Zstd {
+		return EncodeFrame(nil, line)
+	}
+	return line
+}
+
+// appendBatch encodes one durable batch: its lines (chunk runs packed) each ending in LF, as one frame in
+// zstd mode.
+func (b *Backend) appendBatch(dst []byte, batch []event.Event) []byte {
+	var lines [][]byte
+	if b.pack {
+		lines = event.PackBatch(batch)
+	} else {
+		for _, e := range batch {
+			lines = append(lines, e.Raw)
+		}
+	}
+	var body []byte
+	for _, l := range lines {
+		body = append(append(body, l...), '\n')
+	}
+	if b.mode == Zstd {
+		return EncodeFrame(dst, body)
+	}
+	return append(dst, body...)
+}
+
+func (b *Backend) writeSynced(path string, content []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	werr := b.step(OpWrite, path)
+	if werr == nil {
+		_, werr = f.Write(content)
+	}
+	if werr == nil {
+		if werr = b.step(OpSync, path); werr == nil {
+			werr = f.Sync()
+		}
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return &eventstore.IOError{Err: werr}
+	}
+	return nil
+}
+
+func (b *Backend) syncDir(dir string) error {
+	if err := b.step(OpDirSync, dir); err != nil {
+		return err
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	return nil
+}
+
+// conflict is the refusal of a write whose artifact is no longer what the writer last saw.
+func conflict(path string, want, got eventstore.Artifact) error {
+	return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
+		Message: "the artifact " + jsonString(path) + " changed under this writer (another process wrote it: revision " +
+			want.Token + " became " + got.Token + "); nothing was written"}
+}
+
+// AppendBatch appends one batch at EOF and fsyncs, after checking that the transcript is still in the state
+// expect describes; on failure the file is cut back to its previous size so a retry of the same batch
+// cannot leave a seq gap (spec/jsonl.md §5.3).
+func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect eventstore.Artifact, batch []event.Event) (eventstore.Artifact, error) {
+	path, err := b.Locate(h)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	return b.appendBytes(path, expect, b.appendBatch(nil, batch))
+}
+
+func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content []byte) (eventstore.Artifact, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+	}
+	before := artifactOf(fi)
+	if before.Token != expect.Token {
+		return eventstore.Artifact{}, conflict(path, expect, before)
+	}
+	werr := b.step(OpWrite, path)
+	if werr == nil {
+		_, werr = f.Write(content)
+	}
+	if werr == nil {
+		if werr = b.step(OpSync, path); werr == nil {
+			werr = f.Sync()
+		}
+	}
+	if werr != nil {
+		if rerr := b.truncateSynced(path, fi.Size()); rerr != nil {
+			return eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("failed to roll back append to %s: %w (after %w)", jsonString(path), rerr, werr)}
+		}
+		return eventstore.Artifact{}, &eventstore.IOError{Err: werr}
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+	}
+	got := artifactOf(after)
+	if got.Size != before.Size+int64(len(content)) {
+		return got, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
+			Message: "the artifact " + jsonString(path) + " was written by another process during this writer's append (" +
+				strconv.FormatInt(before.Size, 10) + " + " + strconv.Itoa(len(content)) + " bytes became " + strconv.FormatInt(got.Size, 10) + ")"}
+	}
+	return got, nil
+}
+
+func (b *Backend) truncateSynced(path string, size int64) error {
+	if err := b.step(OpTruncate, path); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	if err := b.step(OpSync, path); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// CommitRepair cuts a torn tail and appends the recovered events and closers as one batch. The cut bytes are
+// first kept in a sidecar `<artifact>.torn-<unix ns>` beside the transcript — the harness's discovery reads
+// only the fixed transcript name, and evidence is never thrown away.
+func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect eventstore.Artifact, torn *eventstore.Torn, recovered, closers []event.Event) (eventstore.Artifact, error) {
+	path, err := b.Locate(h)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	cur, err := statArtifact(path)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	if cur.Token != expect.Token {
+		return eventstore.Artifact{}, conflict(path, expect, cur)
+	}
+	if torn != nil {
+		buf, err := os.ReadFile(path)
+		if err != nil {
+			return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+		}
+		if int64(len(buf)) > torn.TruncateTo {
+			side := path + ".torn-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			if err := b.writeSynced(side, buf[torn.TruncateTo:]); err != nil {
+				return eventstore.Artifact{}, err
+			}
+			if err := b.syncDir(filepath.Dir(path)); err != nil {
+				return eventstore.Artifact{}, err
+			}
+		}
+		if err := b.truncateSynced(path, torn.TruncateTo); err != nil {
+			return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+		}
+		if cur, err = statArtifact(path); err != nil {
+			return eventstore.Artifact{}, err
+		}
+	}
+	batch := append(append([]event.Event(nil), recovered...), closers...)
+	if len(batch) == 0 {
+		return cur, nil
+	}
+	return b.appendBytes(path, cur, b.appendBatch(nil, batch))
+}
+
+// KeepPending writes events that were accepted but could not be appended (the transcript changed under
+// the writer) to `<artifact>.pending-<unix ns>` beside the transcript, one event line each, fsynced. The
+// harness's discovery reads only the fixed transcript name, so the sidecar never disturbs it.
+func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []event.Event) (string, error) {
+	path, err := b.Locate(h)
+	if err != nil {
+		return "", err
+	}
+	var body []byte
+	for _, e := range events {
+		body = append(append(body, e.Raw...), '\n')
+	}
+	side := path + ".pending-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	if err := b.writeSynced(side, body); err != nil {
+		return "", err
+	}
+	if err := b.syncDir(filepath.Dir(path)); err != nil {
+		return "", err
+	}
+	return side, nil
+}
+
+// flockLock is the single-writer lock of one transcript: an exclusive flock(2) on it, held through an
+// open descriptor. The kernel drops it when the holder dies, so a killed writer never leaves a stale lock.
+type flockLock struct{ f *os.File }
+
+func (l *flockLock) Release() error { return l.f.Close() }
+
+// Lock takes the session's writer lock without blocking: a *eventstore.CommandError (Busy, CodeLocked)
+// naming the holder's pid when another descriptor — another dshfs process, or another Store — holds it.
+// The harness itself takes no lock (spec/jsonl.md §6); writes by it are caught by the revision check.
+func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
+	path, err := b.find(id)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &eventstore.IOError{Err: err}
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file", path)
+		}
+		return nil, &eventstore.IOError{Err: err}
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			holder := "another writer"
+			if pid := lockHolder(fi); pid > 0 {
+				holder = "another dshfs writer (pid " + strconv.Itoa(pid) + ")"
+			}
+			return nil, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeLocked,
+				Message: "session " + `"` + id + `"` + " is being written by " + holder + "; reads work, writes are refused until it releases the session"}
+		}
+		return nil, &eventstore.IOError{Err: err}
+	}
+	return &flockLock{f: f}, nil
+}
+
+// lockHolder finds the pid holding a flock on the file in /proc/locks (0 when unknown). The pid is the
+// process that took the lock; that is enough to tell a user which dshfs to stop.
+func lockHolder(fi os.FileInfo) int {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" ("->" marks a waiter)
+		if len(fields) < 6 || fields[1] != "FLOCK" || fields[1] == "->" {
+			continue
+		}
+		if fields[5] == want {
+			if pid, err := strconv.Atoi(fields[4]); err == nil {
+				return pid
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,413 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/surface"
+)
+
+// Session is the session engine of a session this process writes (DESIGN.md §3): one handle per live
+// session that owns its event list (stored + pending), the logical revision, the data-derived mtime,
+// the incremental surface fold and the writer state. Accepting k events costs O(k): they are validated
+// against the fold and appended in memory, visible at once in every snapshot, and written by a
+// write-behind batch (or Flush). While live it holds the backend's writer lock, so no other dshfs
+// instance writes the session meanwhile; before every write the backend checks that the artifact is
+// still what this engine last saw, so a foreign writer (the harness) is detected, never overwritten.
+type Session struct {
+	st *Store
+	id string
+
+	// wmu serializes batch writes; it is held across backend I/O, mu never is.
+	wmu sync.Mutex
+
+	mu       sync.Mutex
+	h        event.Header
+	path     string
+	events   []event.Event // stored + pending; append-only, so snapshots may share its array
+	durable  int           // events[:durable] are durable
+	art      Artifact      // the artifact as this engine last read or wrote it
+	folder   *surface.Folder
+	newest   int64 // newest event time (epoch ms), -1 when none
+	lock     WriterLock
+	conflict *CommandError // the artifact changed under this engine: writes refused until rescan
+	timer    *time.Timer
+	closed   bool
+}
+
+func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
+	stored := ins.Events[:len(ins.Events)-len(ins.Closers)]
+	w := &Session{st: st, id: id, h: ins.Header, path: ins.Prefix.Path, art: ins.Prefix.Artifact,
+		events: stored[:len(stored):len(stored)], durable: len(stored), lock: l, newest: -1}
+	if f := ins.Folder; f != nil && len(ins.Closers) == 0 {
+		w.folder = f
+	} else {
+		w.folder = foldAll(stored)
+	}
+	for _, e := range stored {
+		w.noteTime(e)
+	}
+	return w
+}
+
+// foldAll rebuilds the incremental fold over a log that already passed validation.
+func foldAll(events []event.Event) *surface.Folder {
+	f := surface.NewFolder(0)
+	for _, e := range events {
+		_ = f.Push(e) // validated when it was read or accepted
+	}
+	return f
+}
+
+func (w *Session) noteTime(e event.Event) {
+	if raw, ok := e.Member("time"); ok {
+		if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > w.newest {
+			w.newest = ms
+		}
+	}
+}
+
+// ID is the session id.
+func (w *Session) ID() string { return w.id }
+
+// Revision is a session's logical revision: what a view rendered from it depends on. It is a value, not
+// a token to parse: String gives a cache key.
+type Revision struct {
+	Artifact string // the backend's artifact token
+	Durable  int64  // durable events
+	Pending  int64  // accepted events not yet durable
+	Results  uint64 // generation of the recorded command results (status.json's lastError, lastCommand)
+}
+
+// String is the revision as one comparable key.
+func (r Revision) String() string {
+	return r.Artifact + "/" + strconv.FormatInt(r.Durable, 10) + "+" + strconv.FormatInt(r.Pending, 10) +
+		"#" + strconv.FormatUint(r.Results, 10)
+}
+
+// Snapshot is one consistent state of a live session. Its slices are never changed afterwards.
+type Snapshot struct {
+	ID       string
+	Header   event.Header
+	Path     string
+	Events   []event.Event // stored + pending
+	Durable  int
+	Revision Revision
+	ModTime  time.Time // newest event time; the artifact's mtime for an empty log
+	Fold     *surface.Result
+	Conflict *CommandError // non-nil while writes are refused until a rescan
+}
+
+// Snapshot returns the current state. The fold result is copied (O(surface)), events are shared.
+func (w *Session) Snapshot() Snapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _, gen := w.st.Results(w.id)
+	n := len(w.events)
+	mt := w.art.ModTime
+	if w.newest >= 0 {
+		mt = time.UnixMilli(w.newest)
+	}
+	return Snapshot{ID: w.id, Header: w.h, Path: w.path, Events: w.events[:n:n], Durable: w.durable,
+		Revision: Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(n - w.durable), Results: gen},
+		ModTime:  mt, Fold: w.folder.Result(), Conflict: w.conflict}
+}
+
+// writableLocked refuses writes to a closed engine or one whose artifact changed under it.
+func (w *Session) writableLocked() error {
+	if w.closed {
+		return cmdErr(Busy, CodeNotLive, "session "+jsQuote(w.id)+" was released by this writer; write again to reopen it")
+	}
+	if w.conflict != nil {
+		return w.conflict
+	}
+	return nil
+}
+
+// Accept parses and validates the lines of one write request (each one event in the append syntax of
+// DESIGN.md §5) and accepts them all, or none: the error names the first bad line.
+func (w *Session) Accept(lines [][]byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.writableLocked(); err != nil {
+		return err
+	}
+	next := int64(len(w.events))
+	now := time.Now().UnixMilli()
+	evs := make([]event.Event, 0, len(lines))
+	for i, l := range lines {
+		e, err := ParseInput(l, next+int64(i), now)
+		if err != nil {
+			err.Line = i + 1
+			return err
+		}
+		evs = append(evs, e)
+	}
+	return w.acceptLocked(evs)
+}
+
+// AcceptEvents accepts already encoded events, whose seqs must continue the log.
+func (w *Session) AcceptEvents(evs []event.Event) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.writableLocked(); err != nil {
+		return err
+	}
+	next := int64(len(w.events))
+	for i, e := range evs {
+		if e.Seq != next+int64(i) {
+			return &CommandError{Failure: Invalid, Code: CodeBadInput, Line: i + 1,
+				Message: fmt.Sprintf("append seq mismatch for %s: expected %d at index %d, got %s", jsQuote(w.id), next+int64(i), i, e.SeqText())}
+		}
+	}
+	return w.acceptLocked(evs)
+}
+
+func (w *Session) acceptLocked(evs []event.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	for i, e := range evs {
+		if err := w.validate(e); err != nil {
+			if i > 0 {
+				w.folder = foldAll(w.events) // undo the events of this request already pushed
+			}
+			return &CommandError{Failure: Invalid, Code: CodeBadInput, Line: i + 1, Message: err.Error(), Err: err}
+		}
+	}
+	w.events = append(w.events, evs...)
+	for _, e := range evs {
+		w.noteTime(e)
+	}
+	if w.timer == nil && w.st.Window > 0 {
+		w.timer = time.AfterFunc(w.st.Window, w.batchDue)
+	}
+	return nil
+}
+
+// validate runs, on one new event, every check a later load of the log will run on it (so an accepted
+// event can never make the session unreadable), then pushes it onto the fold.
+func (w *Session) validate(e event.Event) error {
+	one := []event.Event{e}
+	norm, _, err := normalizeStored(one, w.id)
+	if err != nil {
+		return err
+	}
+	if string(norm[0].Raw) != string(e.Raw) {
+		return fmt.Errorf("%s event at seq %d has a legacy shape the harness upgrades on load; write the current shape", e.Type, e.Seq)
+	}
+	if err := checkVocabulary(w.h, one, ""); err != nil {
+		return err
+	}
+	rec, err := e.Record()
+	if err != nil {
+		return err
+	}
+	if err := checkEnvelope(rec, int(e.Seq)); err != nil {
+		return err
+	}
+	if err := checkSupportedRequestHeader(rec, "session event at seq "+strconv.FormatInt(e.Seq, 10)); err != nil {
+		return err
+	}
+	switch e.Type {
+	case "turn/start", "turn/end", "step/start", "step/end", "assistant/message", "tool/call", "tool/result":
+		// the crash repair reads these events' data on every load
+		if d, _ := rec.Get("data"); d.Kind != event.KindObject {
+			return fmt.Errorf("%s event at seq %d must carry an object as data", e.Type, e.Seq)
+		}
+	}
+	if err := w.folder.Push(e); err != nil {
+		return fmt.Errorf("invalid event at seq %d: %w", e.Seq, err)
+	}
+	return nil
+}
+
+// batchDue is the end of a write-behind window: the batch is written; a failure is recorded and retried
+// after another window.
+func (w *Session) batchDue() {
+	w.mu.Lock()
+	w.timer = nil
+	w.mu.Unlock()
+	if err := w.Flush(context.Background()); err != nil {
+		ce := AsCommandError(err)
+		w.st.Record(w.id, Result{Command: "flush (write-behind batch)", Err: ce})
+		if ce.Failure == Failed {
+			w.mu.Lock()
+			if w.timer == nil && !w.closed {
+				w.timer = time.AfterFunc(max(w.st.Window, time.Second), w.batchDue)
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// Pending is how many accepted events are not durable yet.
+func (w *Session) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.events) - w.durable
+}
+
+// Flush makes every event accepted before the call durable, in batches (one zstd frame each); events
+// accepted meanwhile may ride along. On failure the events stay pending and the error says why: a
+// storage failure (Failed; a later flush retries) or a conflict with another writer (Busy; the pending
+// events are kept in a sidecar and writes are refused until a rescan).
+func (w *Session) Flush(ctx context.Context) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.mu.Lock()
+	target := len(w.events)
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.mu.Unlock()
+	for {
+		w.mu.Lock()
+		if w.conflict != nil {
+			err := w.conflict
+			w.mu.Unlock()
+			return err
+		}
+		if w.durable >= target {
+			w.mu.Unlock()
+			return nil
+		}
+		batch := w.events[w.durable:len(w.events):len(w.events)]
+		h, art := w.h, w.art
+		w.mu.Unlock()
+
+		next, err := w.st.b.AppendBatch(ctx, h, art, batch)
+
+		w.mu.Lock()
+		if err != nil {
+			ce := AsCommandError(err)
+			if ce.Code == CodeConflict {
+				ce = w.keepPendingLocked(ctx, ce, "; run rescan to read the session again")
+				w.conflict = ce
+			}
+			w.mu.Unlock()
+			return ce
+		}
+		w.durable += len(batch)
+		w.art = next
+		w.mu.Unlock()
+	}
+}
+
+// keepPendingLocked saves the events that could not be written beside the artifact and returns cause
+// extended by how many there are and where they are kept, with the same failure class.
+func (w *Session) keepPendingLocked(ctx context.Context, cause *CommandError, then string) *CommandError {
+	pending := w.events[w.durable:]
+	first, last := pending[0].Seq, pending[len(pending)-1].Seq
+	where, err := w.st.b.KeepPending(ctx, w.h, pending)
+	msg := fmt.Sprintf("%s; %d accepted events (seq %d..%d) were not written", cause.Message, len(pending), first, last)
+	if err != nil {
+		msg += fmt.Sprintf(" and could not be kept in a sidecar (%v)", err)
+	} else {
+		msg += " and are kept in " + where
+	}
+	return &CommandError{Failure: cause.Failure, Code: cause.Code, Message: msg + then, Err: cause}
+}
+
+// Close flushes and releases the session: the writer lock is given up and the engine forgotten. A failed
+// flush keeps the session live (its events are not lost); a conflict releases it, its events being kept
+// in the sidecar.
+func (w *Session) Close(ctx context.Context) error {
+	err := w.Flush(ctx)
+	if ce := AsCommandError(err); ce != nil && ce.Code != CodeConflict {
+		return err
+	}
+	w.release()
+	return err
+}
+
+// Abandon is the last resort when a flush failed and the writer must go (the process ends): the pending
+// events are kept in a sidecar beside the artifact and the session released. It returns cause extended by
+// where the events are.
+func (w *Session) Abandon(ctx context.Context, cause error) error {
+	w.mu.Lock()
+	ce := AsCommandError(cause)
+	if w.durable < len(w.events) && w.conflict == nil {
+		ce = w.keepPendingLocked(ctx, ce, "")
+	}
+	w.mu.Unlock()
+	w.release()
+	return ce
+}
+
+// conflicted reports whether writes are refused because the artifact changed under this engine.
+func (w *Session) conflicted() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conflict != nil
+}
+
+// release gives up the writer lock and forgets the engine, whatever is pending.
+func (w *Session) release() {
+	w.mu.Lock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.closed = true
+	l := w.lock
+	w.lock = nil
+	w.mu.Unlock()
+	if l != nil {
+		_ = l.Release()
+	}
+	w.st.release(w)
+}
+
+// resumable refuses a resume of a session this engine holds with an open turn: its writer is alive.
+func (w *Session) resumable() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.writableLocked(); err != nil {
+		return err
+	}
+	if t, open := OpenTurn(w.events); open {
+		return cmdErr(Busy, CodeLive, fmt.Sprintf("session %s is live in this process with open turn %d: its writer is alive, so there is nothing to resume", jsQuote(w.id), t))
+	}
+	return nil
+}
+
+// endSeed appends the session/end-seed a resume writes (unless the log already ends with one) and
+// flushes.
+func (w *Session) endSeed(ctx context.Context) error {
+	w.mu.Lock()
+	n := len(w.events)
+	ends := n > 0 && w.events[n-1].Type == "session/end-seed"
+	w.mu.Unlock()
+	if !ends {
+		seed := event.NewEventFrom("session/end-seed", int64(n), time.Now().UnixMilli(), []byte("{}"))
+		if err := w.AcceptEvents([]event.Event{seed}); err != nil {
+			return err
+		}
+	}
+	return w.Flush(ctx)
+}
+
+// inspection is Store.Load's answer for a live session: refused while its turn is open, as the harness
+// refuses to load a live session mid-turn.
+func (w *Session) inspection() (*Inspection, error) {
+	s := w.Snapshot()
+	if _, open := OpenTurn(s.Events); open {
+		return nil, cmdErr(Busy, CodeLive, "cannot load session "+jsQuote(w.id)+" while its live turn is open; use the live Session or wait for the turn to close")
+	}
+	return &Inspection{Header: s.Header, Events: s.Events,
+		Prefix: &Prefix{Header: s.Header, Events: s.Events, Path: s.Path}}, nil
+}
+
+// Revision is the current logical revision, without taking a snapshot.
+func (w *Session) Revision() Revision {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _, gen := w.st.Results(w.id)
+	return Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(len(w.events) - w.durable), Results: gen}
+}

@@ -1,0 +1,271 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dshfs/dshfs/eventstore"
+)
+
+// Writer is what the write-side nodes ask of the fs layer. Every error is (or wraps) an
+// *eventstore.CommandError, whose Failure picks the errno; the fs layer has already recorded its reason
+// in status.json and the log.
+type Writer interface {
+	// Append accepts the complete lines of one write request to a session's append file: all or none.
+	Append(ctx context.Context, id string, lines [][]byte) error
+	// Flush makes a session's accepted events durable (fsync on append).
+	Flush(ctx context.Context, id string) error
+	// Command runs one ctl command on a session, or on the store when id is "".
+	Command(ctx context.Context, id, line string) eventstore.Result
+	// Mkdir creates a session from a directory name (the encoded name it will be listed under) and
+	// returns its id.
+	Mkdir(ctx context.Context, name string) (string, error)
+	// Refuse records (status.json lastError and the log) why an append handle refused input it was given.
+	Refuse(id, message string)
+}
+
+// errno maps a write-side error to the errno a user sees.
+func errno(err error) syscall.Errno {
+	ce := eventstore.AsCommandError(err)
+	if ce == nil {
+		return 0
+	}
+	switch ce.Failure {
+	case eventstore.Busy:
+		return syscall.EBUSY
+	case eventstore.Invalid:
+		return syscall.EINVAL
+	case eventstore.Exists:
+		return syscall.EEXIST
+	case eventstore.Missing:
+		return syscall.ENOENT
+	}
+	return syscall.EIO
+}
+
+// Permissions of the write-side files (DESIGN.md §4).
+const (
+	modeAppend = syscall.S_IFREG | 0o200
+	modeCtl    = syscall.S_IFREG | 0o600
+)
+
+// fillControl sets the attributes of ctl and append: size 0 (they hold no data of their own).
+func fillControl(a *fuse.Attr, mode uint32, mtime time.Time, inode uint64) {
+	fillFile(a, 0, mtime, inode)
+	a.Mode = mode
+}
+
+// appendFile is sessions/<id>/append: each newline-terminated line written to it is one event (DESIGN.md
+// §5). The lines of one WRITE request are applied together or not at all; a partial line waits in the
+// handle for its newline.
+type appendFile struct {
+	fs.Inode
+	noXattr
+	src   Source
+	w     Writer
+	id    string
+	ino   uint64
+	mtime func(ctx context.Context) time.Time
+}
+
+var (
+	_ fs.NodeGetattrer = (*appendFile)(nil)
+	_ fs.NodeSetattrer = (*appendFile)(nil)
+	_ fs.NodeOpener    = (*appendFile)(nil)
+	_ fs.NodeWriter    = (*appendFile)(nil)
+	_ fs.NodeReader    = (*appendFile)(nil)
+	_ fs.NodeFsyncer   = (*appendFile)(nil)
+	_ fs.NodeFlusher   = (*appendFile)(nil)
+)
+
+func (f *appendFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	fillControl(&out.Attr, modeAppend, f.mtime(ctx), f.ino)
+	out.SetTimeout(0)
+	return 0
+}
+
+// Setattr accepts a truncation to size 0 (`>` and `cp` open with O_TRUNC) and changes nothing.
+func (f *appendFile) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); ok && sz != 0 {
+		return syscall.EINVAL
+	}
+	return f.Getattr(ctx, fh, out)
+}
+
+// appendHandle is one open of append: the partial line not yet terminated, and whether a request was
+// rejected (then every later write fails, so the tail of a split write never lands without its head).
+type appendHandle struct {
+	mu       sync.Mutex
+	partial  []byte
+	rejected bool
+}
+
+func (f *appendFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &appendHandle{}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// Read of append returns no bytes, so grep -r and rsync over a writable mount stay harmless.
+func (f *appendFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultData(nil), 0
+}
+
+func (f *appendFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h, ok := fh.(*appendHandle)
+	if !ok {
+		return 0, syscall.EBADF
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rejected {
+		f.w.Refuse(f.id, "this append handle rejected an earlier write; reopen append to write again (nothing of this write was appended)")
+		return 0, syscall.EINVAL
+	}
+	buf := append(h.partial, data...)
+	end := bytes.LastIndexByte(buf, '\n')
+	if end < 0 {
+		h.partial = buf
+		return uint32(len(data)), 0
+	}
+	var lines [][]byte
+	for _, l := range bytes.Split(buf[:end], []byte{'\n'}) {
+		if len(bytes.TrimSpace(l)) > 0 { // blank lines carry no event
+			lines = append(lines, l)
+		}
+	}
+	if err := f.w.Append(ctx, f.id, lines); err != nil {
+		h.rejected = true
+		h.partial = nil
+		return 0, errno(err)
+	}
+	h.partial = append([]byte(nil), buf[end+1:]...)
+	return uint32(len(data)), 0
+}
+
+// Flush (each close of a descriptor) reports a partial line left without its newline: it is discarded,
+// and the close fails so the writer learns it.
+func (f *appendFile) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	h, ok := fh.(*appendHandle)
+	if !ok {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.partial); n > 0 && !h.rejected {
+		h.partial = nil
+		f.w.Refuse(f.id, "a partial line of "+strconv.Itoa(n)+" bytes without its newline was discarded when append was closed")
+		return syscall.EINVAL
+	}
+	return 0
+}
+
+// Fsync is flush: it returns once every accepted event of the session is durable.
+func (f *appendFile) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	return errno(f.w.Flush(ctx, f.id))
+}
+
+// ctlFile is a control file (a session's, or the store's when id is ""): each write is one command; the
+// errno comes back from write(2), and a read on the same handle returns that command's result as one JSON
+// line (a fresh handle reads nothing).
+type ctlFile struct {
+	fs.Inode
+	noXattr
+	src   Source
+	w     Writer
+	id    string
+	ino   uint64
+	mtime func(ctx context.Context) time.Time
+}
+
+var (
+	_ fs.NodeGetattrer = (*ctlFile)(nil)
+	_ fs.NodeSetattrer = (*ctlFile)(nil)
+	_ fs.NodeOpener    = (*ctlFile)(nil)
+	_ fs.NodeWriter    = (*ctlFile)(nil)
+	_ fs.NodeReader    = (*ctlFile)(nil)
+)
+
+func (f *ctlFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	fillControl(&out.Attr, modeCtl, f.mtime(ctx), f.ino)
+	out.SetTimeout(0)
+	return 0
+}
+
+// Setattr accepts the truncation of `echo CMD > ctl` and changes nothing.
+func (f *ctlFile) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); ok && sz != 0 {
+		return syscall.EINVAL
+	}
+	return f.Getattr(ctx, fh, out)
+}
+
+type ctlHandle struct {
+	mu     sync.Mutex
+	result []byte
+}
+
+func (f *ctlFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &ctlHandle{}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (f *ctlFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*ctlHandle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if off >= int64(len(h.result)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(off+int64(len(dest)), int64(len(h.result)))
+	return fuse.ReadResultData(h.result[off:end]), 0
+}
+
+func (f *ctlFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h, ok := fh.(*ctlHandle)
+	if !ok {
+		return 0, syscall.EBADF
+	}
+	r := f.w.Command(ctx, f.id, string(data))
+	h.mu.Lock()
+	h.result = r.JSON()
+	h.mu.Unlock()
+	if r.Err != nil {
+		return 0, errno(r.Err)
+	}
+	return uint32(len(data)), 0
+}
+
+// sessionsDir is sessions/ on a writable mount: mkdir creates a session whose encoded name is the new
+// directory's name (so `mkdir sessions/a~002Fb` creates id "a/b").
+type sessionsDir struct {
+	*dir
+	t *tree
+	w Writer
+}
+
+var (
+	_ fs.NodeMkdirer   = (*sessionsDir)(nil)
+	_ fs.NodeGetattrer = (*sessionsDir)(nil)
+)
+
+// Getattr reports 0755: the directory is where sessions are created.
+func (d *sessionsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	e := d.dir.Getattr(ctx, fh, out)
+	out.Mode = syscall.S_IFDIR | 0o755
+	return e
+}
+
+func (d *sessionsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if _, err := d.w.Mkdir(ctx, name); err != nil {
+		return nil, errno(err)
+	}
+	return d.dir.Lookup(ctx, name, out)
+}
