@@ -63,11 +63,18 @@ func (s *Store) forkSource(ctx context.Context, id string) ([]event.Event, event
 		snap := w.Snapshot()
 		return snap.Events, snap.Header, nil
 	}
-	ins, err := s.Inspect(ctx, id)
+	// A stored parent is read under its writer lock: a writer elsewhere may hold accepted events that
+	// are not durable yet, and the child must be a durable prefix of what that writer acknowledged.
+	l, err := s.b.Lock(ctx, id)
 	if err != nil {
 		if IsNotFound(err) {
 			return nil, event.Header{}, cmdErr(Missing, CodeNotFound, "session "+jsQuote(id)+" not found")
 		}
+		return nil, event.Header{}, AsCommandError(err)
+	}
+	defer l.Release()
+	ins, err := s.Inspect(ctx, id)
+	if err != nil {
 		return nil, event.Header{}, AsCommandError(err)
 	}
 	return ins.Events[:len(ins.Events)-len(ins.Closers)], ins.Header, nil

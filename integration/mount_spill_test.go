@@ -47,6 +47,7 @@ func writeSpillSession(t *testing.T, root, id string, results []string) {
 		t.Fatal(err)
 	}
 	st := eventstore.New(b)
+	defer st.Close(ctx) // release the writer lock: mounts in other processes write this session
 	cwd := event.String("/home/dev/spill-project")
 	if err := st.Create(ctx, event.Header{ID: id, CreatedAt: 1778573701000, Cwd: &cwd}); err != nil {
 		t.Fatal(err)

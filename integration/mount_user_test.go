@@ -66,7 +66,7 @@ func TestMountUnprivileged(t *testing.T) {
 	mustRun(t, "chmod", "-R", "a+rX", store)
 	mustRun(t, "chown", uid+":"+gid, mnt)
 
-	m := startMountAt(t, mnt, as, []string{bin, "mount", store, mnt})
+	m := startMountAt(t, mnt, as, []string{bin, "mount", "--read-only", store, mnt})
 	entry, _ := mountEntry(t, mnt)
 	f := strings.Fields(entry)
 	if len(f) < 4 || f[2] != "fuse.dshfs" || !strings.Contains(","+f[3]+",", ",user_id="+uid+",") || !strings.Contains(","+f[3]+",", ",ro,") {

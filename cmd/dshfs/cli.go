@@ -28,6 +28,10 @@ const usage = `usage:
   dshfs ls [--config FILE] [--json] STORE
   dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
   dshfs check [--config FILE] [--json] STORE [ID...]
+  dshfs append [--config FILE] STORE ID [FILE|-]
+  dshfs create [--config FILE] [--cwd DIR] STORE [ID]
+  dshfs resume [--config FILE] STORE ID
+  dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
   dshfs convert SRC DST                (not built yet)
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
@@ -51,6 +55,7 @@ type opts struct {
 	readOnly   bool
 	allowOther bool
 	demo       bool
+	cwd        string
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing.
@@ -71,7 +76,7 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 		if !allowed[name] {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
-		takesValue := name == "config" || name == "view"
+		takesValue := name == "config" || name == "view" || name == "cwd"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -96,12 +101,14 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.allowOther = true
 		case "demo":
 			o.demo = true
+		case "cwd":
+			o.cwd = val
 		}
 	}
 	return o, pos, nil
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsageErr
@@ -122,6 +129,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code, err = cmdMount(args[1:], stderr)
 	case "demo":
 		code, err = cmdDemo(args[1:], out)
+	case "append":
+		code, err = cmdAppend(ctx, args[1:], stdin, out, stderr)
+	case "resume":
+		code, err = cmdResume(ctx, args[1:], out)
+	case "fork":
+		code, err = cmdFork(ctx, args[1:], out)
+	case "create":
+		code, err = cmdCreate(ctx, args[1:], out)
 	case "convert":
 		err = fmt.Errorf("dshfs %s: not built yet (see README: what works so far)", args[0])
 		code = exitUsageErr

@@ -40,7 +40,7 @@ func goldenSets(t *testing.T) []goldenSet {
 // runCLI runs the command in-process and returns its exit code, stdout and stderr.
 func runCLI(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut)
+	code := run(args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// The write commands for scripts that do not mount (DESIGN.md §6): each is one writer run through the same
+// session engine and the same writer lock as the mount. On success they print the command's result as one
+// JSON line — the object a read of ctl returns — and exit 0; a refusal (busy, invalid, exists, refused log)
+// exits 1 and anything else (a missing session, an I/O failure) exits 2, with the reason on stderr.
+
+// writeStore opens the STORE argument of a write command with its config.
+func writeStore(o opts, spec string) (*eventstore.Store, error) {
+	cfg, err := loadConfig(o.config)
+	if err != nil {
+		return nil, err
+	}
+	return openStore(spec, cfg)
+}
+
+// commandCode is the exit code of a failed write command.
+func commandCode(err error) int {
+	switch eventstore.AsCommandError(err).Failure {
+	case eventstore.Missing, eventstore.Failed:
+		return exitUsageErr
+	}
+	return exitFound
+}
+
+// finish prints a successful result, or returns the failure with its exit code; the store is closed
+// (flushed and released) either way.
+func finish(ctx context.Context, st *eventstore.Store, out *bufio.Writer, r eventstore.Result) (int, error) {
+	if err := st.Close(ctx); err != nil && r.Err == nil {
+		r.Err = eventstore.AsCommandError(err)
+	}
+	if r.Err != nil {
+		return commandCode(r.Err), r.Err
+	}
+	out.Write(r.JSON())
+	return exitOK, nil
+}
+
+// cmdAppend appends newline-delimited events (the append file's syntax) from FILE or stdin to a session:
+// all lines are validated and accepted together or none is, then flushed and released.
+func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.Writer, stderr io.Writer) (int, error) {
+	o, pos, err := parseArgs(args, map[string]bool{"config": true})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if len(pos) < 2 || len(pos) > 3 {
+		return exitUsageErr, &usageError{"append needs STORE ID [FILE|-]"}
+	}
+	in := stdin
+	if len(pos) == 3 && pos[2] != "-" {
+		f, err := os.Open(pos[2])
+		if err != nil {
+			return exitUsageErr, err
+		}
+		defer f.Close()
+		in = f
+	}
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return exitUsageErr, err
+	}
+	var lines [][]byte
+	var lineNo []int // the input line number of each event line (blank lines carry none)
+	for i, l := range bytes.Split(data, []byte{'\n'}) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			lines = append(lines, l)
+			lineNo = append(lineNo, i+1)
+		}
+	}
+	st, err := writeStore(o, pos[0])
+	if err != nil {
+		return exitUsageErr, err
+	}
+	id := pos[1]
+	r := eventstore.Result{Command: "append"}
+	w, err := st.Writer(ctx, id)
+	if err == nil {
+		if err = w.Accept(lines); err != nil {
+			if ce := eventstore.AsCommandError(err); ce.Line > 0 {
+				ce.Line = lineNo[ce.Line-1]
+			}
+		}
+	}
+	if err == nil {
+		err = w.Flush(ctx)
+	}
+	if err != nil {
+		r.Err = eventstore.AsCommandError(err)
+		return finish(ctx, st, out, r)
+	}
+	snap := w.Snapshot()
+	r.Message = fmt.Sprintf("appended %d events; durable through seq %d", len(lines), snap.Durable-1)
+	if t, open := eventstore.OpenTurn(snap.Events); open {
+		fmt.Fprintf(stderr, "dshfs: session %q now ends inside open turn %d: the next writer must run resume\n", id, t)
+		r.Message += fmt.Sprintf("; the log ends inside open turn %d (the next writer must resume)", t)
+	}
+	return finish(ctx, st, out, r)
+}
+
+// cmdResume is the harness's resume: commit the crash repair and a session/end-seed.
+func cmdResume(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+	o, pos, err := parseArgs(args, map[string]bool{"config": true})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if len(pos) != 2 {
+		return exitUsageErr, &usageError{"resume needs STORE ID"}
+	}
+	st, err := writeStore(o, pos[0])
+	if err != nil {
+		return exitUsageErr, err
+	}
+	r := eventstore.Result{Command: "resume"}
+	w, err := st.Resume(ctx, pos[1])
+	if err != nil {
+		r.Err = eventstore.AsCommandError(err)
+	} else {
+		r.Message = fmt.Sprintf("resumed; durable through seq %d", w.Revision().Durable-1)
+	}
+	return finish(ctx, st, out, r)
+}
+
+// cmdFork is the harness's fork: a child holding the parent's stable prefix and a session/end-seed.
+func cmdFork(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+	o, pos, err := parseArgs(args, map[string]bool{"config": true})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if len(pos) < 2 || len(pos) > 4 {
+		return exitUsageErr, &usageError{"fork needs STORE ID [BOUNDARY] [CHILD_ID]"}
+	}
+	st, err := writeStore(o, pos[0])
+	if err != nil {
+		return exitUsageErr, err
+	}
+	boundary, child := "", ""
+	if len(pos) > 2 {
+		boundary = pos[2]
+	}
+	if len(pos) > 3 {
+		child = pos[3]
+	}
+	r := eventstore.Result{Command: "fork"}
+	if cid, err := st.Fork(ctx, pos[1], boundary, child); err != nil {
+		r.Err = eventstore.AsCommandError(err)
+	} else {
+		r.Message = "forked: child " + string(event.Stringify(event.String(cid)))
+	}
+	return finish(ctx, st, out, r)
+}
+
+// cmdCreate materializes a header-only session (the id defaults to a new UUIDv4).
+func cmdCreate(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "cwd": true})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return exitUsageErr, &usageError{"create needs STORE [ID]"}
+	}
+	var cwd *event.Value
+	if o.cwd != "" {
+		if !filepath.IsAbs(o.cwd) {
+			return exitUsageErr, &usageError{fmt.Sprintf("--cwd must be an absolute path, got %q", o.cwd)}
+		}
+		c := event.String(o.cwd)
+		cwd = &c
+	}
+	st, err := writeStore(o, pos[0])
+	if err != nil {
+		return exitUsageErr, err
+	}
+	id := eventstore.NewSessionID()
+	if len(pos) == 2 {
+		id = pos[1]
+	}
+	r := eventstore.Result{Command: "create"}
+	if err := st.Create(ctx, event.Header{ID: id, CreatedAt: time.Now().UnixMilli(), Cwd: cwd}); err != nil {
+		r.Err = eventstore.AsCommandError(err)
+	} else {
+		r.Message = "created " + string(event.Stringify(event.String(id)))
+	}
+	return finish(ctx, st, out, r)
+}
