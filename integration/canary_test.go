@@ -249,7 +249,7 @@ func TestCanary5StableFork(t *testing.T) {
 		turn1 := turnLines(1, 0, false)
 		mustAppend(t, s, turn1)
 		mustAppend(t, s, turnLines(2, int64(len(turn1)), false)) // pending: the fork must flush it first
-		boundary := len(turn1) - 1                                // the first turn/end
+		boundary := len(turn1) - 1                               // the first turn/end
 		mustCtl(t, filepath.Join(s, "ctl"), fmt.Sprintf("fork %d child", boundary))
 		c := filepath.Join(m.dir, "sessions", "child")
 		var h struct {
