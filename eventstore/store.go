@@ -420,7 +420,7 @@ func (s *Store) Create(ctx context.Context, h event.Header) error {
 		return cmdErr(Invalid, CodeBadInput, "session id must be a non-empty string")
 	}
 	if _, err := s.b.Locate(h); err != nil {
-		return AsCommandError(err)
+		return cmdErr(Invalid, CodeBadInput, err.Error())
 	}
 	if err := s.absent(ctx, h.ID); err != nil {
 		return err

@@ -170,8 +170,14 @@ func (b *Backend) Locate(h event.Header) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if len(seg) > maxNameBytes {
+		return "", fmt.Errorf("session id %s encodes to a %d-byte directory name, over the filesystem's %d-byte limit", jsonString(h.ID), len(seg), maxNameBytes)
+	}
 	return filepath.Join(b.root, project, seg, "session"+b.mode.Suffix()), nil
 }
+
+// maxNameBytes is NAME_MAX of Linux filesystems: no directory name can be longer.
+const maxNameBytes = 255
 
 // Stat returns the transcript's state; its token is the harness's revision token
 // `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>`. With a path (where a listing found it) it costs one stat.
