@@ -286,6 +286,9 @@ func (w *Session) Flush(ctx context.Context) error {
 		w.mu.Lock()
 		if err != nil {
 			ce := AsCommandError(err)
+			if next.Token != "" && ce.Code != CodeConflict {
+				w.art = next // the backend cut its own partial write back: that state is ours
+			}
 			if ce.Code == CodeConflict {
 				ce = w.keepPendingLocked(ctx, ce, "; run rescan to read the session again")
 				w.conflict = ce

@@ -59,8 +59,13 @@ func binDir(t testing.TB) string {
 			return
 		}
 		buildDir = dir
-		for _, b := range []struct{ out, pkg string }{{"dshfs", "./cmd/dshfs"}, {"gensession", "./bench/gensession"}} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		for _, b := range []struct{ out, pkg, tags string }{
+			{"dshfs", "./cmd/dshfs", ""},
+			{"gensession", "./bench/gensession", ""},
+			// the same dshfs with the fault-injection hook (crash soak, injected I/O errors)
+			{"dshfs-faults", "./cmd/dshfs", "dshfsfaults"},
+		} {
+			cmd := exec.Command("go", "build", "-tags", b.tags, "-o", filepath.Join(dir, b.out), b.pkg)
 			cmd.Dir = root
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
@@ -101,6 +106,7 @@ func moduleRoot() (string, error) {
 }
 
 func dshfsBin(t testing.TB) string      { return filepath.Join(binDir(t), "dshfs") }
+func faultsBin(t testing.TB) string     { return filepath.Join(binDir(t), "dshfs-faults") }
 func gensessionBin(t testing.TB) string { return filepath.Join(binDir(t), "gensession") }
 
 // syncBuffer collects a subprocess's output while the test reads it.

@@ -219,6 +219,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	installFaults(b)
 	st := eventstore.New(b)
 	st.Window = cfg.Writer.BatchWindow
 	return st, nil

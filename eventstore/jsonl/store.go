@@ -64,11 +64,13 @@ type Op string
 
 // The durable write steps, in the order an append takes them.
 const (
-	OpWrite    Op = "write"    // bytes written to a file (path: the file)
-	OpSync     Op = "fsync"    // a file's fsync
-	OpLink     Op = "link"     // a temp file hard-linked to its final name (path: the final name)
-	OpDirSync  Op = "dirsync"  // a directory's fsync (path: the directory)
-	OpTruncate Op = "truncate" // a file cut back (after a failed append, or a repair)
+	OpWrite    Op = "write"      // bytes written to a file (path: the file)
+	OpHalf     Op = "write-half" // an append, half of its bytes written (only while a hook is set)
+	OpSync     Op = "fsync"      // a file's fsync
+	OpLink     Op = "link"       // a temp file hard-linked to its final name (path: the final name)
+	OpDirSync  Op = "dirsync"    // a directory's fsync (path: the directory)
+	OpTruncate Op = "truncate"   // a file cut back (after a failed append, or a repair)
+	OpAck      Op = "ack"        // an append durable, before the writer learns it
 )
 
 // SetHook installs a test hook called before every durable write step; nil removes it.

@@ -180,7 +180,7 @@ func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content [
 	}
 	werr := b.step(OpWrite, path)
 	if werr == nil {
-		_, werr = f.Write(content)
+		werr = b.write(f, path, content)
 	}
 	if werr == nil {
 		if werr = b.step(OpSync, path); werr == nil {
@@ -188,22 +188,49 @@ func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content [
 		}
 	}
 	if werr != nil {
-		if rerr := b.truncateSynced(path, fi.Size()); rerr != nil {
-			return eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("failed to roll back append to %s: %w (after %w)", jsonString(path), rerr, werr)}
+		// Cut back to the size before the append, and report the state that leaves, so the writer's next
+		// attempt expects its own rollback and not a foreign write. When the size could not be restored,
+		// no state is reported: the next attempt then refuses as a conflict instead of appending after
+		// partial bytes.
+		rerr := b.truncateSynced(path, fi.Size())
+		cur, serr := statArtifact(path)
+		if serr == nil && cur.Size == fi.Size() {
+			if rerr != nil {
+				werr = fmt.Errorf("%w (cut back to %d bytes, but that could not be fsynced: %v)", werr, fi.Size(), rerr)
+			}
+			return cur, &eventstore.IOError{Err: werr}
 		}
-		return eventstore.Artifact{}, &eventstore.IOError{Err: werr}
+		return eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("failed to roll back append to %s: %v (after %w)", jsonString(path), rerr, werr)}
 	}
 	after, err := f.Stat()
 	if err != nil {
 		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
 	}
 	got := artifactOf(after)
+	_ = b.step(OpAck, path) // the bytes are durable: only a crash can happen here, not a failure
 	if got.Size != before.Size+int64(len(content)) {
 		return got, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
 			Message: "the artifact " + jsonString(path) + " was written by another process during this writer's append (" +
 				strconv.FormatInt(before.Size, 10) + " + " + strconv.Itoa(len(content)) + " bytes became " + strconv.FormatInt(got.Size, 10) + ")"}
 	}
 	return got, nil
+}
+
+// write writes an append's bytes; under a test hook it writes them in two halves with a step between, so a
+// crash can be placed after a partial write.
+func (b *Backend) write(f *os.File, path string, content []byte) error {
+	if b.hook != nil && len(content) > 1 {
+		half := len(content) / 2
+		if _, err := f.Write(content[:half]); err != nil {
+			return err
+		}
+		if err := b.step(OpHalf, path); err != nil {
+			return err
+		}
+		content = content[half:]
+	}
+	_, err := f.Write(content)
+	return err
 }
 
 func (b *Backend) truncateSynced(path string, size int64) error {

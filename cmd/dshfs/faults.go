@@ -1,0 +1,45 @@
+//go:build dshfsfaults
+
+package main
+
+import (
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+)
+
+// This file exists only in test builds (go build -tags dshfsfaults): the crash soak and the fault tests run
+// the real dshfs binary with a backend hook that reads $DSHFS_FAULTS_FILE before every durable write step.
+// Each line of that file is `kill OP` (SIGKILL this process before the next OP: write, write-half, fsync,
+// link, dirsync, truncate, ack) or `fail OP` (that step fails with EIO, for as long as the line is there).
+// Kills fire once: the file is emptied first, so the restarted process runs clean.
+
+func installFaults(b *jsonl.Backend) {
+	path := os.Getenv("DSHFS_FAULTS_FILE")
+	if path == "" {
+		return
+	}
+	b.SetHook(func(op jsonl.Op, target string) error {
+		spec, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		for _, line := range strings.Split(string(spec), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 || f[1] != string(op) {
+				continue
+			}
+			switch f[0] {
+			case "kill":
+				_ = os.WriteFile(path, nil, 0o644)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			case "fail":
+				return syscall.EIO
+			}
+		}
+		return nil
+	})
+}
