@@ -144,3 +144,41 @@ func (h *Harness) List(root string) ([]string, error) {
 	}
 	return lines, nil
 }
+
+// AppendRate runs the interop kit's appendrate.mjs: the harness's own Session.append of every event of
+// eventsFile into a fresh session of a JSONL store at root ("raw" or "zstd"), a flush every `every`
+// events and at the end. It returns the script's one-line JSON report ({events, ms, eventsPerSec}).
+func (h *Harness) AppendRate(t testing.TB, eventsFile, root, mode string, every int) []byte {
+	t.Helper()
+	src := filepath.Join(fixtures.Shared(t), "interop", "appendrate.mjs")
+	script, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ESM resolves the packages beside the script; written under a temp name and renamed, so parallel
+	// tests never run a half-written copy
+	dst := filepath.Join(h.Cache, "appendrate.mjs")
+	tmp, err := os.CreateTemp(h.Cache, "appendrate-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := tmp.Write(script)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), dst)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		t.Fatal(werr)
+	}
+	cmd := exec.Command(h.Node, dst, eventsFile, root, mode, "--every", fmt.Sprint(every))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("appendrate.mjs: %v\n%s", err, stderr.String())
+	}
+	return out
+}
