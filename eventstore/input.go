@@ -18,8 +18,20 @@ var inputKeys = []string{"type", "data", "seq", "time", "surfaceOp", "sourceEven
 // (which Session.append cannot set) after data. Whether the event fits the log (envelope rules, surface
 // rules, vocabulary) is checked when it is accepted.
 func ParseInput(line []byte, seq, now int64) (event.Event, *CommandError) {
-	bad := func(msg string) (event.Event, *CommandError) {
-		return event.Event{}, &CommandError{Failure: Invalid, Code: CodeBadInput, Message: msg}
+	in, err := parseInput(line, seq, now)
+	return in.ev, err
+}
+
+// input is a parsed append line: the event and its record (the parsed object), so that validation does
+// not parse the event a second time.
+type input struct {
+	ev  event.Event
+	rec event.Value
+}
+
+func parseInput(line []byte, seq, now int64) (input, *CommandError) {
+	bad := func(msg string) (input, *CommandError) {
+		return input{}, &CommandError{Failure: Invalid, Code: CodeBadInput, Message: msg}
 	}
 	v, err := event.ParseStrict(line)
 	if err != nil {
@@ -43,7 +55,7 @@ func ParseInput(line []byte, seq, now int64) (event.Event, *CommandError) {
 	}
 	if s, ok := v.Get("seq"); ok {
 		if s.Kind != event.KindNumber || s.Num != float64(seq) {
-			return event.Event{}, &CommandError{Failure: Invalid, Code: CodeBadInput,
+			return input{}, &CommandError{Failure: Invalid, Code: CodeBadInput,
 				Message: "stale or wrong seq " + string(event.Stringify(s)) + ": the next seq is " + strconv.FormatInt(seq, 10)}
 		}
 	}
@@ -54,19 +66,19 @@ func ParseInput(line []byte, seq, now int64) (event.Event, *CommandError) {
 		}
 		t = int64(tv.Num)
 	}
-	var extra []event.Member
+	members := []event.Member{{Key: "type", Value: typ}, {Key: "seq", Value: event.Int(seq)}, {Key: "time", Value: event.Int(t)}, {Key: "data", Value: data}}
 	if ig, ok := v.Get("ignorable"); ok {
 		if ig.Kind != event.KindBool || !ig.Bool {
 			return bad(`"ignorable" may only be true`)
 		}
-		extra = append(extra, event.Member{Key: "ignorable", Value: ig})
+		members = append(members, event.Member{Key: "ignorable", Value: ig})
 	}
 	for _, k := range []string{"sourceEventSeqs", "surfaceOp"} {
 		if m, ok := v.Get(k); ok {
-			extra = append(extra, event.Member{Key: k, Value: m})
+			members = append(members, event.Member{Key: k, Value: m})
 		}
 	}
-	return event.NewEventFrom(typ.Str, seq, t, event.Stringify(data), extra...), nil
+	return input{ev: event.NewEventFrom(typ.Str, seq, t, event.Stringify(data), members[4:]...), rec: event.Object(members...)}, nil
 }
 
 func jsonText(s string) string { return string(event.Stringify(event.String(s))) }

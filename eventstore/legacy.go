@@ -569,9 +569,12 @@ func NeedsLegacyPrefix(e event.Event) bool {
 
 // parallelRanges runs fn over contiguous index ranges covering [0, n) on up to GOMAXPROCS goroutines and
 // returns the error of the lowest failing range.
-func parallelRanges(n int, fn func(lo, hi int) error) error {
+func parallelRanges(n int, fn func(lo, hi int) error) error { return parallelFrom(n, 4096, fn) }
+
+// parallelFrom is parallelRanges for work whose items cost more: it splits from min items on.
+func parallelFrom(n, min int, fn func(lo, hi int) error) error {
 	workers := runtime.GOMAXPROCS(0)
-	if n < 4096 || workers < 2 {
+	if n < min || workers < 2 {
 		return fn(0, n)
 	}
 	parts := workers * 4

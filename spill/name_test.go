@@ -77,3 +77,17 @@ func TestNameSegmentMatchesJSONL(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeName(t *testing.T) {
+	for _, id := range []string{"a/b", "..", ".", "", "with space", "ünï", "😀astral", "a~b", "x\\y:z", "plain-id_1.2", "\xed\xa0\x80lone"} {
+		got, ok := DecodeName(NameSegment(id))
+		if !ok || got != id {
+			t.Errorf("DecodeName(NameSegment(%q)) = %q, %v", id, got, ok)
+		}
+	}
+	for _, name := range []string{"a b", "a~002fb", "a~00", "a~ZZZZ", "x~0041", strings.Repeat("~0020", 41)} {
+		if id, ok := DecodeName(name); ok {
+			t.Errorf("DecodeName(%q) = %q, want a refusal", name, id)
+		}
+	}
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -42,4 +43,22 @@ func installFaults(b *jsonl.Backend) {
 		}
 		return nil
 	})
+}
+
+// startProfile writes a CPU profile of the whole run to $DSHFS_CPUPROFILE (bench scripts profile the mount
+// with it).
+func startProfile() (stop func()) {
+	path := os.Getenv("DSHFS_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

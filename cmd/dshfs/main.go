@@ -1,10 +1,15 @@
-// Command dshfs reads, checks and (later) mounts DeepSeek Harness session stores.
+// Command dshfs reads, checks, mounts and writes DeepSeek Harness session stores.
 //
 // Usage:
 //
+//	dshfs mount [--config FILE] [--read-only] [--allow-other] [--demo] [STORE] MOUNTPOINT
 //	dshfs ls [--config FILE] [--json] STORE
 //	dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
 //	dshfs check [--config FILE] [--json] STORE [ID...]
+//	dshfs append [--config FILE] STORE ID [FILE|-]
+//	dshfs create [--config FILE] [--cwd DIR] STORE [ID]
+//	dshfs resume [--config FILE] STORE ID
+//	dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
 //
 // Flags may appear anywhere among the arguments. Exit codes: 0 success; 1 a refusal, corruption or
 // difference was found; 2 usage or I/O error.
@@ -15,5 +20,8 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	stop := startProfile()
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

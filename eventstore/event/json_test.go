@@ -210,3 +210,24 @@ func TestParseDepthLimit(t *testing.T) {
 		t.Errorf("Canonical depth %d: err = %v, want ErrTooDeep", MaxDepth+1, err)
 	}
 }
+
+func TestParseStrict(t *testing.T) {
+	for _, ok := range []string{`{"a":1,"b":[1,2,{"a":2}]}`, ` "x" `, `{"\u0061":1,"b":2}`, `"\ud800"`} {
+		if _, err := ParseStrict([]byte(ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for in, want := range map[string]string{
+		`{"a":1,"a":2}`:       `duplicate key "a"`,
+		`{"a":1,"\u0061":2}`:  `duplicate key "a"`,
+		`{"o":{"k":1,"k":1}}`: `duplicate key "k"`,
+		`-0`:                  `negative zero`,
+		`[1e400]`:             `non-finite`,
+		"\"\xff\"":            `invalid UTF-8`,
+		`{"a":1} {}`:          `unexpected data`,
+	} {
+		if _, err := ParseStrict([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package event
 
-import "strconv"
+import (
+	"runtime"
+	"strconv"
+	"sync"
+)
 
 // Packed chunk rows (spec/jsonl.md §3.3, the harness's chunk-rows.ts) are a storage encoding, not events:
 // a run of consecutive streaming-delta assistant/chunk events is stored as one `text-chunks`,
@@ -294,8 +298,9 @@ func PackBatch(events []Event) [][]byte {
 		}
 		run = run[:0]
 	}
-	for _, e := range events {
-		d, ok := classify(e)
+	ds, oks := classifyAll(events)
+	for i, e := range events {
+		d, ok := ds[i], oks[i]
 		if !ok {
 			flush()
 			out = append(out, e.Raw)
@@ -310,6 +315,31 @@ func PackBatch(events []Event) [][]byte {
 	}
 	flush()
 	return out
+}
+
+// classifyAll classifies every event of a batch; a large batch is split over the cores, since each
+// candidate chunk is parsed whole.
+func classifyAll(events []Event) ([]delta, []bool) {
+	ds := make([]delta, len(events))
+	oks := make([]bool, len(events))
+	work := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			ds[i], oks[i] = classify(events[i])
+		}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(events) < 512 || workers < 2 {
+		work(0, len(events))
+		return ds, oks
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < workers; p++ {
+		lo, hi := len(events)*p/workers, len(events)*(p+1)/workers
+		wg.Add(1)
+		go func() { defer wg.Done(); work(lo, hi) }()
+	}
+	wg.Wait()
+	return ds, oks
 }
 
 // buildRow encodes a complete run in the harness's row key order.
