@@ -13,8 +13,9 @@
 //	fuse.allow_other        bool      false                                           FUSE allow_other
 //	cache.sessions_bytes    size      256MiB (>= 0; 0 caches nothing)                 decoded-session LRU budget
 //	cache.views_bytes       size      128MiB (>= 0; 0 caches nothing)                 rendered-view LRU budget
-//	writer.batch_window     duration  200ms (>= 0; 0 writes at once)                  accepted, no effect yet
-//	writer.compression      string    "zstd" | "none"; default "zstd"                 accepted, no effect yet
+//	writer.batch_window     duration  200ms (>= 0; 0 writes at once)                  write-behind window of the live writer
+//	writer.compression      string    "zstd" | "none"; default "zstd"                 encoding of a root holding no session yet
+//	writer.max_line_bytes   size      64MiB (>= 0; 0 = no limit)                       longest append line accepted
 //	compaction.summarizer   string    "extractive" | "command"; default "extractive"  accepted, no effect yet
 //	compaction.command      [string]  []; non-empty when summarizer = "command"       accepted, no effect yet
 //	compaction.timeout      duration  5m (> 0)                                        accepted, no effect yet
@@ -23,8 +24,8 @@
 //	pruner.tail_chars       integer   1024 (>= 0)                                     accepted, no effect yet
 //	spill.roots             [path]    []                                              extra spill roots beside the defaults
 //
-// "Accepted, no effect yet" keys belong to the write side, which is not built; they are parsed and
-// validated now so that a file written today keeps working, with the same meaning, when the feature lands.
+// "Accepted, no effect yet" keys belong to features not built yet (compaction, pruning); they are parsed
+// and validated now so that a file written today keeps working, with the same meaning, when they land.
 //
 // # Value rules
 //

@@ -4,8 +4,8 @@
 //   - Store wraps a Backend (the storage format: JSONL today, SQLite later) with the operations of the
 //     harness's service: List (headers only), ReadFrom (the stored, normalized log; readFrom), Inspect
 //     (plus the crash-repair closers in memory; inspect), Load (the repair committed; load), ReadRaw,
-//     Create (lazy: nothing reaches disk before the first Append), Append (contiguous seqs, one durable
-//     batch), Locate and Revision.
+//     Create (a header-only session published at once), Append (one writer run: contiguous seqs, one
+//     durable batch), Locate and Stat (the artifact's state as a value: token, mtime, size).
 //   - Load validation in the harness's order and with its texts: identity, format version (a refusal,
 //     *UnsupportedError), legacy refusals and upgrades, message shapes, the vocabulary check (unknown types
 //     refused unless ignorable), then the restore checks of the Session constructor — header rules,
@@ -14,6 +14,12 @@
 //   - Crash-repair planning (Closers): TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN results, step/end and
 //     turn/end {interrupted} for a log that ends inside a turn.
 //   - Turns, unknown tool outcomes and the status.json objects of DESIGN.md §4.
+//   - The session engine (Session): what a session is while this process writes it — its event list
+//     (stored + pending), logical revision, incremental fold, write-behind batching and flush, the
+//     backend's writer lock — and the write commands over it: Writer (a balanced session only: no implicit
+//     repair), Resume, Create, Fork (the harness's checks and texts), with typed refusals (CommandError,
+//     Failure) that status.json, the CLI and the mount's errnos all read.
+//   - The backend contract suite lives in eventstore/storetest.
 //
 // eventstore knows nothing of FUSE and never imports a backend; the command wires them together.
 package eventstore

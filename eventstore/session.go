@@ -28,9 +28,10 @@ type Session struct {
 	mu       sync.Mutex
 	h        event.Header
 	path     string
-	events   []event.Event // stored + pending; append-only, so snapshots may share its array
-	durable  int           // events[:durable] are durable
-	art      Artifact      // the artifact as this engine last read or wrote it
+	events   []event.Event   // stored + pending; append-only, so snapshots may share its array
+	durable  int             // events[:durable] are durable
+	packing  []event.Packing // packing classification of events[durable:], computed when accepted
+	art      Artifact        // the artifact as this engine last read or wrote it
 	folder   *surface.Folder
 	newest   int64 // newest event time (epoch ms), -1 when none
 	lock     WriterLock
@@ -194,6 +195,7 @@ func (w *Session) acceptLocked(ins []input) error {
 	}
 	for _, in := range ins {
 		w.events = append(w.events, in.ev)
+		w.packing = append(w.packing, event.PackingOf(in.ev, in.rec))
 		w.noteTime(in.ev)
 	}
 	if w.timer == nil && w.st.Window > 0 {
@@ -295,10 +297,11 @@ func (w *Session) Flush(ctx context.Context) error {
 			return nil
 		}
 		batch := w.events[w.durable:len(w.events):len(w.events)]
+		packing := w.packing[:len(batch):len(batch)]
 		h, art := w.h, w.art
 		w.mu.Unlock()
 
-		next, err := w.st.b.AppendBatch(ctx, h, art, batch)
+		next, err := w.st.b.AppendBatch(ctx, h, art, batch, packing)
 
 		w.mu.Lock()
 		if err != nil {
@@ -314,6 +317,7 @@ func (w *Session) Flush(ctx context.Context) error {
 			return ce
 		}
 		w.durable += len(batch)
+		w.packing = w.packing[len(batch):]
 		w.art = next
 		w.mu.Unlock()
 	}

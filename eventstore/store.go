@@ -89,8 +89,10 @@ type Backend interface {
 	// Materialize publishes a new session with its first batch (possibly empty) atomically; it never
 	// replaces an existing artifact.
 	Materialize(ctx context.Context, h event.Header, batch []event.Event) (Artifact, error)
-	// AppendBatch durably appends one batch (one zstd frame), cut back on failure.
-	AppendBatch(ctx context.Context, h event.Header, expect Artifact, batch []event.Event) (Artifact, error)
+	// AppendBatch durably appends one batch (one zstd frame), cut back on failure. packing, when not nil,
+	// holds each event's packing classification (event.PackingOf), computed when it was accepted, so that
+	// the write parses nothing.
+	AppendBatch(ctx context.Context, h event.Header, expect Artifact, batch []event.Event, packing []event.Packing) (Artifact, error)
 	// CommitRepair truncates a torn tail (keeping the cut bytes) and appends recovered events plus
 	// closers as one batch.
 	CommitRepair(ctx context.Context, h event.Header, expect Artifact, torn *Torn, recovered, closers []event.Event) (Artifact, error)
@@ -109,7 +111,7 @@ type Store struct {
 	// constructor does; New installs the surface package's fold.
 	Surface func() SurfaceChecker
 	// Window is the write-behind batch window: the first accepted event of a batch starts it, and
-	// the batch is written when it ends (DESIGN.md §3). Zero writes each accepted request at once.
+	// the batch is written when it ends (DESIGN.md §3). Zero: only explicit flushes (and Close) write.
 	Window time.Duration
 
 	mu      sync.Mutex

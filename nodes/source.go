@@ -1,7 +1,9 @@
 // Package nodes holds the go-fuse node types of the mounted tree (DESIGN.md §4): the root, the session
-// directories, view files, per-event directories and symlinks. Nodes contain no format or projection
-// logic: every byte they serve comes from a Source (the fs layer's caches over the views package), so a
-// mounted file and `dshfs cat --view` of the same view are the same bytes.
+// directories, view files, per-event directories and symlinks, and on a writable mount the control files
+// (ctl, append) and mkdir in sessions/. Nodes contain no format or projection logic: every byte they serve
+// comes from a Source (the fs layer's caches over the views package), so a mounted file and `dshfs cat
+// --view` of the same view are the same bytes; every write goes to the Source's Writer, and its refusals
+// come back as errnos (errno in write.go is the one mapping).
 package nodes
 
 import (

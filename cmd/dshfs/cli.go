@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
@@ -222,5 +223,8 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	installFaults(b)
 	st := eventstore.New(b)
 	st.Window = cfg.Writer.BatchWindow
+	if st.Window == 0 {
+		st.Window = time.Nanosecond // batch_window = 0: each accepted request is written at once
+	}
 	return st, nil
 }

@@ -191,7 +191,7 @@ type delta struct {
 	ev                Event
 	kind              deltaKind
 	seq, time         float64
-	turn, step, index Value
+	turn, step, index float64 // numbers (the whitelist requires it)
 	id, name          string
 	hasName           bool
 	payload           string // text or argumentsDelta
@@ -205,7 +205,15 @@ func classify(e Event) (delta, bool) {
 		return delta{}, false
 	}
 	v, err := Parse(e.Raw)
-	if err != nil || !v.HasExactKeys("type", "seq", "time", "data") {
+	if err != nil {
+		return delta{}, false
+	}
+	return classifyRecord(e, v)
+}
+
+// classifyRecord is classify over the event's already parsed record.
+func classifyRecord(e Event, v Value) (delta, bool) {
+	if e.Type != "assistant/chunk" || !v.HasExactKeys("type", "seq", "time", "data") {
 		return delta{}, false
 	}
 	seq, _ := v.Get("seq")
@@ -218,19 +226,21 @@ func classify(e Event) (delta, bool) {
 		return delta{}, false
 	}
 	d := delta{ev: e, seq: seq.Num, time: tm.Num}
-	d.turn, _ = data.Get("turn")
-	d.step, _ = data.Get("step")
-	if d.turn.Kind != KindNumber || d.step.Kind != KindNumber {
+	turn, _ := data.Get("turn")
+	step, _ := data.Get("step")
+	if turn.Kind != KindNumber || step.Kind != KindNumber {
 		return delta{}, false
 	}
+	d.turn, d.step = turn.Num, step.Num
 	chunk, _ := data.Get("chunk")
 	if chunk.Kind != KindObject && chunk.Kind != KindArray {
 		return delta{}, false
 	}
-	d.index, _ = chunk.Get("index")
-	if d.index.Kind != KindNumber {
+	index, _ := chunk.Get("index")
+	if index.Kind != KindNumber {
 		return delta{}, false
 	}
+	d.index = index.Num
 	ct, _ := chunk.Get("type")
 	if ct.Kind != KindString {
 		return delta{}, false
@@ -273,7 +283,7 @@ func continues(prev, next *delta) bool {
 	if !IsSafeInteger(next.time - prev.time) {
 		return false
 	}
-	if next.turn.Num != prev.turn.Num || next.step.Num != prev.step.Num || next.index.Num != prev.index.Num {
+	if next.turn != prev.turn || next.step != prev.step || next.index != prev.index {
 		return false
 	}
 	if next.kind != kindToolCall {
@@ -282,10 +292,39 @@ func continues(prev, next *delta) bool {
 	return prev.id == next.id && prev.hasName == next.hasName && prev.name == next.name
 }
 
+// Packing is what PackBatchOf needs to know of one event, computed from its parsed record when it is
+// accepted (so that writing a batch parses nothing).
+type Packing struct {
+	d  delta
+	ok bool
+}
+
+// PackingOf classifies an event for packing from its parsed record (the value Parse(e.Raw) gives).
+func PackingOf(e Event, rec Value) Packing {
+	d, ok := classifyRecord(e, rec)
+	return Packing{d, ok}
+}
+
 // PackBatch encodes one durable batch as the harness's writer does with packChunks=true: runs of at
 // least MinRun eligible consecutive assistant/chunk deltas become one row; everything else is one line
 // (its Raw). Returns the lines without LFs.
 func PackBatch(events []Event) [][]byte {
+	ds, oks := classifyAll(events)
+	return packClassified(events, ds, oks)
+}
+
+// PackBatchOf is PackBatch over events classified beforehand (PackingOf, one per event).
+func PackBatchOf(events []Event, packing []Packing) [][]byte {
+	ds := make([]delta, len(events))
+	oks := make([]bool, len(events))
+	for i, p := range packing {
+		ds[i], oks[i] = p.d, p.ok
+		ds[i].ev = events[i]
+	}
+	return packClassified(events, ds, oks)
+}
+
+func packClassified(events []Event, ds []delta, oks []bool) [][]byte {
 	out := make([][]byte, 0, len(events))
 	var run []delta
 	flush := func() {
@@ -298,7 +337,6 @@ func PackBatch(events []Event) [][]byte {
 		}
 		run = run[:0]
 	}
-	ds, oks := classifyAll(events)
 	for i, e := range events {
 		d, ok := ds[i], oks[i]
 		if !ok {
@@ -360,11 +398,11 @@ func buildRow(run []delta) []byte {
 	buf = append(buf, `,"time0":`...)
 	buf = AppendNumber(buf, first.time)
 	buf = append(buf, `,"data":{"turn":`...)
-	buf = AppendStringify(buf, first.turn)
+	buf = AppendNumber(buf, first.turn)
 	buf = append(buf, `,"step":`...)
-	buf = AppendStringify(buf, first.step)
+	buf = AppendNumber(buf, first.step)
 	buf = append(buf, `,"index":`...)
-	buf = AppendStringify(buf, first.index)
+	buf = AppendNumber(buf, first.index)
 	buf = append(buf, `,"dt":[`...)
 	for i := 1; i < len(run); i++ {
 		if i > 1 {

@@ -90,10 +90,18 @@ func (b *Backend) encodeHeader(h event.Header) []byte {
 // appendBatch encodes one durable batch: its lines (chunk runs packed) each ending in LF, as one frame in
 // zstd mode.
 func (b *Backend) appendBatch(dst []byte, batch []event.Event) []byte {
+	return b.encodeBatch(dst, batch, nil)
+}
+
+// encodeBatch is appendBatch with the events' packing classified beforehand (nil: classify now).
+func (b *Backend) encodeBatch(dst []byte, batch []event.Event, packing []event.Packing) []byte {
 	var lines [][]byte
-	if b.pack {
+	switch {
+	case b.pack && len(packing) == len(batch):
+		lines = event.PackBatchOf(batch, packing)
+	case b.pack:
 		lines = event.PackBatch(batch)
-	} else {
+	default:
 		for _, e := range batch {
 			lines = append(lines, e.Raw)
 		}
@@ -156,12 +164,12 @@ func conflict(path string, want, got eventstore.Artifact) error {
 // AppendBatch appends one batch at EOF and fsyncs, after checking that the transcript is still in the state
 // expect describes; on failure the file is cut back to its previous size so a retry of the same batch
 // cannot leave a seq gap (spec/jsonl.md §5.3).
-func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect eventstore.Artifact, batch []event.Event) (eventstore.Artifact, error) {
+func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect eventstore.Artifact, batch []event.Event, packing []event.Packing) (eventstore.Artifact, error) {
 	path, err := b.Locate(h)
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
-	return b.appendBytes(path, expect, b.appendBatch(nil, batch))
+	return b.appendBytes(path, expect, b.encodeBatch(nil, batch, packing))
 }
 
 func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content []byte) (eventstore.Artifact, error) {

@@ -457,7 +457,7 @@ func testForeignWriter(t *testing.T, be Backend) {
 		t.Fatal(err)
 	}
 	extra := eventtest.Events(t, `{"type":"plugin/foreign","seq":9,"time":1,"data":{},"ignorable":true}`)
-	if _, err := foreign.AppendBatch(ctx, header("s"), art, extra); err != nil {
+	if _, err := foreign.AppendBatch(ctx, header("s"), art, extra, nil); err != nil {
 		t.Fatal(err)
 	}
 	w := st.Live("s")

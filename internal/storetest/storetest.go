@@ -44,7 +44,7 @@ func Write(t testing.TB, b eventstore.Backend, h event.Header, batches ...[]even
 		t.Fatal(err)
 	}
 	for _, batch := range batches {
-		if art, err = b.AppendBatch(ctx, h, art, batch); err != nil {
+		if art, err = b.AppendBatch(ctx, h, art, batch, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
