@@ -41,7 +41,10 @@ type cached struct {
 	loading chan struct{} // closed when a concurrent load finishes
 }
 
-type viewKey struct{ id, view string }
+type viewKey struct {
+	id   string
+	view views.View
+}
 
 type verdict struct {
 	rev     string
@@ -132,7 +135,7 @@ func (c *cache) verdict(id, rev string) (error, bool) {
 }
 
 // view returns a rendering of view for revision rev, if one is cached.
-func (c *cache) view(id, rev, view string) (nodes.Rendered, bool) {
+func (c *cache) view(id, rev string, view views.View) (nodes.Rendered, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.views[viewKey{id, view}]
@@ -145,7 +148,7 @@ func (c *cache) view(id, rev, view string) (nodes.Rendered, bool) {
 
 // render renders one view of a snapshot and keeps it unless uncached (the spill index, whose truth lives
 // outside the store). Callers look for a kept rendering first (view).
-func (c *cache) render(ctx context.Context, e *cached, view string, uncached bool) (nodes.Rendered, error) {
+func (c *cache) render(ctx context.Context, e *cached, view views.View, uncached bool) (nodes.Rendered, error) {
 	data, err := e.sess.Render(ctx, view)
 	if err != nil {
 		return nodes.Rendered{}, err

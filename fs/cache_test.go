@@ -49,7 +49,7 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 	if loads.Load() != 2 {
 		t.Fatal("a new revision must reload")
 	}
-	if _, err := c.render(ctx, e, views.ViewEvents, false); err != nil {
+	if _, err := c.render(ctx, e, views.Events, false); err != nil {
 		t.Fatal(err)
 	}
 	if c.viewBytes > c.maxViews {
@@ -66,7 +66,7 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 	if _, ok := c.sessions["a"]; ok {
 		t.Fatal("least recently used session not evicted")
 	}
-	if _, ok := c.view("a", "r2", views.ViewEvents); ok && c.viewBytes > c.maxViews {
+	if _, ok := c.view("a", "r2", views.Events); ok && c.viewBytes > c.maxViews {
 		t.Fatal("a view over the budget was kept")
 	}
 	c.drop("d")
@@ -105,7 +105,7 @@ func TestRenderedViewOutlivesItsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := c.render(ctx, e, views.ViewEvents, false)
+	want, err := c.render(ctx, e, views.Events, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,15 +115,15 @@ func TestRenderedViewOutlivesItsSnapshot(t *testing.T) {
 	if c.has("a") {
 		t.Fatal("snapshot a should have been evicted by b")
 	}
-	got, ok := c.view("a", "r1", views.ViewEvents)
+	got, ok := c.view("a", "r1", views.Events)
 	if !ok || string(got.Data) != string(want.Data) {
 		t.Fatal("rendered view lost with its snapshot")
 	}
-	if _, ok := c.view("a", "r2", views.ViewEvents); ok {
+	if _, ok := c.view("a", "r2", views.Events); ok {
 		t.Fatal("a view must not serve another revision")
 	}
 	c.drop("a")
-	if _, ok := c.view("a", "r1", views.ViewEvents); ok {
+	if _, ok := c.view("a", "r1", views.Events); ok {
 		t.Fatal("drop kept the session's views")
 	}
 }

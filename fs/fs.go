@@ -167,9 +167,9 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 
 // Render returns a view of the current snapshot; the spill index is never cached (its targets live
 // outside the store).
-func (f *FS) Render(ctx context.Context, id, view string) (nodes.Rendered, error) {
+func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rendered, error) {
 	rev := f.revision(ctx, id)
-	if view != views.ViewSpill {
+	if view != views.Spill {
 		if r, ok := f.cache.view(id, rev, view); ok {
 			return r, nil // rendered at this revision before: no need for the decoded session
 		}
@@ -178,7 +178,7 @@ func (f *FS) Render(ctx context.Context, id, view string) (nodes.Rendered, error
 	if err != nil {
 		return nodes.Rendered{}, err
 	}
-	return f.cache.render(ctx, e, view, view == views.ViewSpill)
+	return f.cache.render(ctx, e, view, view == views.Spill)
 }
 
 // refresh re-reads the listing and reports what changed since the previous one.

@@ -25,7 +25,7 @@ type Source interface {
 	// remembered per revision, so a lookup below a session whose snapshot was evicted decodes nothing.
 	Refusal(ctx context.Context, id string) (error, error)
 	// Render returns one view of the current snapshot, cached by revision, and its modification time.
-	Render(ctx context.Context, id, view string) (Rendered, error)
+	Render(ctx context.Context, id string, view views.View) (Rendered, error)
 	// StoreStatus renders the store's status.json.
 	StoreStatus() []byte
 	// Spill is the spill-root policy.

@@ -158,20 +158,23 @@ func (t *tree) projectDir(project string) *dir {
 }
 
 // viewFiles are the files of a readable session that render one whole view, and their views.
-var viewFiles = []struct{ name, view string }{
-	{"header.json", views.ViewHeader},
-	{"status.json", views.ViewStatus},
-	{"raw.jsonl", views.ViewRaw},
-	{"events.jsonl", views.ViewEvents},
-	{"surface.jsonl", views.ViewSurface},
-	{"messages.jsonl", views.ViewMessages},
-	{"shadowed.jsonl", views.ViewShadowed},
+var viewFiles = []struct {
+	name string
+	view views.View
+}{
+	{"header.json", views.Header},
+	{"status.json", views.Status},
+	{"raw.jsonl", views.Raw},
+	{"events.jsonl", views.Events},
+	{"surface.jsonl", views.Surface},
+	{"messages.jsonl", views.Messages},
+	{"shadowed.jsonl", views.Shadowed},
 }
 
 // refusedFiles are all a refused session shows, so grep -r and rsync -a still work over it.
 var refusedFiles = map[string]bool{"header.json": true, "status.json": true, "raw.jsonl": true}
 
-func (t *tree) view(id, view string) func(context.Context) (Rendered, error) {
+func (t *tree) view(id string, view views.View) func(context.Context) (Rendered, error) {
 	return func(ctx context.Context) (Rendered, error) { return t.src.Render(ctx, id, view) }
 }
 
@@ -275,7 +278,7 @@ func parseSeqName(name string) (int64, bool) {
 
 func (t *tree) sessionTime(id string) func(context.Context) time.Time {
 	return func(ctx context.Context) time.Time {
-		r, err := t.src.Render(ctx, id, views.ViewStatus)
+		r, err := t.src.Render(ctx, id, views.Status)
 		if err != nil {
 			return time.Unix(0, 0)
 		}
@@ -323,7 +326,7 @@ func (it item) file(name, key string, get func(context.Context) (Rendered, error
 
 // event is a file holding one event line (events/, surface/, shadowed/ all serve event:SEQ).
 func (it item) event(name string, seq int64) child {
-	return it.file(name, name, it.t.view(it.id, views.ViewEvent+":"+strconv.FormatInt(seq, 10)))
+	return it.file(name, name, it.t.view(it.id, views.Event(seq)))
 }
 
 // loaded is a readable session's snapshot; a refused one is an error for the directories below it.
@@ -388,7 +391,7 @@ func (t *tree) shadowedDir(id, sname string) *dir {
 func (t *tree) traceDir(id, sname string) *dir {
 	trace := func(it item, seq int64) child {
 		return it.file(fmt.Sprintf("%010d.json", seq), strconv.FormatInt(seq, 10),
-			t.view(id, views.ViewTrace+":"+strconv.FormatInt(seq, 10)))
+			t.view(id, views.Trace(seq)))
 	}
 	return t.itemDir(id, sname, "trace",
 		func(it item, s *views.Session) ([]child, error) {
@@ -421,7 +424,7 @@ func (t *tree) turnsDir(id, sname string) *dir {
 			}
 			seen[turn.N] = true
 			name := fmt.Sprintf("%010d.jsonl", turn.N)
-			kids = append(kids, it.file(name, name, t.view(id, views.ViewTurn+":"+strconv.FormatInt(turn.N, 10))))
+			kids = append(kids, it.file(name, name, t.view(id, views.Turn(turn.N))))
 		}
 		return kids, nil
 	}, nil)
@@ -433,7 +436,7 @@ func (t *tree) compactionsDir(id, sname string) *dir {
 		if err != nil {
 			return nil, err
 		}
-		kids := []child{it.file("prunes.jsonl", "prunes.jsonl", t.view(id, views.ViewPrunes))}
+		kids := []child{it.file("prunes.jsonl", "prunes.jsonl", t.view(id, views.Prunes))}
 		for i := range recs {
 			cid := recs[i].CompactionID
 			name := spill.NameSegment(cid) + ".json"
@@ -445,7 +448,7 @@ func (t *tree) compactionsDir(id, sname string) *dir {
 
 // compaction renders one record of the current snapshot.
 func (t *tree) compaction(ctx context.Context, id, cid string) (Rendered, error) {
-	r, err := t.src.Render(ctx, id, views.ViewCompactions)
+	r, err := t.src.Render(ctx, id, views.Compactions)
 	if err != nil {
 		return Rendered{}, err
 	}
@@ -512,10 +515,10 @@ func (t *tree) spillIndex(ctx context.Context, id string) (Rendered, error) {
 	if err != nil {
 		return Rendered{}, err
 	}
-	b, err := s.Render(ctx, views.ViewSpill)
+	b, err := s.Render(ctx, views.Spill)
 	if err != nil {
 		return Rendered{}, err
 	}
-	st, _ := t.src.Render(ctx, id, views.ViewStatus)
+	st, _ := t.src.Render(ctx, id, views.Status)
 	return Rendered{Data: b, ModTime: st.ModTime}, nil
 }

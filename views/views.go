@@ -103,6 +103,11 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 		s.Events = ins.Events[:len(ins.Events)-len(ins.Closers)]
 	}
 	s.ModTime = modTime(s.Events, p.Artifact.ModTime)
+	if f := ins.Folder; f != nil && (opts.Inspect || len(ins.Closers) == 0) {
+		// the validation already folded exactly these events: keep its result instead of folding again
+		res := f.Result()
+		s.foldOnce.Do(func() { s.fold = res })
+	}
 	return s, nil
 }
 
@@ -181,54 +186,95 @@ func (s *Session) Compactions() ([]compaction.Record, []compaction.Prune, error)
 	return s.records, s.prunes, s.compErr
 }
 
-// Names of the whole-session views, as `dshfs cat --view` spells them.
+// Kind names a view as `dshfs cat --view` spells it.
+type Kind string
+
+// The view kinds: whole-session views, then the per-item ones that take a number (`event:SEQ`, `turn:N`,
+// `trace:SEQ`).
 const (
-	ViewEvents      = "events"
-	ViewRaw         = "raw"
-	ViewHeader      = "header"
-	ViewStatus      = "status"
-	ViewSurface     = "surface"
-	ViewMessages    = "messages"
-	ViewShadowed    = "shadowed"
-	ViewCompactions = "compactions"
-	ViewPrunes      = "prunes"
-	ViewSpill       = "spill"
+	KindEvents      Kind = "events"
+	KindRaw         Kind = "raw"
+	KindHeader      Kind = "header"
+	KindStatus      Kind = "status"
+	KindSurface     Kind = "surface"
+	KindMessages    Kind = "messages"
+	KindShadowed    Kind = "shadowed"
+	KindCompactions Kind = "compactions"
+	KindPrunes      Kind = "prunes"
+	KindSpill       Kind = "spill"
+	KindEvent       Kind = "event"
+	KindTurn        Kind = "turn"
+	KindTrace       Kind = "trace"
 )
 
-// Parameterized view prefixes (`event:SEQ`, `turn:N`, `trace:SEQ`).
-const (
-	ViewEvent = "event"
-	ViewTurn  = "turn"
-	ViewTrace = "trace"
+// View is one renderable view of a session: a kind and, for the per-item kinds, its number. It is a
+// comparable value (a cache key as it is); only the CLI spells it as text.
+type View struct {
+	Kind Kind
+	N    int64 // the seq or turn number of event, turn and trace views
+}
+
+// The whole-session views.
+var (
+	Events      = View{Kind: KindEvents}
+	Raw         = View{Kind: KindRaw}
+	Header      = View{Kind: KindHeader}
+	Status      = View{Kind: KindStatus}
+	Surface     = View{Kind: KindSurface}
+	Messages    = View{Kind: KindMessages}
+	Shadowed    = View{Kind: KindShadowed}
+	Compactions = View{Kind: KindCompactions}
+	Prunes      = View{Kind: KindPrunes}
+	Spill       = View{Kind: KindSpill}
 )
 
-// Valid reports whether view names a view (without rendering it).
-func Valid(view string) bool {
-	switch view {
-	case ViewEvents, ViewRaw, ViewHeader, ViewStatus, ViewSurface, ViewMessages, ViewShadowed,
-		ViewCompactions, ViewPrunes, ViewSpill:
-		return true
+// Event is the view of one event line (events/<seq>.<type>.json).
+func Event(seq int64) View { return View{Kind: KindEvent, N: seq} }
+
+// Turn is the view of one turn (turns/<n>.jsonl).
+func Turn(n int64) View { return View{Kind: KindTurn, N: n} }
+
+// Trace is the trace of one event (trace/<seq>.json).
+func Trace(seq int64) View { return View{Kind: KindTrace, N: seq} }
+
+// numbered reports whether views of kind k carry a number.
+func (k Kind) numbered() bool { return k == KindEvent || k == KindTurn || k == KindTrace }
+
+// String is the view as `dshfs cat --view` spells it.
+func (v View) String() string {
+	if v.Kind.numbered() {
+		return string(v.Kind) + ":" + strconv.FormatInt(v.N, 10)
 	}
-	name, arg, ok := strings.Cut(view, ":")
-	if !ok || (name != ViewEvent && name != ViewTurn && name != ViewTrace) {
-		return false
+	return string(v.Kind)
+}
+
+// ParseView reads a `--view` argument; ok is false for anything that names no view.
+func ParseView(s string) (View, bool) {
+	switch k := Kind(s); k {
+	case KindEvents, KindRaw, KindHeader, KindStatus, KindSurface, KindMessages, KindShadowed,
+		KindCompactions, KindPrunes, KindSpill:
+		return View{Kind: k}, true
 	}
-	_, err := strconv.ParseInt(arg, 10, 64)
-	return err == nil
+	name, arg, ok := strings.Cut(s, ":")
+	if !ok || !Kind(name).numbered() {
+		return View{}, false
+	}
+	n, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return View{}, false
+	}
+	return View{Kind: Kind(name), N: n}, true
 }
 
 // Render returns the bytes of one view. A refused session renders only header, status and raw; every
 // other view returns the refusal.
-func (s *Session) Render(ctx context.Context, view string) ([]byte, error) {
-	if !Valid(view) {
-		return nil, fmt.Errorf("%w %q", ErrUnknownView, view)
-	}
-	switch view {
-	case ViewRaw:
+func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
+	switch view.Kind {
+	case KindRaw:
 		return s.store.ReadRaw(ctx, s.ID)
-	case ViewStatus:
+	case KindStatus:
 		return s.Status(), nil
-	case ViewHeader:
+	case KindHeader:
 		if s.Refusal == nil && s.Header != nil {
 			return append(s.Header.Meta(), '\n'), nil
 		}
@@ -240,16 +286,17 @@ func (s *Session) Render(ctx context.Context, view string) ([]byte, error) {
 	if s.Refusal != nil {
 		return nil, s.Refusal
 	}
-	switch view {
-	case ViewEvents:
+	n := view.N
+	switch view.Kind {
+	case KindEvents:
 		return lines(s.Events), nil
-	case ViewSurface:
+	case KindSurface:
 		fold, err := s.Fold()
 		if err != nil {
 			return nil, err
 		}
 		return lines(s.pick(fold.Nodes)), nil
-	case ViewMessages:
+	case KindMessages:
 		fold, err := s.Fold()
 		if err != nil {
 			return nil, err
@@ -263,13 +310,13 @@ func (s *Session) Render(ctx context.Context, view string) ([]byte, error) {
 			out = append(append(out, m...), '\n')
 		}
 		return out, nil
-	case ViewShadowed:
+	case KindShadowed:
 		evs, err := s.Shadowed()
 		if err != nil {
 			return nil, err
 		}
 		return lines(evs), nil
-	case ViewCompactions:
+	case KindCompactions:
 		recs, _, err := s.Compactions()
 		if err != nil {
 			return nil, err
@@ -279,7 +326,7 @@ func (s *Session) Render(ctx context.Context, view string) ([]byte, error) {
 			out = append(append(out, r.JSON()...), '\n')
 		}
 		return out, nil
-	case ViewPrunes:
+	case KindPrunes:
 		_, prunes, err := s.Compactions()
 		if err != nil {
 			return nil, err
@@ -289,28 +336,24 @@ func (s *Session) Render(ctx context.Context, view string) ([]byte, error) {
 			out = append(append(out, p.JSON()...), '\n')
 		}
 		return out, nil
-	case ViewSpill:
+	case KindSpill:
 		rows, err := s.SpillRows()
 		if err != nil {
 			return nil, err
 		}
 		return spill.IndexJSON(rows), nil
-	}
-	name, arg, _ := strings.Cut(view, ":")
-	n, _ := strconv.ParseInt(arg, 10, 64)
-	switch name {
-	case ViewEvent:
+	case KindEvent:
 		if n < 0 || n >= int64(len(s.Events)) {
 			return nil, fmt.Errorf("%w: event %d", ErrNotFound, n)
 		}
 		return append(bytes.Clone(s.Events[n].Raw), '\n'), nil
-	case ViewTurn:
+	case KindTurn:
 		evs, ok := eventstore.TurnEvents(s.Events, n)
 		if !ok {
 			return nil, fmt.Errorf("%w: turn %d", ErrNotFound, n)
 		}
 		return lines(evs), nil
-	default: // trace
+	case KindTrace:
 		tr, err := s.Tracer()
 		if err != nil {
 			return nil, err
@@ -325,6 +368,7 @@ func (s *Session) Render(ctx context.Context, view string) ([]byte, error) {
 		}
 		return append(t.JSON(), '\n'), nil
 	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownView, view.String())
 }
 
 // Shadowed lists the events that replacements shadowed, in seq order.

@@ -50,25 +50,31 @@ func TestRefusedSessionRendersOnlyHeaderStatusRaw(t *testing.T) {
 	if s.Refusal == nil || eventstore.Classify(s.Refusal) != eventstore.KindUnsupported {
 		t.Fatalf("refusal %v", s.Refusal)
 	}
-	for _, view := range []string{views.ViewHeader, views.ViewStatus, views.ViewRaw} {
+	for _, view := range []views.View{views.Header, views.Status, views.Raw} {
 		if b, err := s.Render(ctx, view); err != nil || len(b) == 0 {
 			t.Errorf("%s: %v", view, err)
 		}
 	}
-	for _, view := range []string{views.ViewEvents, views.ViewSurface, views.ViewMessages, "event:0", "trace:0", views.ViewSpill} {
+	for _, view := range []views.View{views.Events, views.Surface, views.Messages, views.Event(0), views.Trace(0), views.Spill} {
 		if _, err := s.Render(ctx, view); err == nil || !strings.Contains(err.Error(), "unknown to this harness") {
 			t.Errorf("%s: %v", view, err)
 		}
 	}
 }
 
-func TestValid(t *testing.T) {
-	for view, want := range map[string]bool{
-		"events": true, "spill": true, "event:0": true, "turn:12": true, "trace:3": true,
-		"event:": false, "event:x": false, "nope": false, "turn": false, "surface:1": false,
+func TestParseView(t *testing.T) {
+	for text, want := range map[string]views.View{
+		"events": views.Events, "spill": views.Spill, "event:0": views.Event(0), "turn:12": views.Turn(12),
+		"trace:3": views.Trace(3), "event:-1": views.Event(-1),
 	} {
-		if views.Valid(view) != want {
-			t.Errorf("Valid(%q) != %v", view, want)
+		got, ok := views.ParseView(text)
+		if !ok || got != want || got.String() != text {
+			t.Errorf("ParseView(%q) = %+v %v, want %+v", text, got, ok, want)
+		}
+	}
+	for _, text := range []string{"event:", "event:x", "nope", "turn", "surface:1", "events:1", ""} {
+		if v, ok := views.ParseView(text); ok {
+			t.Errorf("ParseView(%q) = %+v, want no view", text, v)
 		}
 	}
 }

@@ -99,7 +99,8 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if err != nil {
 		return exitUsageErr, err
 	}
-	if !views.Valid(o.view) {
+	view, ok := views.ParseView(o.view)
+	if !ok {
 		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q (events, raw, header, status, surface, messages, shadowed, event:SEQ, turn:N, trace:SEQ, compactions, prunes, spill)", o.view)}
 	}
 	st, err := openStore(pos[0], cfg)
@@ -110,7 +111,7 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if err != nil {
 		return failCode(err), err
 	}
-	b, err := sess.Render(ctx, o.view)
+	b, err := sess.Render(ctx, view)
 	out.Write(b) // a refused session's header view still shows its first line
 	if err != nil {
 		if errors.Is(err, views.ErrNotFound) {
