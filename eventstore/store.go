@@ -313,16 +313,24 @@ func (s *Store) Writer(ctx context.Context, id string) (*Session, error) {
 	if w := s.Live(id); w != nil {
 		return w, nil
 	}
+	return s.lockAndAdopt(ctx, id, func() (*Inspection, error) {
+		ins, err := s.Inspect(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return ins, resumeNeeded(id, ins)
+	})
+}
+
+// lockAndAdopt takes the session's writer lock, reads it with read (under the lock, so nobody writes in
+// between) and makes it live; the lock is given back when read fails.
+func (s *Store) lockAndAdopt(ctx context.Context, id string, read func() (*Inspection, error)) (*Session, error) {
 	l, err := s.b.Lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	ins, err := s.Inspect(ctx, id)
+	ins, err := read()
 	if err != nil {
-		l.Release()
-		return nil, err
-	}
-	if err := resumeNeeded(id, ins); err != nil {
 		l.Release()
 		return nil, err
 	}
@@ -393,16 +401,10 @@ func (s *Store) Resume(ctx context.Context, id string) (*Session, error) {
 	defer s.lock(id)()
 	w := s.Live(id)
 	if w == nil {
-		l, err := s.b.Lock(ctx, id)
-		if err != nil {
+		var err error
+		if w, err = s.lockAndAdopt(ctx, id, func() (*Inspection, error) { return s.repair(ctx, id) }); err != nil {
 			return nil, err
 		}
-		ins, err := s.repair(ctx, id)
-		if err != nil {
-			l.Release()
-			return nil, err
-		}
-		w = s.adopt(id, ins, l)
 	} else if err := w.resumable(); err != nil {
 		return nil, err
 	}

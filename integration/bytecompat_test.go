@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,10 +51,7 @@ func TestWriteByteCompatible(t *testing.T) {
 				compression = "zstd"
 			}
 			droot := filepath.Join(dir, "dshfs")
-			cfg := filepath.Join(dir, "dshfs.toml")
-			if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[writer]\ncompression = %q\nbatch_window = \"1h\"\n", compression)), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			cfg := writeConfig(t, "[writer]\ncompression = %q\nbatch_window = \"1h\"\n", compression)
 			m := startMount(t, "--config", cfg, droot)
 			mustCtl(t, filepath.Join(m.dir, "ctl"), "create "+id+" cwd=/srv/append-rate")
 			s := filepath.Join(m.dir, "sessions", id)

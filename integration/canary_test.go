@@ -28,12 +28,7 @@ func newSessionOnMount(t *testing.T, mnt, id string) string {
 func emptyStore(t *testing.T, compression string) (store, cfg string) {
 	t.Helper()
 	base := t.TempDir()
-	store = filepath.Join(base, "sessions")
-	cfg = filepath.Join(base, "dshfs.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[writer]\ncompression = %q\nbatch_window = \"50ms\"\n", compression)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return store, cfg
+	return filepath.Join(base, "sessions"), writeConfig(t, "[writer]\ncompression = %q\nbatch_window = \"50ms\"\n", compression)
 }
 
 func eachCompression(t *testing.T, fn func(t *testing.T, store, cfg string)) {
@@ -341,11 +336,7 @@ func TestCanary11SpillAfterFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSpillSession(t, root, "spilled", []string{spillNotice("build output line", len(content), file)})
-	cfg := filepath.Join(base, "dshfs.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[spill]\nroots = [%q]\n", spillRoot)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := startMount(t, "--config", cfg, root)
+	m := startMount(t, "--config", writeConfig(t, "[spill]\nroots = [%q]\n", spillRoot), root)
 	mustCtl(t, filepath.Join(m.dir, "sessions", "spilled", "ctl"), "fork 7 child")
 	c := filepath.Join(m.dir, "sessions", "child")
 	type row struct {

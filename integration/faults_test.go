@@ -110,10 +110,7 @@ func TestWriteENOSPC(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	store := filepath.Join(dir, "sessions")
-	cfg := filepath.Join(t.TempDir(), "dshfs.toml")
-	if err := os.WriteFile(cfg, []byte("[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, "[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\n")
 	m := startMount(t, "--config", cfg, store)
 	s := newSessionOnMount(t, m.dir, "s")
 	turn := turnLines(1, 0, false)

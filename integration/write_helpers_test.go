@@ -48,6 +48,16 @@ func turnLines(turn int, base int64, open bool) []string {
 	return out
 }
 
+// writeConfig writes a dshfs.toml holding text into a fresh temp dir and returns its path.
+func writeConfig(t *testing.T, format string, a ...any) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "dshfs.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(format, a...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // writeAppend writes lines to a session's append file the way a user does: `cat FILE >> append`.
 func writeAppend(t *testing.T, sessDir string, lines []string) result {
 	t.Helper()

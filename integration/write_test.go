@@ -46,10 +46,7 @@ func contiguous(seqs []int64) bool {
 func TestWriteBadInput(t *testing.T) {
 	t.Parallel()
 	store, _ := emptyStore(t, "zstd")
-	cfg := filepath.Join(t.TempDir(), "dshfs.toml")
-	if err := os.WriteFile(cfg, []byte("[writer]\nmax_line_bytes = \"4KiB\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, "[writer]\nmax_line_bytes = \"4KiB\"\n")
 	m := startMount(t, "--config", cfg, store)
 	s := newSessionOnMount(t, m.dir, "s")
 	turn := turnLines(1, 0, false)
@@ -168,11 +165,8 @@ func TestWriteForeignWriter(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
 	store := filepath.Join(base, "sessions")
-	cfg := filepath.Join(base, "dshfs.toml")
 	// no write-behind batch during the test: only the explicit flushes write
-	if err := os.WriteFile(cfg, []byte("[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, "[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\n")
 	m := startMount(t, "--config", cfg, store)
 	s := newSessionOnMount(t, m.dir, "s")
 	turn := turnLines(1, 0, false)
@@ -265,4 +259,66 @@ func TestWriteLockBetweenCLIs(t *testing.T) {
 	}
 	cli(t, 0, "append", store, "s", in2) // the dead holder's lock is gone
 	cli(t, 0, "check", store)
+}
+
+// TestWriteShellTools: the write side works with the tools a script uses — `>`, `>>`, `cp` and `dd ...
+// conv=fsync` into append (fsync is a flush), a result read back from the ctl descriptor that wrote the
+// command, SIGTERM flushing what is pending — and a writable mount stays harmless for tools that only read:
+// `grep -r` and `rsync -a` read empty ctl and append files.
+func TestWriteShellTools(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "zstd")
+	cfg := writeConfig(t, "[writer]\nbatch_window = \"1h\"\n") // only flushes (and unmount) write
+	m := startMount(t, "--config", cfg, store)
+	s := newSessionOnMount(t, m.dir, "s")
+	in := filepath.Join(t.TempDir(), "turn.jsonl")
+	turn := turnLines(1, 0, false)
+	if err := os.WriteFile(in, []byte(strings.Join(turn, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "cp", in, filepath.Join(s, "append"))
+	if st := statusOf(t, s); st.Events != int64(len(turn)) || st.Pending != int64(len(turn)) {
+		t.Fatalf("after cp: %+v", st)
+	}
+	// dd with conv=fsync: the fsync on append returns once the events are durable
+	in2 := filepath.Join(t.TempDir(), "turn2.jsonl")
+	if err := os.WriteFile(in2, []byte(strings.Join(turnLines(2, int64(len(turn)), false), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "dd", "if="+in2, "of="+filepath.Join(s, "append"), "oflag=append", "conv=notrunc,fsync", "status=none")
+	if st := statusOf(t, s); st.Pending != 0 || st.DurableSeq != int64(2*len(turn)-1) {
+		t.Fatalf("after dd conv=fsync: %+v", st)
+	}
+	// the result of a command, read back on the descriptor that wrote it
+	r := run(t, "", "bash", "-c", `exec 3<>"$0"; echo flush >&3; cat <&3`, filepath.Join(s, "ctl"))
+	var res commandResult
+	if err := json.Unmarshal(r.stdout, &res); r.code != 0 || err != nil || res.Command != "flush" || res.Errno != nil {
+		t.Errorf("reading ctl after a command: exit %d %q %v", r.code, r.stdout, err)
+	}
+	if got := readFile(t, filepath.Join(s, "ctl")); len(got) != 0 {
+		t.Errorf("a fresh read of ctl returned %q", got)
+	}
+	// `>` (O_TRUNC) appends too, and SIGTERM flushes it
+	run(t, "", "bash", "-c", `echo "$0" > "$1"`, `{"type":"plugin/note","data":{},"ignorable":true}`, filepath.Join(s, "append"))
+	if st := statusOf(t, s); st.Pending != 1 {
+		t.Fatalf("after >: %+v", st)
+	}
+	// tools that only read: grep -r finds nothing in ctl/append and exits 0 or 1; rsync -a copies them empty
+	if r := run(t, "", "grep", "-r", "-q", "no-such-text-anywhere", m.dir); r.code != 1 {
+		t.Errorf("grep -r over a writable mount: exit %d %s", r.code, r.stderr)
+	}
+	dest := filepath.Join(t.TempDir(), "copy")
+	if r := run(t, "", "rsync", "-a", m.dir+"/sessions/", dest+"/"); r.code != 0 {
+		t.Errorf("rsync -a of a writable mount: exit %d %s", r.code, r.stderr)
+	}
+	for _, f := range []string{"ctl", "append"} {
+		if fi, err := os.Stat(filepath.Join(dest, "s", f)); err != nil || fi.Size() != 0 {
+			t.Errorf("rsync copy of %s: %v", f, err)
+		}
+	}
+	m.stop(t)
+	if n := len(lines(cli(t, 0, "cat", store, "s"))); n != 2*len(turn)+1 {
+		t.Errorf("after SIGTERM: %d events stored, want %d (the pending one flushed)", n, 2*len(turn)+1)
+	}
+	harnessAgrees(t, store)
 }

@@ -69,14 +69,14 @@ func appendCtl(list func(ctx context.Context) ([]child, error), ctl func() child
 // ctlChild is a control file: a session's (id) or the store's (id "").
 func (t *tree) ctlChild(id string, inode uint64, mtime func(context.Context) time.Time) child {
 	return child{name: "ctl", mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &ctlFile{src: t.src, w: t.src.Writer(), id: id, ino: inode, mtime: mtime}
+		return &ctlFile{control{w: t.src.Writer(), id: id, ino: inode, mode: modeCtl, mtime: mtime}}
 	}}
 }
 
 func (t *tree) appendChild(id string, mtime func(context.Context) time.Time) child {
 	inode := ino(id, "append")
 	return child{name: "append", mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &appendFile{src: t.src, w: t.src.Writer(), id: id, ino: inode, mtime: mtime}
+		return &appendFile{control{w: t.src.Writer(), id: id, ino: inode, mode: modeAppend, mtime: mtime}}
 	}}
 }
 

@@ -56,24 +56,36 @@ const (
 	modeCtl    = syscall.S_IFREG | 0o600
 )
 
-// fillControl sets the attributes of ctl and append: size 0 (they hold no data of their own).
-func fillControl(a *fuse.Attr, mode uint32, mtime time.Time, inode uint64) {
-	fillFile(a, 0, mtime, inode)
-	a.Mode = mode
+// control is what the two control files share: no data of their own (size 0, the session's mtime), and a
+// truncation to size 0 accepted as a no-op, so that `echo CMD > ctl`, `>`, `>>` and `cp` work.
+type control struct {
+	fs.Inode
+	noXattr
+	w     Writer
+	id    string // the session; "" for the store's ctl
+	ino   uint64
+	mode  uint32
+	mtime func(ctx context.Context) time.Time
+}
+
+func (c *control) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	fillFile(&out.Attr, 0, c.mtime(ctx), c.ino)
+	out.Attr.Mode = c.mode
+	out.SetTimeout(0)
+	return 0
+}
+
+func (c *control) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); ok && sz != 0 {
+		return syscall.EINVAL
+	}
+	return c.Getattr(ctx, fh, out)
 }
 
 // appendFile is sessions/<id>/append: each newline-terminated line written to it is one event (DESIGN.md
 // §5). The lines of one WRITE request are applied together or not at all; a partial line waits in the
 // handle for its newline.
-type appendFile struct {
-	fs.Inode
-	noXattr
-	src   Source
-	w     Writer
-	id    string
-	ino   uint64
-	mtime func(ctx context.Context) time.Time
-}
+type appendFile struct{ control }
 
 var (
 	_ fs.NodeGetattrer = (*appendFile)(nil)
@@ -84,20 +96,6 @@ var (
 	_ fs.NodeFsyncer   = (*appendFile)(nil)
 	_ fs.NodeFlusher   = (*appendFile)(nil)
 )
-
-func (f *appendFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	fillControl(&out.Attr, modeAppend, f.mtime(ctx), f.ino)
-	out.SetTimeout(0)
-	return 0
-}
-
-// Setattr accepts a truncation to size 0 (`>` and `cp` open with O_TRUNC) and changes nothing.
-func (f *appendFile) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if sz, ok := in.GetSize(); ok && sz != 0 {
-		return syscall.EINVAL
-	}
-	return f.Getattr(ctx, fh, out)
-}
 
 // appendHandle is one open of append: the partial line not yet terminated, and whether a request was
 // rejected (then every later write fails, so the tail of a split write never lands without its head).
@@ -173,15 +171,7 @@ func (f *appendFile) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) 
 // ctlFile is a control file (a session's, or the store's when id is ""): each write is one command; the
 // errno comes back from write(2), and a read on the same handle returns that command's result as one JSON
 // line (a fresh handle reads nothing).
-type ctlFile struct {
-	fs.Inode
-	noXattr
-	src   Source
-	w     Writer
-	id    string
-	ino   uint64
-	mtime func(ctx context.Context) time.Time
-}
+type ctlFile struct{ control }
 
 var (
 	_ fs.NodeGetattrer = (*ctlFile)(nil)
@@ -191,23 +181,13 @@ var (
 	_ fs.NodeReader    = (*ctlFile)(nil)
 )
 
-func (f *ctlFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	fillControl(&out.Attr, modeCtl, f.mtime(ctx), f.ino)
-	out.SetTimeout(0)
-	return 0
-}
-
-// Setattr accepts the truncation of `echo CMD > ctl` and changes nothing.
-func (f *ctlFile) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if sz, ok := in.GetSize(); ok && sz != 0 {
-		return syscall.EINVAL
-	}
-	return f.Getattr(ctx, fh, out)
-}
-
+// ctlHandle is one open of ctl: the last command's result, and the file offset just after the write that
+// produced it, so that a read continuing after the write (`exec 3<>ctl`, write, read) and a read from the
+// start both see the whole result.
 type ctlHandle struct {
 	mu     sync.Mutex
 	result []byte
+	base   int64
 }
 
 func (f *ctlFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -221,6 +201,9 @@ func (f *ctlFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off i
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if off >= h.base {
+		off -= h.base
+	}
 	if off >= int64(len(h.result)) {
 		return fuse.ReadResultData(nil), 0
 	}
@@ -235,7 +218,7 @@ func (f *ctlFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off 
 	}
 	r := f.w.Command(ctx, f.id, string(data))
 	h.mu.Lock()
-	h.result = r.JSON()
+	h.result, h.base = r.JSON(), off+int64(len(data))
 	h.mu.Unlock()
 	if r.Err != nil {
 		return 0, errno(r.Err)

@@ -246,9 +246,10 @@ var ErrTooDeep = errors.New("invalid JSON: nesting deeper than event.MaxDepth")
 
 // Parse parses b with JSON.parse semantics after decoding it from UTF-8 the way Node's
 // Buffer.toString('utf8') does (invalid sequences become U+FFFD by the maximal-subpart rule).
-func Parse(b []byte) (Value, error) {
-	text := DecodeUTF8(b)
-	p := parser{s: text}
+func Parse(b []byte) (Value, error) { return parseAll(&parser{s: DecodeUTF8(b)}) }
+
+// parseAll parses p's whole input as one JSON value with optional whitespace around it.
+func parseAll(p *parser) (Value, error) {
 	p.skipWS()
 	v, err := p.value(0)
 	if err != nil {
@@ -270,15 +271,9 @@ func ParseStrict(b []byte) (Value, error) {
 	if !utf8.Valid(b) {
 		return Value{}, &SyntaxError{Offset: firstInvalidUTF8(b), Msg: "invalid UTF-8"}
 	}
-	p := parser{s: b, strict: true}
-	p.skipWS()
-	v, err := p.value(0)
+	v, err := parseAll(&parser{s: b, strict: true})
 	if err != nil {
 		return Value{}, err
-	}
-	p.skipWS()
-	if p.i != len(p.s) {
-		return Value{}, p.errorf("unexpected data after JSON value")
 	}
 	if err := CheckLossless(v); err != nil {
 		return Value{}, err

@@ -94,6 +94,20 @@ func open(t *testing.T, be Backend) (*eventstore.Store, string) {
 	return st, dir
 }
 
+// live opens a fresh store holding one created session, live in a writer.
+func live(t *testing.T, be Backend, id string) (*eventstore.Store, *eventstore.Session) {
+	t.Helper()
+	st, _ := open(t, be)
+	if err := st.Create(ctx, header(id)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Writer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, w
+}
+
 func mustFail(t *testing.T, what string, err error, f eventstore.Failure, code string) {
 	t.Helper()
 	ce := eventstore.AsCommandError(err)
@@ -254,14 +268,7 @@ func testRefusals(t *testing.T, be Backend) {
 }
 
 func testEngineAcceptFlush(t *testing.T, be Backend) {
-	st, _ := open(t, be)
-	if err := st.Create(ctx, header("a")); err != nil {
-		t.Fatal(err)
-	}
-	w, err := st.Writer(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, w := live(t, be, "a")
 	in := [][]byte{
 		[]byte(`{"type":"turn/start","data":{"turn":1}}`),
 		[]byte(`{"type":"user/message","seq":1,"time":5,"data":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`),
@@ -291,17 +298,10 @@ func testEngineAcceptFlush(t *testing.T, be Backend) {
 }
 
 func testEngineAllOrNothing(t *testing.T, be Backend) {
-	st, _ := open(t, be)
-	if err := st.Create(ctx, header("a")); err != nil {
-		t.Fatal(err)
-	}
-	w, err := st.Writer(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, w := live(t, be, "a")
 	good := []byte(`{"type":"user/message","data":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`)
 	bad := []byte(`{"type":"user/message","data":{"id":"v","role":"user","content":[{"type":"text","text":"x"}],"source":{"kind":"user"}},"surfaceOp":{"op":"replace","start":7,"end":7}}`)
-	err = w.Accept([][]byte{good, bad})
+	err := w.Accept([][]byte{good, bad})
 	mustFail(t, "a replace of a seq not on the surface", err, eventstore.Invalid, eventstore.CodeBadInput)
 	if ce := eventstore.AsCommandError(err); ce.Line != 2 {
 		t.Errorf("the error names line %d, want 2", ce.Line)
