@@ -58,10 +58,7 @@ const (
 	CodeRefused         = "SESSION_REFUSED"  // the stored log is refused or corrupt
 	CodeLive            = "LIVE_TURN"        // resume of a session this process holds live with an open turn
 	CodeUnknownCommand  = "UNKNOWN_COMMAND"  // ctl
-	CodeNameTooLong     = "NAME_TOO_LONG"    // the encoded id exceeds the filesystem's name limit
-	CodeClosed          = "HANDLE_REJECTED"  // an append handle after a rejected write
-	CodeSidecarFailed   = "SIDECAR_FAILED"   // the pending events could not be kept beside the artifact
-	CodeNotLive         = "SESSION_NOT_LIVE" // close of a session this process does not hold
+	CodeNotLive         = "SESSION_NOT_LIVE" // a write to an engine this process already released
 	CodeBadCommand      = "BAD_COMMAND"      // a ctl line that does not parse
 )
 

@@ -47,6 +47,9 @@ func (f *FS) Refuse(id, message string) {
 	f.record(id, eventstore.Result{Command: "append", Err: &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput, Message: message}})
 }
 
+// LineLimit is [writer] max_line_bytes.
+func (f *FS) LineLimit() int64 { return f.opts.Config.Writer.MaxLineBytes }
+
 // Append accepts the complete lines of one write request; a cold session becomes live here.
 func (f *FS) Append(ctx context.Context, id string, lines [][]byte) error {
 	if max := f.opts.Config.Writer.MaxLineBytes; max > 0 {

@@ -91,6 +91,11 @@ func TestWriteBadInput(t *testing.T) {
 	if r.code == 0 || strings.Count(strings.ToLower(string(r.stderr)), "invalid argument") != 2 {
 		t.Errorf("writes after a rejected one on the same handle: exit %d %q", r.code, r.stderr)
 	}
+	// a line without its newline that outgrows max_line_bytes is refused as it arrives
+	r = run(t, "", "bash", "-c", `head -c 10000 /dev/zero | tr '\0' 'a' > "$0"`, filepath.Join(s, "append"))
+	if st := statusOf(t, s); !strings.Contains(strings.ToLower(string(r.stderr)), "invalid argument") || st.LastError == nil || !strings.Contains(st.LastError.Message, "max_line_bytes") {
+		t.Errorf("an unterminated line over the limit: %q, lastError %+v", r.stderr, st.LastError)
+	}
 	// a partial line at close is discarded and reported
 	run(t, "", "bash", "-c", `printf '%s' "$1" > "$0"`, filepath.Join(s, "append"), good)
 	if st := statusOf(t, s); st.LastError == nil || !strings.Contains(st.LastError.Message, "partial line") {

@@ -29,6 +29,8 @@ type Writer interface {
 	Mkdir(ctx context.Context, name string) (string, error)
 	// Refuse records (status.json lastError and the log) why an append handle refused input it was given.
 	Refuse(id, message string)
+	// LineLimit is the longest append line accepted (0: no limit); a partial line may not grow past it.
+	LineLimit() int64
 }
 
 // errno maps a write-side error to the errno a user sees.
@@ -127,6 +129,12 @@ func (f *appendFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, o
 	}
 	buf := append(h.partial, data...)
 	end := bytes.LastIndexByte(buf, '\n')
+	if limit := f.w.LineLimit(); limit > 0 && int64(len(buf)-end-1) > limit {
+		// the unterminated tail alone is already too long: buffering more would only grow memory
+		h.rejected, h.partial = true, nil
+		f.w.Refuse(f.id, "a line longer than [writer] max_line_bytes ("+strconv.FormatInt(limit, 10)+" bytes) was refused before its end; nothing of this write was appended")
+		return 0, syscall.EINVAL
+	}
 	if end < 0 {
 		h.partial = buf
 		return uint32(len(data)), 0
@@ -137,10 +145,12 @@ func (f *appendFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, o
 			lines = append(lines, l)
 		}
 	}
-	if err := f.w.Append(ctx, f.id, lines); err != nil {
-		h.rejected = true
-		h.partial = nil
-		return 0, errno(err)
+	if len(lines) > 0 {
+		if err := f.w.Append(ctx, f.id, lines); err != nil {
+			h.rejected = true
+			h.partial = nil
+			return 0, errno(err)
+		}
 	}
 	h.partial = append([]byte(nil), buf[end+1:]...)
 	return uint32(len(data)), 0
