@@ -78,7 +78,18 @@ func parseInput(line []byte, seq, now int64) (input, *CommandError) {
 			members = append(members, event.Member{Key: k, Value: m})
 		}
 	}
-	return input{ev: event.NewEventFrom(typ.Str, seq, t, event.Stringify(data), members[4:]...), rec: event.Object(members...)}, nil
+	// A line already in canonical form (what `dshfs cat` and the harness print) holds data's canonical
+	// bytes: splice them instead of stringifying the parsed value again.
+	raw, ok := []byte(nil), false
+	if event.IsCanonical(line) {
+		raw, ok = event.Lookup(line, "data")
+	}
+	if !ok {
+		raw = event.Stringify(data)
+	}
+	// The members are distinct and none is an array index, so they are already in JS order.
+	rec := event.Value{Kind: event.KindObject, Obj: members}
+	return input{ev: event.NewEventFrom(typ.Str, seq, t, raw, members[4:]...), rec: rec}, nil
 }
 
 func jsonText(s string) string { return string(event.Stringify(event.String(s))) }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -246,10 +247,25 @@ var ErrTooDeep = errors.New("invalid JSON: nesting deeper than event.MaxDepth")
 
 // Parse parses b with JSON.parse semantics after decoding it from UTF-8 the way Node's
 // Buffer.toString('utf8') does (invalid sequences become U+FFFD by the maximal-subpart rule).
-func Parse(b []byte) (Value, error) { return parseAll(&parser{s: DecodeUTF8(b)}) }
+func Parse(b []byte) (Value, error) { return parseAll(DecodeUTF8(b), false) }
 
-// parseAll parses p's whole input as one JSON value with optional whitespace around it.
-func parseAll(p *parser) (Value, error) {
+// parsers keeps parsers with their scratch stacks between calls: a fresh parser grows its member and
+// value stacks anew for every input, which was most of the allocation of parsing many small records (an
+// append request's lines). Parsed values never alias a parser's memory (containers are copied out, strings
+// converted), so reuse is safe.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// parseAll parses the whole input as one JSON value with optional whitespace around it.
+func parseAll(s []byte, strict bool) (Value, error) {
+	p := parsers.Get().(*parser)
+	*p = parser{s: s, strict: strict, buf: p.buf[:0], mstack: p.mstack[:0], vstack: p.vstack[:0]}
+	v, err := p.whole()
+	p.s = nil
+	parsers.Put(p)
+	return v, err
+}
+
+func (p *parser) whole() (Value, error) {
 	p.skipWS()
 	v, err := p.value(0)
 	if err != nil {
@@ -271,7 +287,7 @@ func ParseStrict(b []byte) (Value, error) {
 	if !utf8.Valid(b) {
 		return Value{}, &SyntaxError{Offset: firstInvalidUTF8(b), Msg: "invalid UTF-8"}
 	}
-	v, err := parseAll(&parser{s: b, strict: true})
+	v, err := parseAll(b, true)
 	if err != nil {
 		return Value{}, err
 	}

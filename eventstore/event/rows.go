@@ -295,14 +295,17 @@ func continues(prev, next *delta) bool {
 // Packing is what PackBatchOf needs to know of one event, computed from its parsed record when it is
 // accepted (so that writing a batch parses nothing).
 type Packing struct {
-	d  delta
-	ok bool
+	d *delta // nil: the event stays one line
 }
 
 // PackingOf classifies an event for packing from its parsed record (the value Parse(e.Raw) gives).
 func PackingOf(e Event, rec Value) Packing {
 	d, ok := classifyRecord(e, rec)
-	return Packing{d, ok}
+	if !ok {
+		return Packing{}
+	}
+	d.ev = Event{} // PackBatchOf puts the batch's own event back
+	return Packing{&d}
 }
 
 // PackBatch encodes one durable batch as the harness's writer does with packChunks=true: runs of at
@@ -318,8 +321,10 @@ func PackBatchOf(events []Event, packing []Packing) [][]byte {
 	ds := make([]delta, len(events))
 	oks := make([]bool, len(events))
 	for i, p := range packing {
-		ds[i], oks[i] = p.d, p.ok
-		ds[i].ev = events[i]
+		if p.d != nil {
+			ds[i], oks[i] = *p.d, true
+			ds[i].ev = events[i]
+		}
 	}
 	return packClassified(events, ds, oks)
 }
