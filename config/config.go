@@ -42,8 +42,10 @@ type Writer struct {
 	BatchWindow time.Duration
 	// Compression is the encoding of a new (empty or absent) JSONL root.
 	Compression string // CompressionZstd or CompressionNone
-	// MaxLineBytes caps one append line.
+	// MaxLineBytes caps one event line, written (append) or read (a longer one makes the session corrupt).
 	MaxLineBytes int64
+	// MaxFrameBytes caps one decoded zstd frame (a frame that could decode to more is corrupt).
+	MaxFrameBytes int64
 }
 
 // Compaction holds the summarizer settings (accepted, no effect yet).
@@ -95,9 +97,10 @@ func Default() Config {
 			ViewsBytes:    128 << 20,
 		},
 		Writer: Writer{
-			BatchWindow:  200 * time.Millisecond,
-			Compression:  CompressionZstd,
-			MaxLineBytes: 64 << 20,
+			BatchWindow:   200 * time.Millisecond,
+			Compression:   CompressionZstd,
+			MaxLineBytes:  64 << 20,
+			MaxFrameBytes: 256 << 20,
 		},
 		Compaction: Compaction{
 			Summarizer: SummarizerExtractive,

@@ -28,6 +28,7 @@ views_bytes = "128MiB"            # rendered views (LRU)
 batch_window = "200ms"            # write-behind window from the first pending event
 compression = "zstd"              # for new JSONL roots: "zstd" | "none"
 max_line_bytes = "64MiB"          # one event line (append and read); larger = refused / corrupt
+max_frame_bytes = "256MiB"        # one decoded zstd frame; larger = corrupt (bounded memory)
 
 [compaction]
 summarizer = "extractive"         # "extractive" | "command"
@@ -68,7 +69,7 @@ func TestDesignSample(t *testing.T) {
 			AllowOther:      false,
 		},
 		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024},
-		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20},
+		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20},
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},

@@ -15,7 +15,8 @@
 //	cache.views_bytes       size      128MiB (>= 0; 0 caches nothing)                 rendered-view LRU budget
 //	writer.batch_window     duration  200ms (>= 0; 0 writes at once)                  write-behind window of the live writer
 //	writer.compression      string    "zstd" | "none"; default "zstd"                 encoding of a root holding no session yet
-//	writer.max_line_bytes   size      64MiB (>= 0; 0 = no limit)                       longest append line accepted
+//	writer.max_line_bytes   size      64MiB (>= 0; 0 = no limit)                       longest event line, appended or read
+//	writer.max_frame_bytes  size      256MiB (>= 0; 0 = no limit)                      largest decoded zstd frame read
 //	compaction.summarizer   string    "extractive" | "command"; default "extractive"  accepted, no effect yet
 //	compaction.command      [string]  []; non-empty when summarizer = "command"       accepted, no effect yet
 //	compaction.timeout      duration  5m (> 0)                                        accepted, no effect yet

@@ -63,9 +63,10 @@ type file struct {
 		ViewsBytes    any `toml:"views_bytes"`
 	} `toml:"cache"`
 	Writer struct {
-		BatchWindow  any `toml:"batch_window"`
-		Compression  any `toml:"compression"`
-		MaxLineBytes any `toml:"max_line_bytes"`
+		BatchWindow   any `toml:"batch_window"`
+		Compression   any `toml:"compression"`
+		MaxLineBytes  any `toml:"max_line_bytes"`
+		MaxFrameBytes any `toml:"max_frame_bytes"`
 	} `toml:"writer"`
 	Compaction struct {
 		Summarizer any `toml:"summarizer"`
@@ -148,6 +149,7 @@ func Parse(data []byte, source string) (Config, error) {
 	v.duration("writer.batch_window", f.Writer.BatchWindow, &c.Writer.BatchWindow, true)
 	v.enum("writer.compression", f.Writer.Compression, &c.Writer.Compression, CompressionZstd, CompressionNone)
 	v.size("writer.max_line_bytes", f.Writer.MaxLineBytes, &c.Writer.MaxLineBytes)
+	v.size("writer.max_frame_bytes", f.Writer.MaxFrameBytes, &c.Writer.MaxFrameBytes)
 
 	v.enum("compaction.summarizer", f.Compaction.Summarizer, &c.Compaction.Summarizer, SummarizerExtractive, SummarizerCommand)
 	commandOK := v.strings("compaction.command", f.Compaction.Command, &c.Compaction.Command)

@@ -220,6 +220,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.SetLimits(cfg.Writer.MaxLineBytes, cfg.Writer.MaxFrameBytes)
 	installFaults(b)
 	st := eventstore.New(b)
 	st.Window = cfg.Writer.BatchWindow

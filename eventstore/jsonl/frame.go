@@ -231,7 +231,12 @@ var decoder = sync.OnceValue(func() *zstd.Decoder {
 // DecodeFrame decompresses one complete frame and verifies its XXH64 content checksum when flagged; any failure
 // is a *FrameError ("corrupt Zstandard session log: frame at byte <start> failed validation"). b is the whole
 // file and f a frame ScanFrames found in it, so the error can name the file offset.
-func DecodeFrame(b []byte, f Frame) ([]byte, error) {
+func DecodeFrame(b []byte, f Frame) ([]byte, error) { return decodeFrame(b, f, 0) }
+
+// decodeFrame is DecodeFrame refusing, before decoding anything, a frame whose blocks could decode to more
+// than max bytes (0: no cap): a 72 KB frame of RLE blocks can expand to gigabytes, and memory must stay
+// bounded whatever a store holds.
+func decodeFrame(b []byte, f Frame, max int64) ([]byte, error) {
 	if f.Start < 0 || f.End < f.Start || f.End > int64(len(b)) {
 		return nil, &FrameError{Start: f.Start, Cause: errors.New("frame range outside the buffer")}
 	}
@@ -245,6 +250,10 @@ func DecodeFrame(b []byte, f Frame) ([]byte, error) {
 	// from making the decoder reserve that much memory first.
 	if err == nil && h.hasFCS && h.fcs > bound {
 		err = fmt.Errorf("frame content size %d exceeds the %d bytes its blocks can hold", h.fcs, bound)
+	}
+	if err == nil && max > 0 && int64(bound) > max {
+		// not the harness's opaque "failed validation": the reason is dshfs's own limit, so say it
+		return nil, fmt.Errorf("corrupt Zstandard session log: frame at byte %d can decode to %d bytes, over max_frame_bytes (%d)", f.Start, bound, max)
 	}
 	if err != nil {
 		return nil, &FrameError{Start: f.Start, Cause: err}
@@ -408,4 +417,22 @@ func EncodeFrame(dst, plaintext []byte) []byte {
 		panic("jsonl: zstd encoder produced an unreadable frame header: " + err.Error())
 	}
 	return append(dst[:mark], dst[mark+h.size:]...)
+}
+
+// Bomb is a zstd frame of 128 KiB RLE blocks — four bytes per block on disk, 128 KiB each decoded — for
+// tests that a store cannot make dshfs allocate what a frame claims (a decompression bomb).
+func Bomb(blocks int) []byte {
+	// magic, frame header descriptor 0 (no content size, no checksum), window descriptor 0x38 (128 KiB)
+	out := []byte{0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x38}
+	for i := 0; i < blocks; i++ {
+		last := uint32(0)
+		if i == blocks-1 {
+			last = 1
+		}
+		h := last | 1<<1 | (128<<10)<<3 // RLE block regenerating 128 KiB
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], h)
+		out = append(out, b[0], b[1], b[2], 0)
+	}
+	return out
 }

@@ -54,6 +54,10 @@ type Backend struct {
 	hmu     sync.Mutex
 	headers map[string]cachedHeader
 
+	// maxLine and maxFrame cap one event line and one decoded zstd frame (config [writer] max_line_bytes,
+	// max_frame_bytes; 0: no cap): a session exceeding them is refused as corrupt instead of filling memory.
+	maxLine, maxFrame int64
+
 	// hook, when set, is called before every durable write step (tests: fault injection, crash points,
 	// recording what was made durable); an error fails the step as the system call would.
 	hook func(op Op, path string) error
@@ -115,8 +119,17 @@ func OpenDefault(root string, mode, empty Compression) (*Backend, error) {
 	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("store root %s is not a directory", abs)
 	}
-	return &Backend{root: abs, mode: mode, pack: true}, nil
+	return &Backend{root: abs, mode: mode, pack: true, maxLine: DefaultMaxLineBytes, maxFrame: DefaultMaxFrameBytes}, nil
 }
+
+// Default caps of one line and one decoded frame (DESIGN.md §6a): far above any real session.
+const (
+	DefaultMaxLineBytes  = 64 << 20
+	DefaultMaxFrameBytes = 256 << 20
+)
+
+// SetLimits sets the caps of one event line and one decoded zstd frame (0: no cap).
+func (b *Backend) SetLimits(maxLine, maxFrame int64) { b.maxLine, b.maxFrame = maxLine, maxFrame }
 
 // Detect reports which encoding the sessions under root use: the one more artifacts use, zstd on a tie;
 // found is false when there are none (the encoding is then zstd).
@@ -213,29 +226,6 @@ func artifactOf(fi fs.FileInfo) eventstore.Artifact {
 	return a
 }
 
-// readStable reads a whole file between two equal stats, retrying while a writer changes it, so the bytes
-// and the revision belong together.
-func readStable(path string) ([]byte, eventstore.Artifact, error) {
-	for range 100 {
-		before, err := statArtifact(path)
-		if err != nil {
-			return nil, before, err
-		}
-		buf, err := os.ReadFile(path)
-		if err != nil {
-			return nil, before, &eventstore.IOError{Err: err}
-		}
-		after, err := statArtifact(path)
-		if err != nil {
-			return nil, after, err
-		}
-		if before.Token == after.Token {
-			return buf, after, nil
-		}
-	}
-	return nil, eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
-}
-
 // find returns the transcript of id, applying the harness's targeted-lookup checks: flat-layout files and
 // opposite-encoding artifacts are errors, and the same id in two project directories is a duplicate.
 func (b *Backend) find(id string) (string, error) {
@@ -291,7 +281,7 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err != nil {
 		return nil, err
 	}
-	buf, art, err := readStable(path)
+	buf, art, err := b.readArtifact(path)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +302,7 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 
 func (b *Backend) scan(buf []byte) (*eventstore.Prefix, error) {
 	if b.mode == Zstd {
-		return scanZstd(buf)
+		return b.scanZstd(buf)
 	}
 	nl := bytes.IndexByte(buf, '\n')
 	if nl < 0 {
@@ -320,6 +310,9 @@ func (b *Backend) scan(buf []byte) (*eventstore.Prefix, error) {
 	}
 	h, err := event.ParseHeaderLine(buf[:nl+1])
 	if err != nil {
+		return nil, err
+	}
+	if err := b.checkLines(buf[nl+1:], 0); err != nil {
 		return nil, err
 	}
 	s := newScanner(int64(nl + 1))
@@ -348,7 +341,25 @@ func checkHeaderFrame(plain []byte) error {
 	return nil
 }
 
-func scanZstd(buf []byte) (*eventstore.Prefix, error) {
+// checkLines refuses text holding a line longer than max_line_bytes (lines numbered from first+1).
+func (b *Backend) checkLines(text []byte, first int) error {
+	if b.maxLine <= 0 || int64(len(text)) <= b.maxLine {
+		return nil
+	}
+	for n, rest := first+1, text; len(rest) > 0; n++ {
+		end := bytes.IndexByte(rest, '\n')
+		if end < 0 {
+			end = len(rest)
+		}
+		if int64(end) > b.maxLine {
+			return fmt.Errorf("corrupt session log: line %d is %d bytes, over max_line_bytes (%d)", n, end, b.maxLine)
+		}
+		rest = rest[min(end+1, len(rest)):]
+	}
+	return nil
+}
+
+func (b *Backend) scanZstd(buf []byte) (*eventstore.Prefix, error) {
 	frames, tornStart, err := ScanFrames(buf, 0)
 	if err != nil {
 		return nil, err
@@ -356,7 +367,7 @@ func scanZstd(buf []byte) (*eventstore.Prefix, error) {
 	if len(frames) == 0 {
 		return nil, errZstdHeaderless
 	}
-	first, err := DecodeFrame(buf, frames[0])
+	first, err := decodeFrame(buf, frames[0], b.maxFrame)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +381,10 @@ func scanZstd(buf []byte) (*eventstore.Prefix, error) {
 	s := newScanner(int64(len(first)))
 	rest := frames[1:]
 	err = decodeParallel(len(rest), func(i int) chunk {
-		plain, err := DecodeFrame(buf, rest[i])
+		plain, err := decodeFrame(buf, rest[i], b.maxFrame)
+		if err == nil {
+			err = b.checkLines(plain, 0)
+		}
 		if err != nil {
 			return chunk{err: err}
 		}
@@ -429,15 +443,17 @@ func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf, _, err := readStable(path)
+	buf, _, err := b.readArtifact(path)
 	if err != nil || b.mode == None {
 		return buf, err
 	}
-	return RawText(buf)
+	return rawText(buf, b.maxFrame)
 }
 
 // RawText decodes every complete frame of a zstd artifact, omitting a torn final frame.
-func RawText(buf []byte) ([]byte, error) {
+func RawText(buf []byte) ([]byte, error) { return rawText(buf, 0) }
+
+func rawText(buf []byte, maxFrame int64) ([]byte, error) {
 	frames, _, err := ScanFrames(buf, 0)
 	if err != nil {
 		return nil, err
@@ -447,7 +463,7 @@ func RawText(buf []byte) ([]byte, error) {
 	}
 	var out []byte
 	for _, f := range frames {
-		plain, err := DecodeFrame(buf, f)
+		plain, err := decodeFrame(buf, f, maxFrame)
 		if err != nil {
 			return nil, err
 		}
@@ -516,6 +532,9 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 	e := eventstore.Entry{ID: id, ProjectDir: project, Path: path}
 	art, err := statArtifact(path)
 	if err != nil {
+		if _, _, oerr := b.openArtifact(path); oerr != nil {
+			err = oerr // says why: a dangling link, a loop
+		}
 		e.Refusal = err
 		return e
 	}
@@ -582,9 +601,9 @@ func (b *Backend) readEntry(e eventstore.Entry, path, id string, decoded bool) e
 // headerRecord reads the first record (raw: through the first LF; zstd: the first frame, decoded) without
 // reading the rest of the artifact.
 func (b *Backend) headerRecord(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, _, err := b.openArtifact(path)
 	if err != nil {
-		return nil, &eventstore.IOError{Err: err}
+		return nil, err
 	}
 	defer f.Close()
 	var buf []byte
@@ -602,7 +621,7 @@ func (b *Backend) headerRecord(path string) ([]byte, error) {
 				return nil, serr
 			}
 			if len(frames) == 1 {
-				plain, derr := DecodeFrame(buf, frames[0])
+				plain, derr := decodeFrame(buf, frames[0], b.maxFrame)
 				if derr != nil {
 					return nil, errors.New("corrupt Zstandard session log: header frame failed validation")
 				}
@@ -611,6 +630,14 @@ func (b *Backend) headerRecord(path string) ([]byte, error) {
 				}
 				return plain, nil
 			}
+		}
+		limit, name := b.maxLine, "max_line_bytes"
+		if b.mode == Zstd {
+			limit, name = b.maxFrame, "max_frame_bytes"
+		}
+		if limit > 0 && int64(len(buf)) > limit+1 {
+			// no header record ends within any sane size: stop reading instead of buffering the file
+			return nil, fmt.Errorf("corrupt session log: the header record is not complete within %s (%d bytes)", name, limit)
 		}
 		if err != nil {
 			if b.mode == Zstd {
@@ -637,8 +664,10 @@ func subdirs(dir string) []string {
 	return out
 }
 
+// exists reports whether a name is there at all — a dangling symlink counts, so that a broken artifact is
+// listed and refused with its reason instead of silently skipped.
 func exists(path string) bool {
-	_, err := os.Stat(path)
+	_, err := os.Lstat(path)
 	return err == nil
 }
 

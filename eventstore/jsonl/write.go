@@ -275,9 +275,9 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		return eventstore.Artifact{}, conflict(path, expect, cur)
 	}
 	if torn != nil {
-		buf, err := os.ReadFile(path)
+		buf, _, err := b.readArtifact(path)
 		if err != nil {
-			return eventstore.Artifact{}, &eventstore.IOError{Err: err}
+			return eventstore.Artifact{}, err
 		}
 		if int64(len(buf)) > torn.TruncateTo {
 			side := path + ".torn-" + strconv.FormatInt(time.Now().UnixNano(), 10)
@@ -338,17 +338,9 @@ func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, e
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, fi, err := b.openArtifact(path)
 	if err != nil {
-		return nil, &eventstore.IOError{Err: err}
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		if err == nil {
-			err = fmt.Errorf("%s is not a regular file", path)
-		}
-		return nil, &eventstore.IOError{Err: err}
+		return nil, err
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()

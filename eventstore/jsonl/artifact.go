@@ -1,0 +1,125 @@
+package jsonl
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/dshfs/dshfs/eventstore"
+)
+
+// openArtifact opens a transcript for reading so that nothing can block or escape: symlinks (of the file or
+// of a directory on its path) are followed only when the target stays inside the store root (a link to
+// /etc/shadow or /dev/zero is refused, not read), the open never waits (O_NONBLOCK: a FIFO would otherwise
+// hang the open until a writer appears), and anything but a regular file — FIFO, device, socket, directory —
+// is refused after an fstat. Every refusal is an *eventstore.IOError naming the artifact and why.
+func (b *Backend) openArtifact(path string) (*os.File, fs.FileInfo, error) {
+	refuse := func(why string) (*os.File, fs.FileInfo, error) {
+		return nil, nil, &eventstore.IOError{Err: fmt.Errorf("session artifact %s %s", jsonString(path), why)}
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
+			return refuse("is a symlink that does not resolve (" + linkProblem(err) + ")")
+		}
+		return nil, nil, &eventstore.IOError{Err: err}
+	}
+	if !b.inRoot(target) {
+		return refuse("resolves outside the store root (to " + jsonString(target) + "); it is not read")
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, &eventstore.IOError{Err: err}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, &eventstore.IOError{Err: err}
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return refuse("is not a regular file (" + fileKind(fi.Mode()) + "); it is not read")
+	}
+	return f, fi, nil
+}
+
+// inRoot reports whether a resolved path lies inside the store root (itself resolved).
+func (b *Backend) inRoot(target string) bool {
+	root, err := filepath.EvalSymlinks(b.root)
+	if err != nil {
+		root = b.root
+	}
+	rel, err := filepath.Rel(root, target)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+func linkProblem(err error) string {
+	switch {
+	case os.IsNotExist(err):
+		return "dangling: its target does not exist"
+	case strings.Contains(err.Error(), "too many links"), strings.Contains(err.Error(), "too many levels"):
+		return "a symlink loop"
+	}
+	return err.Error()
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.String()
+}
+
+// readArtifact reads a whole transcript between two equal fstats of the open file, retrying while a writer
+// changes it, so that the bytes and the revision belong together.
+func (b *Backend) readArtifact(path string) ([]byte, eventstore.Artifact, error) {
+	for range 100 {
+		f, fi, err := b.openArtifact(path)
+		if err != nil {
+			return nil, eventstore.Artifact{}, err
+		}
+		before := artifactOf(fi)
+		buf := make([]byte, 0, fi.Size()+512)
+		buf, err = readAll(f, buf)
+		if err != nil {
+			f.Close()
+			return nil, before, &eventstore.IOError{Err: err}
+		}
+		fi, err = f.Stat()
+		f.Close()
+		if err != nil {
+			return nil, before, &eventstore.IOError{Err: err}
+		}
+		if after := artifactOf(fi); after.Token == before.Token {
+			return buf, after, nil
+		}
+	}
+	return nil, eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
+}
+
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
