@@ -82,7 +82,7 @@ PY
 # one dshfs run: mount STORE, append every chunk of KIND with a flush after each; prints "events/s open_s"
 dshfs_run() {
   local kind=$1 store=$2 mnt="$WORK/mnt"
-  mkdir -p "$mnt"
+  mkdir -p "$mnt" "$store"
   "$WORK/dshfs" mount --config "$WORK/dshfs.toml" "$store" "$mnt" 2>"$WORK/mount.log" &
   local pid=$!
   until [ -d "$mnt/sessions" ]; do sleep 0.05; done

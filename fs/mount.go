@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -195,7 +196,7 @@ func Serve(server *fuse.Server, mountpoint string, log func(string, ...any), bef
 			<-done
 			return nil
 		}
-		log("unmount of %s failed (%v): still serving; retrying every second, send another signal to detach", mountpoint, err)
+		log("unmount of %s failed (%s): still serving; retrying every second, send another signal to detach", mountpoint, oneLine(err))
 		select {
 		case <-done:
 			return nil
@@ -212,6 +213,12 @@ func Serve(server *fuse.Server, mountpoint string, log func(string, ...any), bef
 			return nil
 		}
 	}
+}
+
+// oneLine is an error's text on one line (fusermount's output ends in newlines, which a log line would
+// otherwise print as literal "\n").
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }
 
 // detach is a lazy unmount: directly as root, through fusermount3 -z otherwise.

@@ -51,6 +51,9 @@ func TestWriteByteCompatible(t *testing.T) {
 				compression = "zstd"
 			}
 			droot := filepath.Join(dir, "dshfs")
+			if err := os.Mkdir(droot, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			cfg := writeConfig(t, "[writer]\ncompression = %q\nbatch_window = \"1h\"\n", compression)
 			m := startMount(t, "--config", cfg, droot)
 			mustCtl(t, filepath.Join(m.dir, "ctl"), "create "+id+" cwd=/srv/append-rate")

@@ -27,8 +27,11 @@ func newSessionOnMount(t *testing.T, mnt, id string) string {
 // configured writer.compression).
 func emptyStore(t *testing.T, compression string) (store, cfg string) {
 	t.Helper()
-	base := t.TempDir()
-	return filepath.Join(base, "sessions"), writeConfig(t, "[writer]\ncompression = %q\nbatch_window = \"50ms\"\n", compression)
+	store = filepath.Join(t.TempDir(), "sessions")
+	if err := os.Mkdir(store, 0o700); err != nil { // a STORE named on the command line must exist
+		t.Fatal(err)
+	}
+	return store, writeConfig(t, "[writer]\ncompression = %q\nbatch_window = \"50ms\"\n", compression)
 }
 
 func eachCompression(t *testing.T, fn func(t *testing.T, store, cfg string)) {

@@ -110,6 +110,9 @@ func TestWriteENOSPC(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	store := filepath.Join(dir, "sessions")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cfg := writeConfig(t, "[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\n")
 	m := startMount(t, "--config", cfg, store)
 	s := newSessionOnMount(t, m.dir, "s")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,7 +56,7 @@ func TestHostileStore(t *testing.T) {
 				}
 			}
 			// the CLI, in at most 1 GiB of address space, within the run deadline
-			r := run(t, "", "bash", "-c", `ulimit -v 1048576; exec "$0" check --json "$1"`, dshfsBin(t), store)
+			r := runLimited(t, "check", "--json", store)
 			if r.code != 1 {
 				t.Fatalf("check: exit %d %s", r.code, r.stderr)
 			}
@@ -71,7 +73,7 @@ func TestHostileStore(t *testing.T) {
 					t.Errorf("check of %s: %q, want %q", id, got[id], want)
 				}
 			}
-			if r := run(t, "", "bash", "-c", `ulimit -v 1048576; exec "$0" ls "$1"`, dshfsBin(t), store); r.code != 0 || len(lines(r.stdout)) != len(c.want) {
+			if r := runLimited(t, "ls", store); r.code != 0 || len(lines(r.stdout)) != len(c.want) {
 				t.Errorf("ls: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
 			// the mount: every session listed, status.json served, nothing read through a link out of the root
@@ -97,4 +99,91 @@ func TestHostileStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runtimeInitOOM matches the Go runtime failing to reserve its first heap arena under RLIMIT_AS, which
+// happens now and then at start-up whatever the program does (a few MB in use): it says nothing about what
+// dshfs would allocate, so such a run is repeated. An out-of-memory with more in use is a real failure.
+var runtimeInitOOM = regexp.MustCompile(`runtime: out of memory: cannot allocate \d+-byte block \((\d+) in use\)`)
+
+// runLimited runs dshfs with `ulimit -v 1G` (1 GiB of address space), retrying start-up failures of the
+// runtime itself.
+func runLimited(t *testing.T, args ...string) result {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		r := run(t, "", "bash", append([]string{"-c", `ulimit -v 1048576; exec "$@"`, "bash", dshfsBin(t)}, args...)...)
+		m := runtimeInitOOM.FindSubmatch(r.stderr)
+		if m == nil || attempt == 4 {
+			return r
+		}
+		if inUse, _ := strconv.Atoi(string(m[1])); inUse > 64<<20 {
+			return r
+		}
+	}
+}
+
+// TestMountMistakes: a mountpoint that is the store, inside it or containing it, a regular file, or a
+// non-empty directory is refused with exit 2 before anything is mounted (nothing left in /proc/mounts);
+// a mountpoint left dead by a SIGKILLed dshfs is cleared and mounted again.
+func TestMountMistakes(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(base, "store")
+	if err := os.MkdirAll(filepath.Join(store, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(base, "file")
+	full := filepath.Join(base, "full")
+	os.WriteFile(file, []byte("x"), 0o644)
+	os.MkdirAll(full, 0o755)
+	os.WriteFile(filepath.Join(full, "keep.txt"), []byte("x"), 0o644)
+	for _, c := range []struct{ what, store, mnt, want string }{
+		{"the store itself", store, store, "is the store itself"},
+		{"inside the store", store, filepath.Join(store, "sub"), "lies inside the store"},
+		{"containing the store", store, base, "lies inside the mountpoint"},
+		{"a regular file", store, file, "is not a directory"},
+		{"a non-empty directory", store, full, "is not empty"},
+	} {
+		r := run(t, "", dshfsBin(t), "mount", c.store, c.mnt)
+		if r.code != 2 || !strings.Contains(string(r.stderr), c.want) {
+			t.Errorf("mount onto %s: exit %d %q, want %q", c.what, r.code, r.stderr, c.want)
+		}
+		if e, ok := mountEntry(t, c.mnt); ok {
+			t.Errorf("mount onto %s left %s", c.what, e)
+			syscall.Unmount(c.mnt, syscall.MNT_DETACH)
+		}
+	}
+	// --nonempty mounts over a non-empty directory
+	m := startMountAt(t, full, nil, []string{dshfsBin(t), "mount", "--nonempty", "--read-only", store, full})
+	m.stop(t)
+	// a dead mount left by SIGKILL is detected and cleared by the next mount
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	m = startMountAt(t, mnt, nil, []string{dshfsBin(t), "mount", "--read-only", store, mnt})
+	// kill it once it serves (a kill while go-fuse still probes its own fresh mount leaves the process stuck
+	// in the kernel until the mount is aborted)
+	mustRun(t, "ls", filepath.Join(mnt, "sessions"))
+	m.cmd.Process.Kill()
+	<-m.done
+	if _, err := os.Stat(mnt); err == nil || !strings.Contains(err.Error(), "not connected") {
+		t.Fatalf("after SIGKILL the mountpoint is not dead: %v", err)
+	}
+	m2 := startMountAt(t, mnt, nil, []string{dshfsBin(t), "mount", "--read-only", store, mnt})
+	// the dead mount's entry satisfied startMountAt: wait for the new one to say it is mounted
+	waitFor(t, "the new mount", func() (bool, string) {
+		if m2.exited() {
+			t.Fatalf("the new mount exited: %v\n%s", m2.err, m2.log)
+		}
+		return strings.Contains(m2.log.String(), "msg=mounted"), m2.log.String()
+	})
+	if !strings.Contains(m2.log.String(), "dead dshfs mount") {
+		t.Errorf("the new mount does not say it cleared the dead one:\n%s", m2.log)
+	}
+	if _, err := os.ReadDir(filepath.Join(mnt, "sessions")); err != nil {
+		t.Errorf("the new mount does not serve: %v", err)
+	}
+	m2.stop(t)
 }

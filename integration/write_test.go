@@ -168,8 +168,10 @@ func TestWriteAwkwardIDs(t *testing.T) {
 // write are kept in a sidecar named in status.json, and after `rescan` writing works again.
 func TestWriteForeignWriter(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	store := filepath.Join(base, "sessions")
+	store := filepath.Join(t.TempDir(), "sessions")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	// no write-behind batch during the test: only the explicit flushes write
 	cfg := writeConfig(t, "[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\n")
 	m := startMount(t, "--config", cfg, store)

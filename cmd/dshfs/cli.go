@@ -24,7 +24,7 @@ const (
 )
 
 const usage = `usage:
-  dshfs mount [--config FILE] [--read-only] [--allow-other] [--demo] [STORE] MOUNTPOINT
+  dshfs mount [--config FILE] [--read-only] [--allow-other] [--nonempty] [--demo] [STORE] MOUNTPOINT
   dshfs demo DIR                       (writes DIR/sessions and DIR/spill)
   dshfs ls [--config FILE] [--json] STORE
   dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
@@ -34,6 +34,7 @@ const usage = `usage:
   dshfs resume [--config FILE] STORE ID
   dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
   dshfs convert SRC DST                (not built yet)
+  dshfs version | dshfs help [CMD] | dshfs CMD --help
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
 jsonl+raw:PATH (uncompressed), sqlite:PATH (not built yet).
@@ -41,6 +42,18 @@ VIEW: events (default) | raw | header | status | surface | messages | shadowed |
 turn:N | trace:SEQ | compactions | prunes | spill
 mount's default STORE: the config's store, else $DSH_HOME/sessions, else ~/.dsh/sessions.
 `
+
+// isSQLite reports whether a file starts with SQLite's 16-byte header.
+func isSQLite(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [16]byte
+	n, _ := io.ReadFull(f, head[:])
+	return n == 16 && string(head[:]) == "SQLite format 3\x00"
+}
 
 // usageError is a command-line mistake: exit 2 with the usage text.
 type usageError struct{ msg string }
@@ -56,6 +69,7 @@ type opts struct {
 	readOnly   bool
 	allowOther bool
 	demo       bool
+	nonempty   bool
 	cwd        string
 }
 
@@ -104,6 +118,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.demo = true
 		case "cwd":
 			o.cwd = val
+		case "nonempty":
+			o.nonempty = true
 		}
 	}
 	return o, pos, nil
@@ -119,13 +135,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	var code int
 	var err error
+	if _, known := commandHelp[args[0]]; known && wantsHelp(args[1:]) {
+		if err := printHelp(out, args[0]); err != nil {
+			fmt.Fprintf(stderr, "dshfs: %s\n", err)
+			return exitUsageErr
+		}
+		return exitOK
+	}
 	switch args[0] {
 	case "ls":
-		code, err = cmdLs(ctx, args[1:], out)
+		code, err = cmdLs(ctx, args[1:], out, stderr)
 	case "cat":
 		code, err = cmdCat(ctx, args[1:], out)
 	case "check":
-		code, err = cmdCheck(ctx, args[1:], out)
+		code, err = cmdCheck(ctx, args[1:], out, stderr)
 	case "mount":
 		code, err = cmdMount(args[1:], stderr)
 	case "demo":
@@ -142,8 +165,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("dshfs %s: not built yet (see README: what works so far)", args[0])
 		code = exitUsageErr
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+		cmd := ""
+		if len(args) > 1 {
+			cmd = args[1]
+		}
+		err = printHelp(out, cmd)
+	case "version", "--version":
+		fmt.Fprint(out, versionText())
 	default:
 		err = &usageError{fmt.Sprintf("unknown command %q", args[0])}
 	}
@@ -180,6 +208,43 @@ func expandHome(p string) string {
 	return p
 }
 
+// openExisting is openStore for commands that read a store: a STORE that does not exist is an error (a
+// mistyped path must not pass as an empty store).
+func openExisting(spec string, cfg config.Config) (*eventstore.Store, error) {
+	st, err := openStore(spec, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if root := storeRoot(st); root != "" {
+		if _, err := os.Stat(root); err != nil {
+			return nil, fmt.Errorf("store %s: %w", root, errors.Unwrap(err))
+		}
+	}
+	return st, nil
+}
+
+// storeRoot is the absolute root of a directory store ("" for other backends).
+func storeRoot(st *eventstore.Store) string {
+	if r, ok := st.Backend().(interface{ Root() string }); ok {
+		return r.Root()
+	}
+	return ""
+}
+
+// warnEmpty says so on stderr when a listing found nothing at all: a directory without the store layout
+// is most often the wrong directory (DIR instead of DIR/sessions after `dshfs demo DIR`).
+func warnEmpty(stderr io.Writer, st *eventstore.Store, l eventstore.Listing) {
+	if len(l.Entries) > 0 || len(l.RootErrors) > 0 {
+		return
+	}
+	root := storeRoot(st)
+	hint := ""
+	if fi, err := os.Stat(filepath.Join(root, "sessions")); err == nil && fi.IsDir() {
+		hint = " (did you mean " + filepath.Join(root, "sessions") + "?)"
+	}
+	fmt.Fprintf(stderr, "dshfs: warning: %s holds no sessions%s\n", root, hint)
+}
+
 // openStore resolves a STORE argument (DESIGN.md §6) to a Store; a JSONL root holding no session yet gets
 // the configured writer.compression.
 func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
@@ -197,6 +262,8 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	if kind == "" {
 		fi, err := os.Stat(path)
 		switch {
+		case err == nil && fi.Mode().IsRegular() && !isSQLite(path):
+			return nil, fmt.Errorf("store %s is a file, not a store: give the store's root directory (the one holding --<project>--/<session>/ directories), or a SQLite database", path)
 		case err == nil && fi.Mode().IsRegular():
 			kind = "sqlite"
 		case err == nil && !fi.IsDir():

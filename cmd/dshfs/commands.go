@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/dshfs/dshfs/views"
 )
 
-func cmdLs(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+func cmdLs(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writer) (int, error) {
 	o, pos, err := parseArgs(args, map[string]bool{"config": true, "json": true})
 	if err != nil {
 		return exitUsageErr, err
@@ -26,7 +27,7 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
 	if err != nil {
 		return exitUsageErr, err
 	}
-	st, err := openStore(pos[0], cfg)
+	st, err := openExisting(pos[0], cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -34,6 +35,7 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
 	if err != nil {
 		return exitUsageErr, err
 	}
+	warnEmpty(stderr, st, l)
 	for _, e := range l.Entries {
 		if o.json {
 			header := event.Value{}
@@ -62,9 +64,28 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
 			created = strconv.FormatInt(h.CreatedAt, 10)
 			cwd, parent = optString(h.Cwd), optString(h.ParentSession)
 		}
-		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", e.ID, state, created, cwd, parent)
+		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", textField(e.ID), state, created, textField(cwd), textField(parent))
+	}
+	// root errors do not hide the sessions, but they are findings: reported as check reports them
+	for _, r := range l.RootErrors {
+		fmt.Fprintf(stderr, "dshfs: root error: %s\n", textField(r.Message))
+	}
+	if len(l.RootErrors) > 0 {
+		return exitFound, nil
 	}
 	return exitOK, nil
+}
+
+// textField makes a data-derived string safe for one tab-separated line: control characters (a newline or
+// a tab in an id) are written as JSON escapes, so one session stays one line.
+func textField(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			q := string(event.Stringify(event.String(s)))
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
 }
 
 func optString(v *event.Value) string {
@@ -103,7 +124,7 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if !ok {
 		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q (events, raw, header, status, surface, messages, shadowed, event:SEQ, turn:N, trace:SEQ, compactions, prunes, spill)", o.view)}
 	}
-	st, err := openStore(pos[0], cfg)
+	st, err := openExisting(pos[0], cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -131,7 +152,7 @@ func failCode(err error) int {
 	return exitFound
 }
 
-func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+func cmdCheck(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writer) (int, error) {
 	o, pos, err := parseArgs(args, map[string]bool{"config": true, "json": true})
 	if err != nil {
 		return exitUsageErr, err
@@ -143,7 +164,7 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 	if err != nil {
 		return exitUsageErr, err
 	}
-	st, err := openStore(pos[0], cfg)
+	st, err := openExisting(pos[0], cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -155,7 +176,10 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 			if id != nil {
 				name = *id
 			}
-			fmt.Fprintf(out, "%s\t%s\t%s\n", name, kind, msg)
+			if id != nil {
+				name = textField(name)
+			}
+			fmt.Fprintf(out, "%s\t%s\t%s\n", name, kind, textField(msg))
 			return
 		}
 		idv := event.Value{}
@@ -170,10 +194,14 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 	}
 	checkOne := func(id string) {
 		if _, err := st.Inspect(ctx, id); err != nil {
-			if eventstore.Classify(err) == eventstore.KindIO || eventstore.IsNotFound(err) {
+			kind := string(eventstore.Classify(err))
+			if eventstore.IsNotFound(err) {
+				kind = "missing" // not a finding about a session: there is none
+			}
+			if kind == string(eventstore.KindIO) || kind == "missing" {
 				ioErr = true
 			}
-			report(&id, string(eventstore.Classify(err)), err.Error())
+			report(&id, kind, err.Error())
 		}
 	}
 	if len(pos) > 1 {
@@ -185,6 +213,7 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer) (int, error
 		if err != nil {
 			return exitUsageErr, err
 		}
+		warnEmpty(stderr, st, l)
 		// Findings are buffered on stdout and printed at the end, so the bar on stderr never interleaves
 		// with them on a terminal.
 		bar := newProgress(os.Stderr, "checked", len(l.Entries))

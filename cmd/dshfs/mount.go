@@ -17,7 +17,7 @@ import (
 
 // cmdMount mounts a store and serves it in the foreground until a signal (DESIGN.md §6).
 func cmdMount(args []string, stderr io.Writer) (int, error) {
-	o, pos, err := parseArgs(args, map[string]bool{"config": true, "read-only": true, "allow-other": true, "demo": true})
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "read-only": true, "allow-other": true, "demo": true, "nonempty": true})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -26,9 +26,10 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		return exitUsageErr, err
 	}
 	var storeSpec, mountpoint string
+	defaultStore := false
 	switch {
 	case len(pos) == 1:
-		storeSpec, mountpoint = cfg.Store, pos[0]
+		storeSpec, mountpoint, defaultStore = cfg.Store, pos[0], true
 	case len(pos) == 2 && !o.demo:
 		storeSpec, mountpoint = pos[0], pos[1]
 	case len(pos) == 2 && o.demo:
@@ -60,20 +61,31 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		roots = spill.NewRoots(append(append([]string(nil), cfg.Spill.Roots...), filepath.Join(dir, "spill")))
 		log.Info("demo store", "dir", dir)
 	}
-	st, err := openStore(storeSpec, cfg)
+	open := openExisting
+	if defaultStore || o.demo {
+		open = openStore // the default store may not exist yet: an absent root is an empty store
+	}
+	st, err := open(storeSpec, cfg)
 	if err != nil {
 		return exitUsageErr, err
 	}
-	f, err := dfs.New(dfs.Options{Store: st, Root: storeSpec, Config: cfg, Spill: roots, Log: log})
+	root := storeRoot(st)
+	if _, err := os.Stat(root); err != nil && defaultStore {
+		log.Info("the default store does not exist yet: serving it as an empty store", "store", root)
+	} else if l, err := st.List(context.Background()); err == nil {
+		warnEmpty(stderr, st, l)
+	}
+	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: roots, Log: log})
 	if err != nil {
 		return exitUsageErr, err
 	}
-	if _, err := os.Stat(mountpoint); os.IsNotExist(err) {
-		// A missing mountpoint is created (and removed again after unmounting), so the quick start needs
-		// no mkdir.
-		if err := os.MkdirAll(mountpoint, 0o755); err != nil {
-			return exitUsageErr, err
-		}
+	// A missing mountpoint is created (and removed again after unmounting), so the quick start needs no
+	// mkdir; every mistake is refused before anything is mounted.
+	mountpoint, created, err := prepareMountpoint(root, mountpoint, o.nonempty, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) })
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if created {
 		defer os.Remove(mountpoint)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,10 +16,11 @@ import (
 // of a directory on its path) are followed only when the target stays inside the store root (a link to
 // /etc/shadow or /dev/zero is refused, not read), the open never waits (O_NONBLOCK: a FIFO would otherwise
 // hang the open until a writer appears), and anything but a regular file — FIFO, device, socket, directory —
-// is refused after an fstat. Every refusal is an *eventstore.IOError naming the artifact and why.
+// is refused after an fstat. A refusal names the artifact and why; it is a store that cannot hold a log
+// (reported like corruption), not a failure to read, which stays an *eventstore.IOError.
 func (b *Backend) openArtifact(path string) (*os.File, fs.FileInfo, error) {
 	refuse := func(why string) (*os.File, fs.FileInfo, error) {
-		return nil, nil, &eventstore.IOError{Err: fmt.Errorf("session artifact %s %s", jsonString(path), why)}
+		return nil, nil, fmt.Errorf("session artifact %s %s", jsonString(path), why)
 	}
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {

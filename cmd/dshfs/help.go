@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Version is this build's version; HarnessRelease the harness release whose formats it reads and writes.
+const (
+	Version        = "0.2.0-dev"
+	HarnessRelease = "dsh-0.1.0-rc.8"
+)
+
+// commandHelp is each command's synopsis and what it does, for `dshfs help CMD` and `dshfs CMD --help`.
+var commandHelp = map[string]string{
+	"mount": `dshfs mount [--config FILE] [--read-only] [--allow-other] [--nonempty] [--demo] [STORE] MOUNTPOINT
+Mounts STORE at MOUNTPOINT and serves it in the foreground until SIGINT/SIGTERM (which flushes live sessions,
+then unmounts; a second signal detaches). Writable unless --read-only: sessions/<id>/append takes events,
+ctl files take commands (see the mount's README). STORE defaults to the config's store, else
+$DSH_HOME/sessions, else ~/.dsh/sessions. --demo mounts a demo store built in a temp dir.`,
+	"demo": `dshfs demo DIR
+Writes a demo store to DIR/sessions (a clean session, a crashed one, a compacted one, a fork pair, one citing a
+spilled tool result) and its spill file under DIR/spill.`,
+	"ls": `dshfs ls [--config FILE] [--json] STORE
+Lists the store's sessions from their headers: id, state (ok|refused), createdAt, cwd, parentSession; --json
+prints {id, projectDir, revision, header, refusal} objects.`,
+	"cat": `dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
+Prints one view of a session, byte for byte what the mount's file holds. VIEW: events (default) | raw | header |
+status | surface | messages | shadowed | event:SEQ | turn:N | trace:SEQ | compactions | prunes | spill.
+--inspect computes every view over the harness's in-memory crash repair.`,
+	"check": `dshfs check [--config FILE] [--json] STORE [ID...]
+Validates sessions as the harness's loader does (never repairing): one line per refused or corrupt session and
+per root error. Exit 0: every session opens in the harness; 1: something was refused; 2: an id is missing or
+the store cannot be read.`,
+	"append": `dshfs append [--config FILE] STORE ID [FILE|-]
+Appends newline-delimited events ({"type":…,"data":…} plus optional seq, time, surfaceOp, sourceEventSeqs,
+ignorable) from FILE or stdin: all accepted together or none, then flushed and released. A session ending inside
+an open turn must be resumed first.`,
+	"create": `dshfs create [--config FILE] [--cwd DIR] STORE [ID]
+Publishes a header-only session at once (default id: a new UUIDv4); the harness lists and opens it.`,
+	"resume": `dshfs resume [--config FILE] STORE ID
+The harness's resume: commits the crash repair (torn bytes kept in a sidecar, the interrupted closers) and a
+session/end-seed.`,
+	"fork": `dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
+The harness's fork: a child holding the parent's events 0..BOUNDARY (default: the last) and a session/end-seed,
+with parentSession and seedLength in its header. Refused inside an open turn (OPEN_TURN).`,
+	"version": `dshfs version
+Prints dshfs's version, the harness release and the session format version it reads and writes.`,
+	"help": `dshfs help [CMD]
+Prints the usage of every command, or of CMD.`,
+}
+
+// printHelp writes one command's help, or the whole usage.
+func printHelp(w io.Writer, cmd string) error {
+	if cmd == "" {
+		_, err := fmt.Fprint(w, usage)
+		return err
+	}
+	h, ok := commandHelp[cmd]
+	if !ok {
+		var names []string
+		for n := range commandHelp {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return &usageError{fmt.Sprintf("no command %q (commands: %s)", cmd, strings.Join(names, ", "))}
+	}
+	_, err := fmt.Fprintln(w, h)
+	return err
+}
+
+// wantsHelp reports whether a command's arguments ask for its help.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--help" || a == "-h" {
+			return true
+		}
+	}
+	return false
+}
+
+func versionText() string {
+	return fmt.Sprintf("dshfs %s (reads and writes DeepSeek Harness %s session stores, format version %d)\n",
+		Version, HarnessRelease, event.FormatVersion)
+}

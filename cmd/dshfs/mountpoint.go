@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// prepareMountpoint checks a MOUNTPOINT before anything is mounted, so that a mistake is refused with the
+// reason and never leaves a dead mount behind (DESIGN.md §6): it must not be the store, lie inside it or
+// contain it (readers of either would loop through the mount), must be a directory, and must be empty
+// unless nonempty. A mountpoint left dead by a killed dshfs ("transport endpoint is not connected") is
+// cleared first. A missing one is created; created reports that, so the caller removes it afterwards.
+func prepareMountpoint(store, mountpoint string, nonempty bool, logf func(string, ...any)) (abs string, created bool, err error) {
+	abs, err = filepath.Abs(mountpoint)
+	if err != nil {
+		return "", false, err
+	}
+	if err := clearDeadMount(abs, logf); err != nil {
+		return "", false, err
+	}
+	if store != "" {
+		s, m := resolved(store), resolved(abs)
+		switch {
+		case s == m:
+			return "", false, fmt.Errorf("mountpoint %s is the store itself: mount it somewhere else", abs)
+		case within(m, s):
+			return "", false, fmt.Errorf("mountpoint %s lies inside the store %s: mount it outside the store", abs, s)
+		case within(s, m):
+			return "", false, fmt.Errorf("the store %s lies inside the mountpoint %s: the mount would hide it; mount elsewhere", s, abs)
+		}
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case os.IsNotExist(err):
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return "", false, err
+		}
+		return abs, true, nil
+	case err != nil:
+		return "", false, err
+	case !fi.IsDir():
+		return "", false, fmt.Errorf("mountpoint %s is not a directory", abs)
+	}
+	if !nonempty {
+		ents, err := os.ReadDir(abs)
+		if err != nil {
+			return "", false, err
+		}
+		if len(ents) > 0 {
+			return "", false, fmt.Errorf("mountpoint %s is not empty (it holds %s): mounting would hide its files; give an empty directory, or --nonempty to mount over it anyway (did you mean it as STORE?)", abs, ents[0].Name())
+		}
+	}
+	return abs, false, nil
+}
+
+// resolved is a path with its symlinks resolved as far as they exist.
+func resolved(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	return abs
+}
+
+// within reports whether p lies strictly inside dir.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// clearDeadMount detects a mount whose server died (stat fails with ENOTCONN) and, when /proc/mounts says
+// it was a dshfs mount, unmounts it lazily; anything else is left alone with instructions.
+func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(mountpoint, &st); !errors.Is(err, syscall.ENOTCONN) {
+		return nil
+	}
+	mounts, _ := os.ReadFile("/proc/mounts")
+	dshfs := false
+	for _, line := range strings.Split(string(mounts), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && unescapeMountPath(f[1]) == mountpoint && f[2] == "fuse.dshfs" {
+			dshfs = true
+		}
+	}
+	how := "fusermount3 -u -z " + mountpoint
+	if os.Geteuid() == 0 {
+		how = "umount -l " + mountpoint
+	}
+	if !dshfs {
+		return fmt.Errorf("mountpoint %s is a dead FUSE mount of another program (transport endpoint is not connected); clear it with: %s", mountpoint, how)
+	}
+	logf("mountpoint %s is a dead dshfs mount (its dshfs was killed): clearing it", mountpoint)
+	var err error
+	if os.Geteuid() == 0 {
+		err = syscall.Unmount(mountpoint, syscall.MNT_DETACH)
+	} else {
+		var out []byte
+		out, err = exec.Command("fusermount3", "-u", "-z", mountpoint).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mountpoint %s is a dead dshfs mount and clearing it failed (%v); clear it with: %s", mountpoint, err, how)
+	}
+	return nil
+}
+
+// unescapeMountPath undoes /proc/mounts' octal escapes (\040 for a space).
+func unescapeMountPath(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var n int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &n); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

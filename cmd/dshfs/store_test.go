@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestStoreMistakes: a missing STORE is an error for commands that read (exit 2), a directory holding no
+// session layout is a warning, a session file given as STORE says what to give instead, a missing id is
+// its own kind, and control characters in ids never break one-line-per-session output.
+func TestStoreMistakes(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope")
+	for _, args := range [][]string{{"ls", missing}, {"check", missing}, {"cat", missing, "x"}} {
+		code, _, stderr := runCLI(args...)
+		if code != 2 || !strings.Contains(stderr, "no such file or directory") {
+			t.Errorf("%v: exit %d %q", args, code, stderr)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "demo", "sessions"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI("ls", filepath.Join(dir, "demo"))
+	if code != 0 || !strings.Contains(stderr, "holds no sessions (did you mean "+filepath.Join(dir, "demo", "sessions")+"?)") {
+		t.Errorf("ls of DIR instead of DIR/sessions: exit %d %q", code, stderr)
+	}
+	file := filepath.Join(dir, "session.jsonl")
+	if err := os.WriteFile(file, []byte(`{"type":"session"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI("ls", file); code != 2 || !strings.Contains(stderr, "is a file, not a store") {
+		t.Errorf("ls of a session file: exit %d %q", code, stderr)
+	}
+	store := filepath.Join(dir, "store")
+	if code, _, stderr := runCLI("create", store, "a\nb\tc"); code != 0 {
+		t.Fatalf("create: %d %s", code, stderr)
+	}
+	code, stdout, _ := runCLI("ls", store)
+	if code != 0 || strings.Count(stdout, "\n") != 1 || !strings.HasPrefix(stdout, `a\nb\tc`+"\t") {
+		t.Errorf("ls of an id with control characters: %q", stdout)
+	}
+	code, stdout, _ = runCLI("check", store, "missing-id")
+	if code != 2 || !strings.HasPrefix(stdout, "missing-id\tmissing\t") {
+		t.Errorf("check of a missing id: exit %d %q", code, stdout)
+	}
+	for _, args := range [][]string{{"version"}, {"help", "fork"}, {"fork", "--help"}, {"mount", "-h"}} {
+		if code, stdout, _ := runCLI(args...); code != 0 || stdout == "" {
+			t.Errorf("%v: exit %d %q", args, code, stdout)
+		}
+	}
+}
