@@ -19,6 +19,7 @@ type Entry struct {
 	HeaderLine []byte        // the first line verbatim (no LF) when it is a JSON object, else nil
 	Revision   string        // opaque change token; "" when the artifact could not be stat'ed
 	ModTime    time.Time     // when the artifact last changed; zero when it could not be stat'ed
+	Owner      *Owner        // the artifact's owner and permission bits; nil when unknown
 	Refusal    error         // why the harness would not list or open this session; nil when listed
 }
 
@@ -49,6 +50,14 @@ type Artifact struct {
 	Token   string
 	ModTime time.Time // when the artifact last changed
 	Size    int64     // physical bytes
+	Owner   *Owner    // nil when the backend has no per-session owner
+}
+
+// Owner is who may read a session's artifact: the mount serves the session's files with these, so that
+// no user reads through dshfs what they could not read in the store.
+type Owner struct {
+	UID, GID uint32
+	Perm     uint32 // permission bits (0o777) of the artifact
 }
 
 // Prefix is what a backend read yields: the stored prefix before any normalization or validation.

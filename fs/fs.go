@@ -68,6 +68,15 @@ func New(opts Options) (*FS, error) {
 	return f, nil
 }
 
+// Owner is a listed session's artifact owner and permission bits.
+func (f *FS) Owner(id string) *eventstore.Owner {
+	l := f.Listing()
+	if i, ok := l.ByID[id]; ok {
+		return l.Entries[i].Owner
+	}
+	return nil
+}
+
 // Listing is the latest listing.
 func (f *FS) Listing() *nodes.Listing { return f.listing.Load() }
 

@@ -64,7 +64,10 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	entry, attr := f.Timeouts()
 	neg := time.Duration(0)
 	readme := Readme
-	var options []string
+	// default_permissions: the kernel checks every access against the owner and mode each node reports,
+	// which for a session's files are its artifact's (with allow_other, nobody reads through the mount what
+	// they could not read in the store)
+	options := []string{"default_permissions"}
 	if f.opts.Config.ReadOnly {
 		options = append(options, "ro")
 		readme += ReadmeReadOnly
@@ -76,6 +79,8 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,
 		NegativeTimeout: &neg,
+		// a mode-000 artifact's files report mode 000, not go-fuse's default 0644
+		NullPermissions: true,
 		UID:             uint32(os.Getuid()),
 		GID:             uint32(os.Getgid()),
 		MountOptions: fuse.MountOptions{

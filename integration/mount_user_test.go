@@ -124,3 +124,63 @@ func testUser(t *testing.T) (uid, gid string) {
 	}
 	return u.Uid, u.Gid
 }
+
+// TestMountPermissions: a root mount with --allow-other serves each session's files with its artifact's
+// owner and read bits, and the kernel enforces them (default_permissions): an unprivileged user reads a
+// world-readable session, gets EACCES for a mode-000 one, and no byte of a link out of the root.
+func TestMountPermissions(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test creates a user and must run as root (as CI does)")
+	}
+	uid, gid := testUser(t)
+	as := []string{"setpriv", "--reuid=" + uid, "--regid=" + gid, "--clear-groups", "--"}
+	store := fixtures.CopyTree(t, fixtures.Path(t, "generated", "zstd"))
+	sessions := fixtures.Sessions(t, store)
+	if len(sessions) < 2 {
+		t.Fatal("the fixture root has fewer than two sessions")
+	}
+	open, closed := sessions[0], sessions[1]
+	artifact := func(name string) string {
+		m, _ := filepath.Glob(filepath.Join(store, "*", name, "session.jsonl.zstd"))
+		if len(m) != 1 {
+			t.Fatalf("artifact of %s: %v", name, m)
+		}
+		return m[0]
+	}
+	mustRun(t, "chmod", "a+rX", store)
+	mustRun(t, "find", store, "-type", "d", "-exec", "chmod", "a+rx", "{}", "+")
+	mustRun(t, "chmod", "0644", artifact(open.EncodedID))
+	mustRun(t, "chmod", "0000", artifact(closed.EncodedID))
+	// t.TempDir's parents are 0700 root: the user needs a world-traversable way to the mountpoint
+	base, err := os.MkdirTemp("", "dshfs-perm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(base, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startMountAt(t, mnt, nil, []string{dshfsBin(t), "mount", "--read-only", "--allow-other", store, mnt})
+
+	read := func(name string) result {
+		return run(t, "", as[0], append(as[1:], "cat", filepath.Join(mnt, "sessions", name, "events.jsonl"))...)
+	}
+	if r := read(open.EncodedID); r.code != 0 || len(r.stdout) == 0 {
+		t.Errorf("the user cannot read a world-readable session: exit %d %s", r.code, r.stderr)
+	}
+	if r := read(closed.EncodedID); r.code == 0 || !strings.Contains(string(r.stderr), "Permission denied") || len(r.stdout) != 0 {
+		t.Errorf("the user read a mode-000 session: exit %d %q (%d bytes)", r.code, r.stderr, len(r.stdout))
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(mnt, "sessions", closed.EncodedID, "events.jsonl"), &st); err != nil || st.Mode&0o777 != 0 {
+		t.Errorf("the mode-000 session's events.jsonl reports mode %o (%v)", st.Mode&0o777, err)
+	}
+	// root still reads everything, as it reads the store
+	if r := run(t, "", "cat", filepath.Join(mnt, "sessions", closed.EncodedID, "events.jsonl")); r.code != 0 {
+		t.Errorf("root cannot read: %s", r.stderr)
+	}
+}

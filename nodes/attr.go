@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dshfs/dshfs/eventstore"
 )
 
 // ino derives a stable inode number from a node's identity (session id and path inside the tree), so the
@@ -68,6 +70,25 @@ func fillLink(a *fuse.Attr, target string, mtime time.Time, inode uint64) {
 	a.Size = uint64(len(target))
 	a.Ino = inode
 	setTimes(a, mtime)
+}
+
+// applyOwner gives a session's node its artifact's owner and read permission: files keep the artifact's
+// read bits, directories those read bits plus the matching search bits, control files their own mode. With
+// default_permissions the kernel then refuses whoever could not read the artifact itself.
+func applyOwner(a *fuse.Attr, o *eventstore.Owner) {
+	if o == nil {
+		return
+	}
+	a.Uid, a.Gid = o.UID, o.GID
+	read := o.Perm & 0o444
+	switch a.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		a.Mode = syscall.S_IFDIR | read | read>>2
+	case syscall.S_IFREG:
+		if a.Mode&0o222 == 0 { // a view; ctl and append keep their write modes
+			a.Mode = syscall.S_IFREG | read
+		}
+	}
 }
 
 // entryTimes applies the configured kernel cache timeouts to a lookup answer.

@@ -26,6 +26,7 @@ type dir struct {
 	noXattr
 	src   Source
 	ino   uint64
+	sess  string // the session whose owner the directory takes; "" above the sessions
 	what  string
 	mtime func(ctx context.Context) time.Time
 	list  func(ctx context.Context) ([]child, error)
@@ -40,6 +41,9 @@ var (
 
 func (d *dir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	fillDir(&out.Attr, d.mtime(ctx), d.ino)
+	if d.sess != "" {
+		applyOwner(&out.Attr, d.src.Owner(d.sess))
+	}
 	_, attr := d.src.Timeouts()
 	out.SetTimeout(attr)
 	return 0

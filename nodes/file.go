@@ -18,6 +18,7 @@ type file struct {
 	noXattr
 	src    Source
 	ino    uint64
+	sess   string // the session whose owner the file takes; "" for the store's own files
 	what   string // for the log: which file failed
 	get    func(ctx context.Context) (Rendered, error)
 	kernel *kernelView
@@ -82,6 +83,9 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return syscall.EIO
 	}
 	fillFile(&out.Attr, int64(len(r.Data)), r.ModTime, f.ino)
+	if f.sess != "" {
+		applyOwner(&out.Attr, f.src.Owner(f.sess))
+	}
 	f.kernel.reported(f.ino, int64(len(r.Data)))
 	_, attr := f.src.Timeouts()
 	out.SetTimeout(attr)

@@ -36,6 +36,9 @@ type Source interface {
 	Logf(format string, args ...any)
 	// Writer is the write side; nil on a read-only mount (ctl and append are absent then).
 	Writer() Writer
+	// Owner is the owner and permission bits of a session's artifact (nil when unknown): the session's
+	// files are served with them, and the kernel enforces them (default_permissions).
+	Owner(id string) *eventstore.Owner
 }
 
 // Rendered is one view's bytes and the time of the last change it covers.

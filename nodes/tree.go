@@ -34,10 +34,10 @@ func (t *tree) rootDir() *dir {
 	d := &dir{src: t.src, ino: 1, what: "/", mtime: t.storeTime}
 	d.list = func(ctx context.Context) ([]child, error) {
 		return []child{
-			t.fileChild("README", ino("/README"), "README", func(context.Context) (Rendered, error) {
+			t.fileChild("", "README", ino("/README"), "README", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.readme, ModTime: t.src.Listing().ModTime}, nil
 			}),
-			t.fileChild("status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
+			t.fileChild("", "status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.src.StoreStatus(), ModTime: t.src.Listing().ModTime}, nil
 			}),
 			t.dirChild("sessions", ino("/sessions"), func() fs.InodeEmbedder {
@@ -69,20 +69,21 @@ func appendCtl(list func(ctx context.Context) ([]child, error), ctl func() child
 // ctlChild is a control file: a session's (id) or the store's (id "").
 func (t *tree) ctlChild(id string, inode uint64, mtime func(context.Context) time.Time) child {
 	return child{name: "ctl", mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &ctlFile{control{w: t.src.Writer(), id: id, ino: inode, mode: modeCtl, mtime: mtime}}
+		return &ctlFile{control{src: t.src, w: t.src.Writer(), id: id, ino: inode, mode: modeCtl, mtime: mtime}}
 	}}
 }
 
 func (t *tree) appendChild(id string, mtime func(context.Context) time.Time) child {
 	inode := ino(id, "append")
 	return child{name: "append", mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &appendFile{control{w: t.src.Writer(), id: id, ino: inode, mode: modeAppend, mtime: mtime}}
+		return &appendFile{control{src: t.src, w: t.src.Writer(), id: id, ino: inode, mode: modeAppend, mtime: mtime}}
 	}}
 }
 
-func (t *tree) fileChild(name string, inode uint64, what string, get func(context.Context) (Rendered, error)) child {
+// fileChild is a regular file; sess names the session whose owner it takes ("" for the store's files).
+func (t *tree) fileChild(sess, name string, inode uint64, what string, get func(context.Context) (Rendered, error)) child {
 	return child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &file{src: t.src, ino: inode, what: what, get: get, kernel: &t.kernel}
+		return &file{src: t.src, ino: inode, sess: sess, what: what, get: get, kernel: &t.kernel}
 	}}
 }
 
@@ -193,7 +194,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 		}
 		return e.ModTime
 	}
-	return &dir{src: t.src, ino: ino(id), what: "sessions/" + name, mtime: mtime,
+	return &dir{src: t.src, ino: ino(id), sess: id, what: "sessions/" + name, mtime: mtime,
 		list: func(ctx context.Context) ([]child, error) {
 			refusal, err := t.src.Refusal(ctx, id)
 			if err != nil {
@@ -204,7 +205,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 				if refusal != nil && !refusedFiles[f.name] {
 					continue
 				}
-				kids = append(kids, t.fileChild(f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
+				kids = append(kids, t.fileChild(id, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
 			}
 			if refusal != nil {
 				return kids, nil
@@ -298,7 +299,7 @@ type item struct {
 func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Session) ([]child, error),
 	find func(it item, s *views.Session, name string) (child, bool)) *dir {
 	it := item{t: t, id: id, sname: sname, dir: name}
-	d := &dir{src: t.src, ino: ino(id, name), what: "sessions/" + sname + "/" + name, mtime: t.sessionTime(id),
+	d := &dir{src: t.src, ino: ino(id, name), sess: id, what: "sessions/" + sname + "/" + name, mtime: t.sessionTime(id),
 		list: func(ctx context.Context) ([]child, error) {
 			s, err := t.loaded(ctx, id)
 			if err != nil {
@@ -321,7 +322,7 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 
 // file is one file of this directory; key identifies it for its inode number.
 func (it item) file(name, key string, get func(context.Context) (Rendered, error)) child {
-	return it.t.fileChild(name, ino(it.id, it.dir, key), "sessions/"+it.sname+"/"+it.dir+"/"+name, get)
+	return it.t.fileChild(it.id, name, ino(it.id, it.dir, key), "sessions/"+it.sname+"/"+it.dir+"/"+name, get)
 }
 
 // event is a file holding one event line (events/, surface/, shadowed/ all serve event:SEQ).
@@ -470,7 +471,7 @@ func (t *tree) compaction(ctx context.Context, id, cid string) (Rendered, error)
 
 // forksDir links the sessions whose header names this one as parent (from the listing alone).
 func (t *tree) forksDir(id, sname string) *dir {
-	return &dir{src: t.src, ino: ino(id, "forks"), what: "sessions/" + sname + "/forks", mtime: t.sessionTime(id),
+	return &dir{src: t.src, ino: ino(id, "forks"), sess: id, what: "sessions/" + sname + "/forks", mtime: t.sessionTime(id),
 		list: func(ctx context.Context) ([]child, error) {
 			l := t.src.Listing()
 			var kids []child

@@ -63,6 +63,7 @@ const (
 type control struct {
 	fs.Inode
 	noXattr
+	src   Source
 	w     Writer
 	id    string // the session; "" for the store's ctl
 	ino   uint64
@@ -73,6 +74,9 @@ type control struct {
 func (c *control) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	fillFile(&out.Attr, 0, c.mtime(ctx), c.ino)
 	out.Attr.Mode = c.mode
+	if c.id != "" {
+		applyOwner(&out.Attr, c.src.Owner(c.id))
+	}
 	out.SetTimeout(0)
 	return 0
 }

@@ -223,6 +223,7 @@ func artifactOf(fi fs.FileInfo) eventstore.Artifact {
 	}
 	a.Token = fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size,
 		st.Mtim.Sec*1e9+st.Mtim.Nsec, st.Ctim.Sec*1e9+st.Ctim.Nsec)
+	a.Owner = &eventstore.Owner{UID: st.Uid, GID: st.Gid, Perm: uint32(fi.Mode().Perm())}
 	return a
 }
 
@@ -538,13 +539,13 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 		e.Refusal = err
 		return e
 	}
-	e.Revision, e.ModTime = art.Token, art.ModTime
+	e.Revision, e.ModTime, e.Owner = art.Token, art.ModTime, art.Owner
 	file := fileIdentity(art.Token)
 	b.hmu.Lock()
 	c, ok := b.headers[path]
 	b.hmu.Unlock()
 	if ok && c.file == file {
-		c.entry.Revision, c.entry.ModTime = art.Token, art.ModTime
+		c.entry.Revision, c.entry.ModTime, c.entry.Owner = art.Token, art.ModTime, art.Owner
 		return c.entry
 	}
 	e = b.readEntry(e, path, id, decoded)
