@@ -187,3 +187,47 @@ func TestMountMistakes(t *testing.T) {
 	}
 	m2.stop(t)
 }
+
+// TestRefusedStaysWalkable: sessions refused at the header in every way (an empty file, no newline, not
+// UTF-8, nesting too deep, not an object, a directory, a FIFO) list only the files that can be served, so
+// `grep -r` and `rsync -a` over the mount exit as they would over a plain directory.
+func TestRefusedStaysWalkable(t *testing.T) {
+	t.Parallel()
+	store := filepath.Join(t.TempDir(), "sessions")
+	for id, make := range map[string]func(p string) error{
+		"empty":    func(p string) error { return os.WriteFile(p, nil, 0o644) },
+		"no-lf":    func(p string) error { return os.WriteFile(p, []byte(`{"type":"session"`), 0o644) },
+		"not-utf8": func(p string) error { return os.WriteFile(p, []byte("\xff\xfe\n"), 0o644) },
+		"deep":     func(p string) error { return os.WriteFile(p, []byte(strings.Repeat("[", 100000)+"\n"), 0o644) },
+		"array":    func(p string) error { return os.WriteFile(p, []byte("[1]\n"), 0o644) },
+		"dir":      func(p string) error { return os.Mkdir(p, 0o755) },
+		"fifo":     func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"object":   func(p string) error { return os.WriteFile(p, []byte(`{"type":"other"}`+"\n"), 0o644) },
+	} {
+		dir := filepath.Join(store, "--p--", id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := make(filepath.Join(dir, "session.jsonl")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mnt := mountStore(t, "jsonl+raw:"+store, "--read-only")
+	if r := run(t, "", "grep", "-r", "no-such-text", mnt); r.code != 1 {
+		t.Errorf("grep -r over refused sessions: exit %d\n%s", r.code, r.stderr)
+	}
+	dest := filepath.Join(t.TempDir(), "copy")
+	if r := run(t, "", "rsync", "-a", mnt+"/", dest+"/"); r.code != 0 {
+		t.Errorf("rsync -a over refused sessions: exit %d\n%s", r.code, r.stderr)
+	}
+	for id, want := range map[string]string{
+		"empty": "raw.jsonl status.json", "no-lf": "raw.jsonl status.json", "not-utf8": "raw.jsonl status.json",
+		"deep": "raw.jsonl status.json", "array": "raw.jsonl status.json", "dir": "status.json",
+		"fifo": "status.json", "object": "header.json raw.jsonl status.json",
+	} {
+		got := strings.Fields(string(mustRun(t, "ls", filepath.Join(mnt, "sessions", id))))
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s lists %v, want %s", id, got, want)
+		}
+	}
+}

@@ -205,6 +205,14 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 				if refusal != nil && !refusedFiles[f.name] {
 					continue
 				}
+				if refusal != nil && f.view != views.Status {
+					// a refused session lists header.json and raw.jsonl only when they can be served (a
+					// header that is not JSON, an artifact that cannot be read), so that grep -r and rsync
+					// -a walk it without an error
+					if _, err := t.src.Render(ctx, id, f.view); err != nil {
+						continue
+					}
+				}
 				kids = append(kids, t.fileChild(id, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
 			}
 			if refusal != nil {
