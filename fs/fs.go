@@ -220,8 +220,15 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 	sort.SliceStable(idx, func(a, b int) bool { return names[idx[a]] < names[idx[b]] })
 	for _, i := range idx {
 		e := entries[i]
-		if _, dup := out.ByName[names[i]]; dup {
-			continue // two ids only collide after the 200-byte cap; the first keeps the name
+		if j, dup := out.ByName[names[i]]; dup {
+			// Two entries share a name when their ids collide after the 200-byte cap, or when a stray
+			// directory's raw name decodes to a valid sibling's id: the session the harness opens keeps
+			// the name, else the first.
+			if out.Entries[j].Refusal != nil && e.Refusal == nil {
+				out.Entries[j] = e
+				out.ByID[e.ID] = j
+			}
+			continue
 		}
 		n := len(out.Entries)
 		out.Entries = append(out.Entries, e)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/harness"
 )
 
 // TestHostileStore: a store whose artifacts are a FIFO, a link to /dev/zero, a link to a file outside the
@@ -229,5 +230,52 @@ func TestRefusedStaysWalkable(t *testing.T) {
 		if strings.Join(got, " ") != want {
 			t.Errorf("%s lists %v, want %s", id, got, want)
 		}
+	}
+}
+
+// TestStraySibling: a directory whose raw name (a literal newline) decodes to the id of a valid encoded
+// sibling ("a~000Ab") is refused alone, with the harness's identity text; the valid session reads exactly
+// as the harness's inspect() shows it, in the CLI and in the mount.
+func TestStraySibling(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "none")
+	const id = "a\nb"
+	cli(t, 0, "create", "--cwd", "/p", store, id)
+	in := filepath.Join(t.TempDir(), "turn.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(turnLines(1, 0, false), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, 0, "append", store, id, in)
+	artifact := artifactOf(t, store, "a~000Ab")
+	valid := filepath.Dir(artifact)
+	stray := filepath.Join(filepath.Dir(valid), id)
+	if err := os.Mkdir(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, artifact, filepath.Join(stray, filepath.Base(artifact)))
+
+	r := run(t, "", dshfsBin(t), "check", "--json", store)
+	var refused []struct{ ID, Kind, Message string }
+	for _, l := range lines(r.stdout) {
+		var e struct{ ID, Kind, Message string }
+		if err := json.Unmarshal(l, &e); err != nil {
+			t.Fatal(err)
+		}
+		refused = append(refused, e)
+	}
+	if r.code != 1 || len(refused) != 1 || !strings.Contains(refused[0].Message, `header id "a`) || !strings.Contains(refused[0].Message, "and cwd identify") {
+		t.Fatalf("check: exit %d %+v", r.code, refused)
+	}
+	h := harness.Get(t)
+	answers, err := h.Dump(store, id)
+	if err != nil || len(answers) != 1 || answers[0].Error != "" {
+		t.Fatalf("the harness's inspect() of the valid session: %+v %v", answers, err)
+	}
+	if d := diff(textLines(cli(t, 0, "cat", store, id)), answers[0].Stored); d != "" {
+		t.Errorf("dshfs cat differs from the harness: %s", d)
+	}
+	m := startMount(t, "--read-only", store)
+	if d := diff(textLines(readFile(t, filepath.Join(m.dir, "sessions", "a~000Ab", "events.jsonl"))), answers[0].Stored); d != "" {
+		t.Errorf("the mount's events.jsonl differs from the harness: %s", d)
 	}
 }

@@ -510,14 +510,21 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 			out.Entries = append(out.Entries, e)
 		}
 	}
+	// The same id twice is a duplicate only among sessions the harness would open: a stray directory whose
+	// raw name merely decodes to a sibling's id (a literal newline beside "~000A") is already refused for
+	// its identity and must not take the valid sibling down with it (the harness's inspect() opens that one).
 	for id, idx := range byID {
-		if len(idx) < 2 {
-			continue
-		}
+		var valid []int
 		for _, i := range idx {
 			if out.Entries[i].Refusal == nil {
-				out.Entries[i].Refusal = errors.New(duplicateText(id))
+				valid = append(valid, i)
 			}
+		}
+		if len(valid) < 2 {
+			continue
+		}
+		for _, i := range valid {
+			out.Entries[i].Refusal = errors.New(duplicateText(id))
 		}
 	}
 	return out, nil
