@@ -76,11 +76,12 @@ func within(p, dir string) bool {
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// clearDeadMount detects a mount whose server died (stat fails with ENOTCONN) and, when /proc/mounts says
+// clearDeadMount detects a mount whose server died (statfs fails with ENOTCONN: unlike stat, which the
+// kernel may answer from its attribute cache, statfs always asks the server) and, when /proc/mounts says
 // it was a dshfs mount, unmounts it lazily; anything else is left alone with instructions.
 func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
-	var st syscall.Stat_t
-	if err := syscall.Stat(mountpoint, &st); !errors.Is(err, syscall.ENOTCONN) {
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(mountpoint, &sfs); !errors.Is(err, syscall.ENOTCONN) {
 		return nil
 	}
 	mounts, _ := os.ReadFile("/proc/mounts")
