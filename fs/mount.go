@@ -30,7 +30,7 @@ sessions/<id>/           one directory per session (<id> encoded like the harnes
   shadowed.jsonl, shadowed/ events hidden by compaction or pruning (never deleted)
   trace/<seq>.json       how an event was replaced and what cites it
   compactions/           one file per compaction transaction, prunes.jsonl
-  forks/, parent         lineage links;  spill/  spilled tool output (index.json + present files)
+  forks/, parent         children (links) and the parent id (a file);  spill/  spilled tool output
 by-project/<project>/<id> -> ../../sessions/<id>
 status.json              store status: sessions, refusals, root errors
 

@@ -233,15 +233,11 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 				kids = append(kids, t.ctlChild(id, ino(id, "ctl"), mtime), t.appendChild(id, mtime))
 			}
 			if h := e.Header; h != nil && h.ParentSession != nil && h.ParentSession.Kind == event.KindString {
-				parent := h.ParentSession.Str
-				target := "../" + spill.NameSegment(parent)
-				if l := t.src.Listing(); l != nil {
-					if i, ok := l.ByID[parent]; ok {
-						target = "../" + l.Names[i]
-					}
-				}
-				kids = append(kids, t.linkChild("parent", ino(id, "parent"), target, func() Rendered {
-					return Rendered{ModTime: e.ModTime}
+				// a one-line file naming the parent, not a link: a parent link beside the parent's forks/
+				// link would make diff -r, grep -R and find -L loop (DESIGN.md §4)
+				body := []byte(h.ParentSession.Str + "\n")
+				kids = append(kids, t.fileChild(id, "parent", ino(id, "parent"), base+"/parent", func(context.Context) (Rendered, error) {
+					return Rendered{Data: body, ModTime: e.ModTime}, nil
 				}))
 			}
 			return kids, nil

@@ -342,7 +342,14 @@ func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, e
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	// A lock this process just released can still be held for a moment by a child being forked (it shares
+	// the descriptor until its exec closes it): a holder that is this very process is waited for briefly.
+	for wait := time.Millisecond; errors.Is(err, unix.EWOULDBLOCK) && wait < 256*time.Millisecond && lockHolder(fi) == os.Getpid(); wait *= 2 {
+		time.Sleep(wait)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			holder := "another writer"
