@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 
+	"github.com/dshfs/dshfs/eventstore"
 	dfs "github.com/dshfs/dshfs/fs"
 	"github.com/dshfs/dshfs/internal/demo"
 	"github.com/dshfs/dshfs/spill"
@@ -70,14 +71,15 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		return exitUsageErr, err
 	}
 	root := storeRoot(st)
-	if _, err := os.Stat(root); err != nil && defaultStore {
-		log.Info("the default store does not exist yet: serving it as an empty store", "store", root)
-	} else if l, err := st.List(context.Background()); err == nil {
-		warnEmpty(stderr, st, l)
-	}
 	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: roots, Log: log})
 	if err != nil {
 		return exitUsageErr, err
+	}
+	if _, err := os.Stat(root); err != nil && defaultStore {
+		log.Info("the default store does not exist yet: serving it as an empty store", "store", root)
+	} else {
+		l := f.Listing()
+		warnEmpty(stderr, st, eventstore.Listing{Entries: l.Entries, RootErrors: l.RootErrors})
 	}
 	// A missing mountpoint is created (and removed again after unmounting), so the quick start needs no
 	// mkdir; every mistake is refused before anything is mounted.
