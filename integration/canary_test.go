@@ -75,9 +75,7 @@ func TestCanary1CleanCheckpoint(t *testing.T) {
 		if st := statusOf(t, s2); st.State != "cold" || st.Events != int64(2*len(turn1)) {
 			t.Errorf("after remount: %+v", st)
 		}
-		m2.stop(t)
-		cli(t, 0, "check", store)
-		harnessAgrees(t, store)
+		stopAndVerify(t, m2, store)
 	})
 }
 
@@ -144,9 +142,7 @@ func TestCanary2CrashMidTurn(t *testing.T) {
 		if st := statusOf(t, s); st.RepairNeeded || !st.Balanced || st.State != "live" {
 			t.Errorf("after resume: %+v", st)
 		}
-		m.stop(t)
-		cli(t, 0, "check", store)
-		harnessAgrees(t, store)
+		stopAndVerify(t, m, store)
 	})
 }
 
@@ -291,9 +287,7 @@ func TestCanary5StableFork(t *testing.T) {
 		if got := readFile(t, filepath.Join(c, "events.jsonl")); !strings.HasPrefix(string(got), string(cBefore)) || len(lines(got)) != boundary+2+len(turn1) {
 			t.Errorf("the child changed beyond its own append")
 		}
-		m.stop(t)
-		cli(t, 0, "check", store)
-		harnessAgrees(t, store)
+		stopAndVerify(t, m, store)
 	})
 }
 

@@ -93,9 +93,7 @@ func TestWriteInjectedFaults(t *testing.T) {
 			if st := statusOf(t, s); st.Pending != 0 || st.DurableSeq != int64(2*len(turn)-1) {
 				t.Errorf("after the fault cleared: %+v", st)
 			}
-			m.stop(t)
-			cli(t, 0, "check", store)
-			harnessAgrees(t, store)
+			stopAndVerify(t, m, store)
 		})
 	}
 }

@@ -186,6 +186,15 @@ func harnessAgrees(t *testing.T, store string) {
 	}
 }
 
+// stopAndVerify unmounts (SIGTERM: live sessions are flushed), then has `dshfs check` and the harness's own
+// packages read every session of the store the test wrote.
+func stopAndVerify(t *testing.T, m *mountProc, store string) {
+	t.Helper()
+	m.stop(t)
+	cli(t, 0, "check", store)
+	harnessAgrees(t, store)
+}
+
 // killMount ends a mount with SIGKILL, as a crash would, and clears the dead mount it leaves behind. A
 // process with a thread inside a request on its own mount cannot finish exiting until the mount is
 // aborted, so the detach comes first when it does not end promptly.

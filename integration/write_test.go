@@ -158,9 +158,7 @@ func TestWriteAwkwardIDs(t *testing.T) {
 		mustAppend(t, s, turnLines(1, 0, false))
 		mustCtl(t, filepath.Join(s, "ctl"), "close")
 	}
-	m.stop(t)
-	cli(t, 0, "check", store)
-	harnessAgrees(t, store)
+	stopAndVerify(t, m, store)
 }
 
 // TestWriteForeignWriter: another process appends to the artifact between two dshfs flushes. The next
@@ -220,9 +218,7 @@ func TestWriteForeignWriter(t *testing.T) {
 	if seqs := seqsOf(t, readFile(t, filepath.Join(s, "events.jsonl"))); !contiguous(seqs) || len(seqs) != 2*len(turn)+1 {
 		t.Errorf("after rescan and append: seqs %v", seqs)
 	}
-	m.stop(t)
-	cli(t, 0, "check", store)
-	harnessAgrees(t, store)
+	stopAndVerify(t, m, store)
 }
 
 // TestWriteLockBetweenCLIs: the writer lock is a flock(2) on the artifact, so any holder — here util-linux
