@@ -121,8 +121,15 @@ type chunk struct {
 type decodedLine struct {
 	events []event.Event
 	err    error
-	end    int // offset just after the line's LF
+	end    int // offset just after the line's LF (for a run of failures: after the run's last line)
+	// count is how many consecutive unparsable lines the entry stands for (1 for a parsed line): a file of
+	// a billion empty lines keeps one entry per run, not per line, so its scan stays in bounded memory.
+	count int
 }
+
+// errUnparsable stands for any line that does not decode; the scanner writes its own message with the
+// line number, so one shared value spares an allocation per bad line.
+var errUnparsable = errors.New("unparsable line")
 
 // predecode splits plain into lines and decodes each; it is pure, so chunks can be decoded in parallel.
 func predecode(plain []byte) chunk {
@@ -133,8 +140,19 @@ func predecode(plain []byte) chunk {
 		if nl < 0 {
 			break
 		}
-		evs, err := decodeLine(plain[pos : pos+nl])
-		c.lines = append(c.lines, decodedLine{evs, err, pos + nl + 1})
+		var evs []event.Event
+		err := errUnparsable
+		if nl > 0 { // an empty line never parses: no need to ask
+			if evs, err = decodeLine(plain[pos : pos+nl]); err != nil {
+				err = errUnparsable
+			}
+		}
+		if n := len(c.lines); err != nil && n > 0 && c.lines[n-1].err != nil {
+			c.lines[n-1].count++
+			c.lines[n-1].end = pos + nl + 1
+		} else {
+			c.lines = append(c.lines, decodedLine{evs, err, pos + nl + 1, 1})
+		}
 		pos += nl + 1
 	}
 	c.tail = pos
@@ -153,6 +171,7 @@ func (s *scanner) writeChunk(c chunk) error {
 		if err := s.apply(l.events, l.err, start+int64(l.end)); err != nil {
 			return err
 		}
+		s.line += l.count - 1 // the rest of a run of unparsable lines
 	}
 	if c.tail < len(c.plain) {
 		s.frag = append(s.frag, c.plain[c.tail:]...)
