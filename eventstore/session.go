@@ -309,10 +309,18 @@ func (w *Session) Flush(ctx context.Context) error {
 			if next.Token != "" && ce.Code != CodeConflict {
 				w.art = next // the backend cut its own partial write back: that state is ours
 			}
-			if ce.Code == CodeConflict {
-				ce = w.keepPendingLocked(ctx, ce, "; run rescan to read the session again")
-				w.conflict = ce
+			if ce.Code != CodeConflict {
+				w.mu.Unlock()
+				return ce
 			}
+			// Refuse further events first, so that the sidecar, written without holding mu, holds every
+			// accepted event that is not in the log.
+			w.conflict = ce
+			pending, h := w.events[w.durable:len(w.events):len(w.events)], w.h
+			w.mu.Unlock()
+			ce = w.keepPending(ctx, h, pending, ce, "; run rescan to read the session again")
+			w.mu.Lock()
+			w.conflict = ce
 			w.mu.Unlock()
 			return ce
 		}
@@ -323,12 +331,12 @@ func (w *Session) Flush(ctx context.Context) error {
 	}
 }
 
-// keepPendingLocked saves the events that could not be written beside the artifact and returns cause
-// extended by how many there are and where they are kept, with the same failure class.
-func (w *Session) keepPendingLocked(ctx context.Context, cause *CommandError, then string) *CommandError {
-	pending := w.events[w.durable:]
+// keepPending saves events that could not be written beside the artifact and returns cause extended by
+// how many there are and where they are kept, with the same failure class. The caller has made the engine
+// refuse new events, so pending is all there is to keep.
+func (w *Session) keepPending(ctx context.Context, h event.Header, pending []event.Event, cause *CommandError, then string) *CommandError {
 	first, last := pending[0].Seq, pending[len(pending)-1].Seq
-	where, err := w.st.b.KeepPending(ctx, w.h, pending)
+	where, err := w.st.b.KeepPending(ctx, h, pending)
 	msg := fmt.Sprintf("%s; %d accepted events (seq %d..%d) were not written", cause.Message, len(pending), first, last)
 	if err != nil {
 		msg += fmt.Sprintf(" and could not be kept in a sidecar (%v)", err)
@@ -356,10 +364,13 @@ func (w *Session) Close(ctx context.Context) error {
 func (w *Session) Abandon(ctx context.Context, cause error) error {
 	w.mu.Lock()
 	ce := AsCommandError(cause)
-	if w.durable < len(w.events) && w.conflict == nil {
-		ce = w.keepPendingLocked(ctx, ce, "")
-	}
+	keep := w.durable < len(w.events) && w.conflict == nil
+	pending, h := w.events[w.durable:len(w.events):len(w.events)], w.h
+	w.closed = true // refuse new events while the sidecar is written
 	w.mu.Unlock()
+	if keep {
+		ce = w.keepPending(ctx, h, pending, ce, "")
+	}
 	w.release()
 	return ce
 }
