@@ -137,6 +137,14 @@ func (w *Session) Accept(lines [][]byte) error {
 	if err := w.writableLocked(); err != nil {
 		return err
 	}
+	if max := w.st.MaxLine; max > 0 {
+		for i, l := range lines {
+			if int64(len(l)) > max {
+				return &CommandError{Failure: Invalid, Code: CodeBadInput, Line: i + 1,
+					Message: fmt.Sprintf("line of %d bytes exceeds [writer] max_line_bytes (%d)", len(l), max)}
+			}
+		}
+	}
 	next := int64(len(w.events))
 	now := time.Now().UnixMilli()
 	ins := make([]input, len(lines))

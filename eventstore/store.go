@@ -122,6 +122,8 @@ type Store struct {
 	// Window is the write-behind batch window: the first accepted event of a batch starts it, and
 	// the batch is written when it ends (DESIGN.md §3). Zero: only explicit flushes (and Close) write.
 	Window time.Duration
+	// MaxLine is the longest append line a writer accepts (config writer.max_line_bytes); 0: no limit.
+	MaxLine int64
 
 	mu      sync.Mutex
 	live    map[string]*Session

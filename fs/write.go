@@ -47,21 +47,11 @@ func (f *FS) Refuse(id, message string) {
 	f.record(id, eventstore.Result{Command: "append", Err: &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput, Message: message}})
 }
 
-// LineLimit is [writer] max_line_bytes.
-func (f *FS) LineLimit() int64 { return f.opts.Config.Writer.MaxLineBytes }
+// LineLimit is the engine's line limit ([writer] max_line_bytes).
+func (f *FS) LineLimit() int64 { return f.opts.Store.MaxLine }
 
 // Append accepts the complete lines of one write request; a cold session becomes live here.
 func (f *FS) Append(ctx context.Context, id string, lines [][]byte) error {
-	if max := f.opts.Config.Writer.MaxLineBytes; max > 0 {
-		for i, l := range lines {
-			if int64(len(l)) > max {
-				err := &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput, Line: i + 1,
-					Message: fmt.Sprintf("line of %d bytes exceeds [writer] max_line_bytes (%d)", len(l), max)}
-				f.record(id, eventstore.Result{Command: "append", Err: err})
-				return err
-			}
-		}
-	}
 	w, err := f.opts.Store.Writer(ctx, id)
 	if err == nil {
 		err = w.Accept(lines)

@@ -290,7 +290,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	b.SetLimits(cfg.Writer.MaxLineBytes, cfg.Writer.MaxFrameBytes)
 	installFaults(b)
 	st := eventstore.New(b)
-	st.Window = cfg.Writer.BatchWindow
+	st.Window, st.MaxLine = cfg.Writer.BatchWindow, cfg.Writer.MaxLineBytes
 	if st.Window == 0 {
 		st.Window = time.Nanosecond // batch_window = 0: each accepted request is written at once
 	}

@@ -298,7 +298,7 @@ func testEngineAcceptFlush(t *testing.T, be Backend) {
 }
 
 func testEngineAllOrNothing(t *testing.T, be Backend) {
-	_, w := live(t, be, "a")
+	st, w := live(t, be, "a")
 	good := []byte(`{"type":"user/message","data":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`)
 	bad := []byte(`{"type":"user/message","data":{"id":"v","role":"user","content":[{"type":"text","text":"x"}],"source":{"kind":"user"}},"surfaceOp":{"op":"replace","start":7,"end":7}}`)
 	err := w.Accept([][]byte{good, bad})
@@ -311,6 +311,12 @@ func testEngineAllOrNothing(t *testing.T, be Backend) {
 	}
 	if err := w.Accept([][]byte{good}); err != nil {
 		t.Fatalf("the fold was not restored after the rejection: %v", err)
+	}
+	st.MaxLine = int64(len(good)) // a line one byte longer is refused, whoever writes it
+	err = w.Accept([][]byte{good, append([]byte(" "), good...)})
+	mustFail(t, "a line over the store's MaxLine", err, eventstore.Invalid, eventstore.CodeBadInput)
+	if ce := eventstore.AsCommandError(err); ce.Line != 2 || !strings.Contains(ce.Message, "max_line_bytes") {
+		t.Errorf("over-long line: %v (line %d)", ce, ce.Line)
 	}
 }
 
