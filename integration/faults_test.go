@@ -22,14 +22,7 @@ var soakCycles = flag.Int("soak.cycles", 50, "crash-soak cycles (the README's lo
 // startFaultMount mounts with the fault-injecting binary; faults are armed by writing to the returned file.
 func startFaultMount(t *testing.T, faults string, args ...string) *mountProc {
 	t.Helper()
-	tmp, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(tmp, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	mnt := freshMountpoint(t)
 	return startMountAt(t, mnt, []string{"env", "DSHFS_FAULTS_FILE=" + faults},
 		append(append([]string{faultsBin(t), "mount"}, args...), mnt))
 }

@@ -175,7 +175,14 @@ func (m *mountProc) waitExit(t testing.TB) {
 // checks that nothing is left in /proc/mounts.
 func startMount(t testing.TB, args ...string) *mountProc {
 	t.Helper()
-	// canonical, so that paths compare equal to what /proc/mounts and /proc/PID/fd report
+	mnt := freshMountpoint(t)
+	return startMountAt(t, mnt, nil, append(append([]string{dshfsBin(t), "mount"}, args...), mnt))
+}
+
+// freshMountpoint is an empty directory for a mount, its path canonical so that it compares equal to what
+// /proc/mounts and /proc/PID/fd report.
+func freshMountpoint(t testing.TB) string {
+	t.Helper()
 	tmp, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +191,7 @@ func startMount(t testing.TB, args ...string) *mountProc {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return startMountAt(t, mnt, nil, append(append([]string{dshfsBin(t), "mount"}, args...), mnt))
+	return mnt
 }
 
 // startMountAt starts argv (ending in the mountpoint mnt) with an optional wrapper prefix (e.g. setpriv).

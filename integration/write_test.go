@@ -166,10 +166,7 @@ func TestWriteAwkwardIDs(t *testing.T) {
 // write are kept in a sidecar named in status.json, and after `rescan` writing works again.
 func TestWriteForeignWriter(t *testing.T) {
 	t.Parallel()
-	store := filepath.Join(t.TempDir(), "sessions")
-	if err := os.Mkdir(store, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	store, _ := emptyStore(t, "none")
 	// no write-behind batch during the test: only the explicit flushes write
 	cfg := writeConfig(t, "[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\n")
 	m := startMount(t, "--config", cfg, store)
@@ -177,11 +174,7 @@ func TestWriteForeignWriter(t *testing.T) {
 	turn := turnLines(1, 0, false)
 	mustAppend(t, s, turn)
 	mustCtl(t, filepath.Join(s, "ctl"), "flush")
-	artifacts, _ := filepath.Glob(filepath.Join(store, "*", "s", "session.jsonl"))
-	if len(artifacts) != 1 {
-		t.Fatalf("artifact: %v", artifacts)
-	}
-	art := artifacts[0]
+	art := artifactOf(t, store, "s")
 	foreign := fmt.Sprintf(`{"type":"plugin/foreign","seq":%d,"time":1,"data":{},"ignorable":true}`, len(turn))
 	run(t, "", "sh", "-c", `echo "$0" >> "$1"`, foreign, art)
 	after := readFile(t, art)
@@ -233,12 +226,9 @@ func TestWriteLockBetweenCLIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli(t, 0, "append", store, "s", in)
-	artifacts, _ := filepath.Glob(filepath.Join(store, "*", "s", "session.jsonl.zstd"))
-	if len(artifacts) != 1 {
-		t.Fatalf("artifact: %v", artifacts)
-	}
+	artifact := artifactOf(t, store, "s")
 	// -o: flock itself holds the lock (its sleep child does not), so killing flock frees it
-	holder := exec.Command("flock", "-x", "-o", artifacts[0], "sleep", "600")
+	holder := exec.Command("flock", "-x", "-o", artifact, "sleep", "600")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
