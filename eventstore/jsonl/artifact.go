@@ -50,12 +50,22 @@ func (b *Backend) openArtifact(path string) (*os.File, fs.FileInfo, error) {
 
 // inRoot reports whether a resolved path lies inside the store root (itself resolved).
 func (b *Backend) inRoot(target string) bool {
+	rel, err := filepath.Rel(b.resolvedRoot(), target)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// resolvedRoot is the store root with its symlinks resolved, remembered once it exists (a root can be
+// created after the backend is opened), so that every artifact open does not resolve it again.
+func (b *Backend) resolvedRoot() string {
+	if r := b.realRoot.Load(); r != nil {
+		return *r
+	}
 	root, err := filepath.EvalSymlinks(b.root)
 	if err != nil {
-		root = b.root
+		return b.root
 	}
-	rel, err := filepath.Rel(root, target)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	b.realRoot.Store(&root)
+	return root
 }
 
 func linkProblem(err error) string {

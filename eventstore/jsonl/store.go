@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -53,6 +54,8 @@ type Backend struct {
 	// mount re-listing 10k sessions every second reads no file twice.
 	hmu     sync.Mutex
 	headers map[string]cachedHeader
+
+	realRoot atomic.Pointer[string] // root with symlinks resolved (resolvedRoot)
 
 	// maxLine and maxFrame cap one event line and one decoded zstd frame (config [writer] max_line_bytes,
 	// max_frame_bytes; 0: no cap): a session exceeding them is refused as corrupt instead of filling memory.
