@@ -180,10 +180,11 @@ func invalidateTree(n *gofs.Inode) {
 //
 // beforeUnmount runs once, after the first signal and before the first unmount attempt (the live writer
 // flushes there, so nothing accepted waits on a mount that is going away).
-func Serve(server *fuse.Server, mountpoint string, log func(string, ...any), beforeUnmount func()) error {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+//
+// sigs delivers SIGINT and SIGTERM (Signals); the caller subscribes before mounting, so that a signal that
+// arrives while the mount is being set up is handled here instead of killing the process and leaving the
+// mount behind.
+func Serve(server *fuse.Server, mountpoint string, sigs <-chan os.Signal, log func(string, ...any), beforeUnmount func()) error {
 	done := make(chan struct{})
 	go func() { server.Wait(); close(done) }()
 	select {
@@ -224,6 +225,13 @@ func Serve(server *fuse.Server, mountpoint string, log func(string, ...any), bef
 // otherwise print as literal "\n").
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
+// Signals subscribes to the signals that end a mount; stop ends the subscription.
+func Signals() (sigs <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 2)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
+	return c, func() { signal.Stop(c) }
 }
 
 // detach is a lazy unmount: directly as root, through fusermount3 -z otherwise.

@@ -38,6 +38,10 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	default:
 		return exitUsageErr, &usageError{"mount needs [STORE] MOUNTPOINT"}
 	}
+	// Subscribe before anything is set up: a SIGINT/SIGTERM from now on ends the mount cleanly (handled by
+	// Serve once it runs) instead of killing the process with a mount or a created mountpoint left behind.
+	sigs, stopSignals := dfs.Signals()
+	defer stopSignals()
 	if o.allowOther {
 		cfg.FUSE.AllowOther = true
 	}
@@ -98,7 +102,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	}
 	log.Info("mounted", "store", storeSpec, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
 	go f.Watch(ctx)
-	serveErr := dfs.Serve(server, mountpoint, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
+	serveErr := dfs.Serve(server, mountpoint, sigs, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
 		func() { f.FlushAll(context.Background()) })
 	// Unmounted (by a signal or from outside): every live session is flushed and released; what cannot be
 	// written is kept beside its artifact.
