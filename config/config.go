@@ -48,15 +48,20 @@ type Writer struct {
 	MaxFrameBytes int64
 }
 
-// Compaction holds the summarizer settings (accepted, no effect yet).
+// Compaction holds the summarizer settings of manual compaction (ctl compact, dshfs compact).
 type Compaction struct {
 	Summarizer string   // SummarizerExtractive or SummarizerCommand
 	Command    []string // argv; non-empty when Summarizer is SummarizerCommand
 	Timeout    time.Duration
+	// Provider and Model name the summarizer in compaction/summary (the harness requires both, non-empty);
+	// by default "dshfs" and the summarizer's own name.
+	Provider, Model string
+	// MaxTokens caps a summary's estimated tokens (the harness's maxTokens, recorded in compaction/summary).
+	MaxTokens int
 }
 
-// Pruner holds the tool-result pruner budgets, in Unicode code points as the harness counts them
-// (accepted, no effect yet).
+// Pruner holds the tool-result pruner budgets (ctl prune), in Unicode code points as the harness counts
+// them.
 type Pruner struct {
 	ThresholdChars int
 	HeadChars      int
@@ -106,6 +111,9 @@ func Default() Config {
 			Summarizer: SummarizerExtractive,
 			Command:    []string{},
 			Timeout:    5 * time.Minute,
+			Provider:   "dshfs",
+			Model:      SummarizerExtractive,
+			MaxTokens:  8192,
 		},
 		Pruner: Pruner{
 			ThresholdChars: 8192,

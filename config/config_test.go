@@ -70,7 +70,7 @@ func TestDesignSample(t *testing.T) {
 		},
 		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024},
 		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20},
-		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute},
+		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute, Provider: "dshfs", Model: "extractive", MaxTokens: 8192},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},
 	}
@@ -324,5 +324,30 @@ func TestLoadAnchorsRelativePaths(t *testing.T) {
 func TestPruneMarkerLength(t *testing.T) {
 	if pruneMarkerChars != 39 {
 		t.Fatalf("codePointLength(PRUNE_MARKER) = %d, want 39", pruneMarkerChars)
+	}
+}
+
+func TestCompactionNames(t *testing.T) {
+	fakeHome(t)
+	for _, tc := range []struct {
+		src             string
+		provider, model string
+		err             string
+	}{
+		{"[compaction]\nsummarizer = \"command\"\ncommand = [\"s\"]\n", "dshfs", "command", ""},
+		{"[compaction]\nprovider = \"acme\"\nmodel = \"m1\"\n", "acme", "m1", ""},
+		{"[compaction]\nmodel = \" \"\n", "", "", "compaction.model"},
+		{"[compaction]\nmax_tokens = 0\n", "", "", "compaction.max_tokens"},
+	} {
+		c, err := Parse([]byte(tc.src), "")
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: want an error naming %s, got %v", tc.src, tc.err, err)
+			}
+			continue
+		}
+		if err != nil || c.Compaction.Provider != tc.provider || c.Compaction.Model != tc.model {
+			t.Errorf("%q: got %q/%q, %v", tc.src, c.Compaction.Provider, c.Compaction.Model, err)
+		}
 	}
 }

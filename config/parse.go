@@ -72,6 +72,9 @@ type file struct {
 		Summarizer any `toml:"summarizer"`
 		Command    any `toml:"command"`
 		Timeout    any `toml:"timeout"`
+		Provider   any `toml:"provider"`
+		Model      any `toml:"model"`
+		MaxTokens  any `toml:"max_tokens"`
 	} `toml:"compaction"`
 	Pruner struct {
 		ThresholdChars any `toml:"threshold_chars"`
@@ -93,6 +96,7 @@ var (
 		"cache.sessions_bytes": true, "cache.views_bytes": true,
 		"writer.batch_window": true, "writer.compression": true,
 		"compaction.summarizer": true, "compaction.command": true, "compaction.timeout": true,
+		"compaction.provider": true, "compaction.model": true, "compaction.max_tokens": true,
 		"pruner.threshold_chars": true, "pruner.head_chars": true, "pruner.tail_chars": true,
 		"spill.roots": true,
 	}
@@ -154,6 +158,12 @@ func Parse(data []byte, source string) (Config, error) {
 	v.enum("compaction.summarizer", f.Compaction.Summarizer, &c.Compaction.Summarizer, SummarizerExtractive, SummarizerCommand)
 	commandOK := v.strings("compaction.command", f.Compaction.Command, &c.Compaction.Command)
 	v.duration("compaction.timeout", f.Compaction.Timeout, &c.Compaction.Timeout, false)
+	v.name("compaction.provider", f.Compaction.Provider, &c.Compaction.Provider)
+	v.name("compaction.model", f.Compaction.Model, &c.Compaction.Model)
+	v.integer("compaction.max_tokens", f.Compaction.MaxTokens, &c.Compaction.MaxTokens, "maxTokens", true)
+	if f.Compaction.Model == nil {
+		c.Compaction.Model = c.Compaction.Summarizer // the summarizer names itself unless configured
+	}
 	if commandOK && c.Compaction.Summarizer == SummarizerCommand {
 		switch {
 		case len(c.Compaction.Command) == 0:
@@ -328,6 +338,22 @@ func (v *validator) enum(key string, raw any, dst *string, allowed ...string) {
 		}
 	}
 	v.fail(key, fmt.Sprintf("want %s, got %q", quoteList(allowed), s))
+}
+
+// name reads a non-empty string (the harness requires provider and model to be non-empty).
+func (v *validator) name(key string, raw any, dst *string) {
+	if raw == nil {
+		return
+	}
+	s, ok := raw.(string)
+	switch {
+	case !ok:
+		v.wrongType(key, "a string", raw)
+	case strings.TrimSpace(s) == "":
+		v.fail(key, "must be a non-empty string")
+	default:
+		*dst = s
+	}
 }
 
 // strings reads an array of strings; it reports whether the key is usable (absent or valid).

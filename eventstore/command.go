@@ -26,6 +26,9 @@ const (
 	Failed Failure = "io"
 	// Refused: the stored log is refused or corrupt, so it cannot be written (EIO).
 	Refused Failure = "refused"
+	// Again: what the command was computed from changed while it ran (a compaction's selected span);
+	// nothing was changed and trying again may succeed (EAGAIN).
+	Again Failure = "again"
 )
 
 // Errno is the POSIX error name of a failure class, as status.json prints it.
@@ -39,6 +42,8 @@ func (f Failure) Errno() string {
 		return "EEXIST"
 	case Missing:
 		return "ENOENT"
+	case Again:
+		return "EAGAIN"
 	}
 	return "EIO"
 }

@@ -38,12 +38,19 @@ type Session struct {
 	conflict *CommandError // the artifact changed under this engine: writes refused until rescan
 	timer    *time.Timer
 	closed   bool
+	// bracket is the seq of the compaction/start holding the compaction lock, -1 when none: while a
+	// compaction runs, turn boundaries are refused (the harness's invariant companion: a turn may not
+	// cross an open compaction).
+	bracket int64
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
 	stored := ins.Events[:len(ins.Events)-len(ins.Closers)]
 	w := &Session{st: st, id: id, h: ins.Header, path: ins.Prefix.Path, art: ins.Prefix.Artifact,
-		events: stored[:len(stored):len(stored)], durable: len(stored), lock: l, newest: -1}
+		events: stored[:len(stored):len(stored)], durable: len(stored), lock: l, newest: -1, bracket: -1}
+	if i, ok := openCompaction(stored); ok {
+		w.bracket = int64(i)
+	}
 	if f := ins.Folder; f != nil && len(ins.Closers) == 0 {
 		w.folder = f
 	} else {
@@ -193,14 +200,30 @@ func (w *Session) acceptLocked(ins []input) error {
 	if len(ins) == 0 {
 		return nil
 	}
+	bracket := w.bracket
 	for i, in := range ins {
-		if err := w.validate(in); err != nil {
+		err := w.crossesBracket(in.ev, bracket)
+		if err == nil {
+			err = w.validate(in)
+		}
+		if err != nil {
 			if i > 0 {
 				w.folder = foldAll(w.events) // undo the events of this request already pushed
 			}
+			if ce, ok := err.(*CommandError); ok {
+				ce.Line = i + 1
+				return ce
+			}
 			return &CommandError{Failure: Invalid, Code: CodeBadInput, Line: i + 1, Message: err.Error(), Err: err}
 		}
+		switch in.ev.Type {
+		case "compaction/start":
+			bracket = in.ev.Seq
+		case "compaction/end", "session/end-seed":
+			bracket = -1
+		}
 	}
+	w.bracket = bracket
 	for _, in := range ins {
 		w.events = append(w.events, in.ev)
 		w.packing = append(w.packing, event.PackingOf(in.ev, in.rec))
@@ -210,6 +233,59 @@ func (w *Session) acceptLocked(ins []input) error {
 		w.timer = time.AfterFunc(w.st.Window, w.batchDue)
 	}
 	return nil
+}
+
+// crossesBracket refuses a turn boundary while a compaction holds the lock: the harness never starts or
+// ends a turn during maintenance, and its invariant companion rejects a log where one does.
+func (w *Session) crossesBracket(e event.Event, bracket int64) error {
+	if bracket < 0 || (e.Type != "turn/start" && e.Type != "turn/end") {
+		return nil
+	}
+	return &CommandError{Failure: Busy, Code: CodeCompactionLock, Message: fmt.Sprintf(
+		"%s cannot cross an open standalone compaction (compaction/start at seq %d is still running in this process); write it when the compaction has ended", e.Type, bracket)}
+}
+
+// View is what Transact shows its builder: the session's events (stored + pending) and its current
+// surface. Its slices must not be changed.
+type View struct {
+	Header event.Header
+	Events []event.Event
+	Fold   *surface.Result
+}
+
+// Next is the seq the next accepted event takes.
+func (v View) Next() int64 { return int64(len(v.Events)) }
+
+// Transact lets build inspect the session and returns the events it built after accepting them all, or
+// none: no other event is accepted between the look and the append, so a condition checked on the view
+// (a compaction's lock or selected span) still holds when its events land. build's error is returned as
+// it is; an event that fails validation is refused like an invalid append line.
+func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.Event, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.writableLocked(); err != nil {
+		return nil, err
+	}
+	n := len(w.events)
+	evs, err := build(View{Header: w.h, Events: w.events[:n:n], Fold: w.folder.Result()})
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	ins := make([]input, len(evs))
+	for i, e := range evs {
+		if e.Seq != int64(n+i) {
+			return nil, fmt.Errorf("transaction built seq %d where the log continues at %d", e.Seq, n+i)
+		}
+		rec, err := e.Record()
+		if err != nil {
+			return nil, err
+		}
+		ins[i] = input{ev: e, rec: rec}
+	}
+	if err := w.acceptLocked(ins); err != nil {
+		return nil, err
+	}
+	return evs, nil
 }
 
 // validate runs, on one new event, every check a later load of the log will run on it (so an accepted

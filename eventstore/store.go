@@ -363,26 +363,26 @@ func resumeNeeded(id string, ins *Inspection) error {
 	return nil
 }
 
-// CompactionLocked reports whether an unmatched compaction/start after the last session/end-seed holds the
-// compaction lock (spec/compaction-query-spill.md A: stale starts are those before the last end-seed).
+// CompactionLocked reports whether the log holds a live compaction lock, as the harness's
+// inspectCompactionEntryState decides it (spec/compaction-query-spill.md §A.5): scanning backwards, the
+// newest compaction/start-or-end marker is a start, and no session/end-seed follows it. The harness does
+// not match ids here: any newer end, of whatever transaction, hides an older start.
 func CompactionLocked(events []event.Event) bool {
-	var open []byte
-	for _, e := range events {
-		switch e.Type {
+	_, locked := openCompaction(events)
+	return locked
+}
+
+// openCompaction returns the index of the compaction/start holding the lock (see CompactionLocked).
+func openCompaction(events []event.Event) (int, bool) {
+	for i := len(events) - 1; i >= 0; i-- {
+		switch events[i].Type {
+		case "session/end-seed", "compaction/end":
+			return -1, false
 		case "compaction/start":
-			open, _ = event.Lookup(e.Raw, "data", "compactionId")
-			if open == nil {
-				open = []byte{}
-			}
-		case "compaction/end":
-			if id, ok := event.Lookup(e.Raw, "data", "compactionId"); ok && open != nil && string(id) == string(open) {
-				open = nil
-			}
-		case "session/end-seed":
-			open = nil
+			return i, true
 		}
 	}
-	return open != nil
+	return -1, false
 }
 
 // adopt makes a validated stored session live in this Store.

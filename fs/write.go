@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dshfs/dshfs/compaction"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/nodes"
@@ -170,10 +171,12 @@ func (f *FS) sessionCommand(ctx context.Context, id string, args []string) event
 			break
 		}
 		r.Message = "flushed and released"
-	case "compact", "prune":
-		r.Err = bad(eventstore.CodeUnknownCommand, "%s is not built yet in this dshfs", args[0])
+	case "compact":
+		r = compaction.CompactCommand(ctx, st, id, args[1:], f.opts.Config.Compaction)
+	case "prune":
+		r = compaction.PruneCommand(ctx, st, id, args[1:], f.opts.Config.Pruner)
 	default:
-		r.Err = bad(eventstore.CodeUnknownCommand, "unknown session command %q (flush, resume, fork [BOUNDARY] [CHILD_ID], close)", args[0])
+		r.Err = bad(eventstore.CodeUnknownCommand, "unknown session command %q (flush, resume, fork [BOUNDARY] [CHILD_ID], compact [START END], prune, close)", args[0])
 	}
 	return r
 }

@@ -48,6 +48,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EEXIST
 	case eventstore.Missing:
 		return syscall.ENOENT
+	case eventstore.Again:
+		return syscall.EAGAIN
 	}
 	return syscall.EIO
 }

@@ -68,6 +68,11 @@ func falsy(v rawVal) bool {
 	return false
 }
 
+// Project is the harness's deriveEventMessage for one surface event: the canonical bytes of the message
+// it derives to (aliasing the event's bytes), or nil when it derives none (an assistant/message with
+// empty content).
+func Project(e event.Event) ([]byte, error) { return projection(e) }
+
 // projection is deriveEventMessage for one event: the canonical bytes of the message it derives to,
 // or nil when it derives none.
 func projection(e event.Event) ([]byte, error) {

@@ -33,6 +33,7 @@ const usage = `usage:
   dshfs create [--config FILE] [--cwd DIR] STORE [ID]
   dshfs resume [--config FILE] STORE ID
   dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
+  dshfs compact [--config FILE] STORE ID [START END]
   dshfs convert SRC DST                (not built yet)
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
@@ -161,6 +162,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdFork(ctx, args[1:], out)
 	case "create":
 		code, err = cmdCreate(ctx, args[1:], out)
+	case "compact":
+		code, err = cmdCompact(ctx, args[1:], out)
 	case "convert":
 		err = fmt.Errorf("dshfs %s: not built yet (see README: what works so far)", args[0])
 		code = exitUsageErr

@@ -48,6 +48,13 @@ session/end-seed.`,
 	"fork": `dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
 The harness's fork: a child holding the parent's events 0..BOUNDARY (default: the last) and a session/end-seed,
 with parentSession and seedLength in its header. Refused inside an open turn (OPEN_TURN).`,
+	"compact": `dshfs compact [--config FILE] STORE ID [START END]
+Manual compaction, as the harness's /compact: the summarizer of [compaction] (default: the built-in extractive
+one) condenses everything but the newest surface node (or the surface range from seq START to seq END) into a
+checkpoint that replaces it on the surface; every raw event stays in the log. Refused while a turn is open or a
+compaction lock is live; a summary that fails, is not smaller, or whose span changed meanwhile is recorded as a
+failed compaction/end and exits 1. (prune needs a turn held open by a live writer: it is a ctl command of the
+mount only.)`,
 	"version": `dshfs version
 Prints dshfs's version, the harness release and the session format version it reads and writes.`,
 	"help": `dshfs help [CMD]

@@ -8,8 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/dshfs/dshfs/compaction"
+	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -20,12 +23,13 @@ import (
 // exits 1 and anything else (a missing session, an I/O failure) exits 2, with the reason on stderr.
 
 // writeStore opens the STORE argument of a write command with its config.
-func writeStore(o opts, spec string) (*eventstore.Store, error) {
+func writeStore(o opts, spec string) (*eventstore.Store, config.Config, error) {
 	cfg, err := loadConfig(o.config)
 	if err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
-	return openStore(spec, cfg)
+	st, err := openStore(spec, cfg)
+	return st, cfg, err
 }
 
 // commandCode is the exit code of a failed write command.
@@ -81,7 +85,7 @@ func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.W
 			lineNo = append(lineNo, i+1)
 		}
 	}
-	st, err := writeStore(o, pos[0])
+	st, _, err := writeStore(o, pos[0])
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -120,7 +124,7 @@ func cmdResume(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 	if len(pos) != 2 {
 		return exitUsageErr, &usageError{"resume needs STORE ID"}
 	}
-	st, err := writeStore(o, pos[0])
+	st, _, err := writeStore(o, pos[0])
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -143,7 +147,7 @@ func cmdFork(ctx context.Context, args []string, out *bufio.Writer) (int, error)
 	if len(pos) < 2 || len(pos) > 4 {
 		return exitUsageErr, &usageError{"fork needs STORE ID [BOUNDARY] [CHILD_ID]"}
 	}
-	st, err := writeStore(o, pos[0])
+	st, _, err := writeStore(o, pos[0])
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -180,7 +184,7 @@ func cmdCreate(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 		c := event.String(o.cwd)
 		cwd = &c
 	}
-	st, err := writeStore(o, pos[0])
+	st, _, err := writeStore(o, pos[0])
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -194,5 +198,24 @@ func cmdCreate(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 	} else {
 		r.Message = "created " + string(event.Stringify(event.String(id)))
 	}
+	return finish(ctx, st, out, r)
+}
+
+// cmdCompact is a manual compaction (ctl compact): the head-anchored span, or the surface range START..END,
+// summarized by the configured summarizer; refused, failed and changed attempts say why and exit 1.
+func cmdCompact(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+	o, pos, err := parseArgs(args, map[string]bool{"config": true})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if len(pos) != 2 && len(pos) != 4 {
+		return exitUsageErr, &usageError{"compact needs STORE ID [START END]"}
+	}
+	st, cfg, err := writeStore(o, pos[0])
+	if err != nil {
+		return exitUsageErr, err
+	}
+	r := compaction.CompactCommand(ctx, st, pos[1], pos[2:], cfg.Compaction)
+	r.Command = strings.Join(append([]string{"compact"}, pos[2:]...), " ")
 	return finish(ctx, st, out, r)
 }

@@ -1,0 +1,334 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/surface"
+)
+
+// CheckpointPreamble is the harness's CHECKPOINT_PREAMBLE: the framing that makes the replacement user
+// message established context.
+const CheckpointPreamble = "This is an automatically generated checkpoint condensing an earlier span of the conversation to free up context. Treat the captured context as established background and build on it without restating it. Continue the task directly from the messages that follow, without acknowledging this checkpoint."
+
+// The harness's summary tags.
+const (
+	summaryOpen  = "<compacted-summary>"
+	summaryClose = "</compacted-summary>"
+)
+
+// Failure codes of a compaction, as status.json's lastError names them (with the errno of their
+// eventstore.Failure).
+const (
+	CodeBusy          = "busy"           // EBUSY: lock held or a turn open
+	CodeInvalid       = "invalid"        // EINVAL: the range is not a replacement target
+	CodeSummaryFailed = "summary-failed" // EIO: the summarizer failed
+	CodeNotSmaller    = "not-smaller"    // EIO: the framed summary does not shrink the span
+	CodeChanged       = "changed"        // EAGAIN: the span changed during summarization
+	CodeCommit        = "commit"         // EIO: the transaction could not be closed cleanly
+	CodePersistence   = "persistence"    // EIO: closed cleanly, but the flush failed
+)
+
+// Request is one manual compaction.
+type Request struct {
+	// Range, when set, is the explicit surface range [START, END] (seqs, surface order) to replace;
+	// otherwise the harness's compactNow span: everything but the newest node, rounded to a balanced cut.
+	Range      *[2]int64
+	Summarizer Summarizer
+}
+
+// Outcome is what a compaction did. Nothing is true when there was no compactable history (no event
+// was written).
+type Outcome struct {
+	Nothing                      bool
+	CompactionID                 string
+	StartSeq, SummarySeq, EndSeq int64
+	Shadowed                     []int64
+	ShadowedTokens               int
+}
+
+// Message is the outcome in the harness's /compact words.
+func (o Outcome) Message() string {
+	if o.Nothing {
+		return "No compactable history yet."
+	}
+	return fmt.Sprintf("Compacted %d history items (~%d tokens).", len(o.Shadowed), o.ShadowedTokens)
+}
+
+// Compact runs one manual compaction transaction on a live session, as the harness's compactNow does
+// (spec/compaction-query-spill.md §A.2–A.4), with selected-span stability:
+//
+//  1. Refuse (EBUSY, nothing written) while the compaction lock is live or a turn is open; select the
+//     span (or validate Request.Range: EINVAL with the harness's text, nothing written). No span: no
+//     events, Outcome.Nothing.
+//  2. Append compaction/start {compactionId, turn: null} and flush it, so a crash during summarization
+//     leaves a durable unmatched start (the lock a resume ends).
+//  3. Price the span, summarize it, frame the summary and require it to be smaller than the span.
+//  4. Re-check the span and, in one atomic step with that check, append compaction/summary, the
+//     checkpoint user/message replacing the span, and compaction/end; then flush.
+//
+// Any failure after step 2 appends exactly one compaction/end carrying the error text (the surface is
+// unchanged) and is returned as an *eventstore.CommandError whose Code is one of the Code constants.
+func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, error) {
+	var sel span
+	var out Outcome
+	started, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
+		if eventstore.CompactionLocked(v.Events) {
+			return nil, busy("compaction: compaction already in progress; the session compaction lock is already active")
+		}
+		if _, open := eventstore.OpenTurn(v.Events); open {
+			return nil, busy("manual compaction: the session already has an open turn")
+		}
+		balance, err := surface.Balance(v.Events, v.Fold)
+		if err != nil {
+			return nil, invalid(err)
+		}
+		if req.Range != nil {
+			if sel, err = validateRegion(v.Fold.Nodes, balance, req.Range[0], req.Range[1]); err != nil {
+				return nil, invalid(err)
+			}
+		} else if s, ok := headSpan(v.Fold.Nodes, balance); ok {
+			sel = s
+		} else {
+			return nil, nil
+		}
+		out.CompactionID = eventstore.NewSessionID()
+		return []event.Event{newEvent("compaction/start", v.Next(), lifecycle(out.CompactionID, nil))}, nil
+	})
+	if err != nil {
+		return out, err
+	}
+	if len(started) == 0 {
+		return Outcome{Nothing: true}, nil
+	}
+	out.StartSeq = started[0].Seq
+	t := transaction{w: w, id: out.CompactionID}
+	if err := w.Flush(ctx); err != nil {
+		return out, t.fail(ctx, CodePersistence, err)
+	}
+	prep, err := prepare(w.Snapshot(), sel)
+	if err != nil {
+		return out, t.fail(ctx, CodeChanged, err)
+	}
+	out.Shadowed, out.ShadowedTokens = sel.seqs, prep.tokens
+	sum, err := req.Summarizer.Summarize(ctx, prep.input)
+	if err != nil {
+		return out, t.fail(ctx, CodeSummaryFailed, err)
+	}
+	checkpoint := checkpointMessage(out.CompactionID, sum.Text)
+	if framed := EstimateMessage(checkpoint); framed >= prep.tokens {
+		return out, t.fail(ctx, CodeNotSmaller, fmt.Errorf("summary is not smaller than the shadowed content (%d estimated framed tokens >= %d)", framed, prep.tokens))
+	}
+	var changed error
+	body, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
+		balance, err := surface.Balance(v.Events, v.Fold)
+		if err == nil {
+			err = stable(v.Events, v.Fold.Nodes, balance, sel, prep.prices)
+		}
+		if err != nil {
+			changed = err
+			return []event.Event{newEvent("compaction/end", v.Next(), lifecycle(out.CompactionID, err))}, nil
+		}
+		next := v.Next()
+		summary := newEvent("compaction/summary", next, summaryData(out.CompactionID, sum, sel, prep.tokens))
+		replace := newEvent("user/message", next+1, checkpoint,
+			event.Member{Key: "sourceEventSeqs", Value: seqList(append([]int64{out.StartSeq, next}, sel.seqs...))},
+			event.Member{Key: "surfaceOp", Value: replaceOp(sel.start(), sel.end())})
+		end := newEvent("compaction/end", next+2, lifecycle(out.CompactionID, nil))
+		return []event.Event{summary, replace, end}, nil
+	})
+	if err != nil {
+		// The closing events could not be accepted: the start stays unmatched, as the harness leaves it
+		// when its close fails (a deliberate orphan that a resume ends).
+		return out, failure(CodeCommit, "manual compaction did not commit cleanly", err)
+	}
+	if changed != nil {
+		out.EndSeq = body[0].Seq
+		t.flushQuietly(ctx)
+		return out, failure(CodeChanged, "the compacted history changed during manual compaction", changed)
+	}
+	out.SummarySeq, out.EndSeq = body[0].Seq, body[2].Seq
+	if err := w.Flush(ctx); err != nil {
+		return out, failure(CodePersistence, "manual compaction durability checkpoint failed", err)
+	}
+	return out, nil
+}
+
+// transaction closes a failed compaction.
+type transaction struct {
+	w  *eventstore.Session
+	id string
+}
+
+// fail appends the one compaction/end carrying err, flushes it and returns the classified failure.
+func (t transaction) fail(ctx context.Context, code string, err error) error {
+	_, cerr := t.w.Transact(func(v eventstore.View) ([]event.Event, error) {
+		return []event.Event{newEvent("compaction/end", v.Next(), lifecycle(t.id, err))}, nil
+	})
+	if cerr != nil {
+		return failure(CodeCommit, "manual compaction did not commit cleanly", fmt.Errorf("%v; closing it failed: %w", err, cerr))
+	}
+	t.flushQuietly(ctx)
+	switch code {
+	case CodeChanged:
+		return failure(code, "the compacted history changed during manual compaction", err)
+	case CodePersistence:
+		return failure(code, "manual compaction durability checkpoint failed", err)
+	}
+	return failure(code, "manual compaction could not produce a smaller summary", err)
+}
+
+// flushQuietly makes the recorded failure durable; if that fails too the events stay pending in the
+// engine (a later flush retries them) and the original failure is what the caller reports.
+func (t transaction) flushQuietly(ctx context.Context) { _ = t.w.Flush(ctx) }
+
+// failure is a classified compaction failure: the harness's manual message, then the cause as its
+// errorChain renders one level.
+func failure(code, msg string, cause error) *eventstore.CommandError {
+	f := eventstore.Failed
+	switch code {
+	case CodeBusy:
+		f = eventstore.Busy
+	case CodeInvalid:
+		f = eventstore.Invalid
+	case CodeChanged:
+		f = eventstore.Again
+	}
+	var ce *eventstore.CommandError
+	if errors.As(cause, &ce) && code == CodeCommit && ce.Failure == eventstore.Busy {
+		f = eventstore.Busy // the engine refused (released, conflict): say so, not EIO
+	}
+	return &eventstore.CommandError{Failure: f, Code: code, Message: chain(msg, cause), Err: cause}
+}
+
+func busy(msg string) error {
+	return &eventstore.CommandError{Failure: eventstore.Busy, Code: CodeBusy, Message: msg}
+}
+
+func invalid(err error) error {
+	return &eventstore.CommandError{Failure: eventstore.Invalid, Code: CodeInvalid, Message: err.Error(), Err: err}
+}
+
+// prepared is the span's prices and the summarizer's input, taken from one snapshot after the start.
+type prepared struct {
+	prices []int
+	tokens int
+	input  Input
+}
+
+// prepare is the harness's preparation: the span must still sit at the positions it was selected at.
+func prepare(s eventstore.Snapshot, sel span) (prepared, error) {
+	nodes := s.Fold.Nodes
+	if sel.endIdx >= len(nodes) || !slices.Equal(nodes[sel.startIdx:sel.endIdx+1], sel.seqs) {
+		return prepared{}, &changedError{msg: "compaction: selected surface changed before summarization began"}
+	}
+	prices, err := nodePrices(s.Events, sel.seqs)
+	if err != nil {
+		return prepared{}, &changedError{msg: "compaction: selected surface changed before summarization began", cause: err}
+	}
+	p := prepared{prices: prices}
+	for _, n := range prices {
+		p.tokens += n
+	}
+	p.input.System, p.input.Tools = requestPrefix(s.Events)
+	for _, seq := range sel.seqs {
+		msg, err := surface.Project(s.Events[seq])
+		if err != nil {
+			return prepared{}, err
+		}
+		if msg != nil {
+			p.input.Messages = append(p.input.Messages, msg)
+		}
+	}
+	return p, nil
+}
+
+// requestPrefix is the system prompt and tool schemas of the latest request/header (the harness's
+// session.requestHeader()), raw; nil where absent.
+func requestPrefix(events []event.Event) (system, tools []byte) {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Type != "request/header" {
+			continue
+		}
+		system, _ = event.Lookup(events[i].Raw, "data", "header", "system")
+		tools, _ = event.Lookup(events[i].Raw, "data", "header", "tools")
+		return system, tools
+	}
+	return nil, nil
+}
+
+// newEvent encodes one event as the harness's Session.append does, stamped now.
+func newEvent(typ string, seq int64, data []byte, extra ...event.Member) event.Event {
+	return event.NewEventFrom(typ, seq, time.Now().UnixMilli(), data, extra...)
+}
+
+// lifecycle is the data of compaction/start and compaction/end: {compactionId, turn: null} — a manual
+// compaction belongs to no turn — and, on a failed end, the error text.
+func lifecycle(id string, err error) []byte {
+	m := []event.Member{
+		{Key: "compactionId", Value: event.String(id)},
+		{Key: "turn", Value: event.Null()},
+	}
+	if err != nil {
+		m = append(m, event.Member{Key: "error", Value: event.String(err.Error())})
+	}
+	return event.Stringify(event.Object(m...))
+}
+
+// summaryData is the compaction/summary record, keys in the harness's order; the fields only a model
+// call produces (rawOutput, llmStreamCall, usage) are absent.
+func summaryData(id string, sum Summary, sel span, tokens int) []byte {
+	m := []event.Member{
+		{Key: "compactionId", Value: event.String(id)},
+		{Key: "summary", Value: summaryBlocks(sum.Text)},
+		{Key: "shadowedRange", Value: rangeValue(sel.start(), sel.end())},
+		{Key: "shadowedSeqs", Value: seqList(sel.seqs)},
+		{Key: "shadowedTokenCount", Value: event.Int(int64(tokens))},
+		{Key: "provider", Value: event.String(sum.Provider)},
+		{Key: "model", Value: event.String(sum.Model)},
+	}
+	if sum.MaxTokens > 0 {
+		m = append(m, event.Member{Key: "maxTokens", Value: event.Int(int64(sum.MaxTokens))})
+	}
+	return event.Stringify(event.Object(m...))
+}
+
+// checkpointMessage is the replacement user message: the framed summary, the checkpoint source, then
+// role and id in the order the harness's createUserMessage writes them.
+func checkpointMessage(id string, text []string) []byte {
+	blocks := []event.Value{textBlock(CheckpointPreamble + "\n\n" + summaryOpen)}
+	blocks = append(blocks, summaryBlocks(text).Arr...)
+	blocks = append(blocks, textBlock(summaryClose))
+	return event.Stringify(event.Object(
+		event.Member{Key: "content", Value: event.Array(blocks...)},
+		event.Member{Key: "source", Value: event.Object(
+			event.Member{Key: "kind", Value: event.String("plugin")},
+			event.Member{Key: "plugin", Value: event.String("compact")},
+			event.Member{Key: "compactionId", Value: event.String(id)},
+		)},
+		event.Member{Key: "role", Value: event.String("user")},
+		event.Member{Key: "id", Value: event.String(eventstore.NewSessionID())},
+	))
+}
+
+func rangeValue(start, end int64) event.Value {
+	return event.Object(event.Member{Key: "start", Value: event.Int(start)}, event.Member{Key: "end", Value: event.Int(end)})
+}
+
+func replaceOp(start, end int64) event.Value {
+	return event.Object(event.Member{Key: "op", Value: event.String("replace")},
+		event.Member{Key: "start", Value: event.Int(start)}, event.Member{Key: "end", Value: event.Int(end)})
+}
+
+func seqList(seqs []int64) event.Value {
+	vs := make([]event.Value, len(seqs))
+	for i, s := range seqs {
+		vs[i] = event.Int(s)
+	}
+	return event.Array(vs...)
+}
