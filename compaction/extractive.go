@@ -306,7 +306,7 @@ func clipLines(text string, n int) string {
 	if cut <= 0 {
 		return clip(text, n)
 	}
-	return text[:cut]
+	return strings.TrimRight(text[:cut], "\n")
 }
 
 func last(items []string, n int) []string {
