@@ -20,7 +20,7 @@ import (
 
 // The generated fixture sessions (../shared/fixtures/generated/NAMES.tsv).
 const (
-	cleanID      = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
+	cleanID     = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
 	compactedID = "main-session-39ade10b-6855-483e-897d-dd835505a4e6"
 )
 

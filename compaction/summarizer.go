@@ -110,8 +110,8 @@ func (c *Command) Summarize(ctx context.Context, in Input) (Summary, error) {
 	var stderr tailBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// The program runs in its own process group, so a timeout kills what it started too (a shell
-	// script's children), and the output pipes close.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// script's children), and the output pipes close; it is killed if dshfs dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,9 +101,30 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	if err != nil {
 		return nil, err
 	}
+	closeFuseOnExec()
 	f.root = root.EmbeddedInode()
 	go f.notifier(ctx)
 	return server, nil
+}
+
+// closeFuseOnExec marks this process's /dev/fuse descriptors close-on-exec. go-fuse's direct mount (as
+// root) opens the device without O_CLOEXEC, so every program dshfs starts (a summarizer) would inherit the
+// mount's connection: if dshfs then died, the kernel would keep the connection up for as long as that
+// program ran, and every request on the mount would hang instead of failing with ENOTCONN.
+func closeFuseOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == "/dev/fuse" {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // Watch polls the store every refresh interval until ctx ends, and for every change invalidates the

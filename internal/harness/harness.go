@@ -129,6 +129,12 @@ func (h *Harness) Load(root string, ids ...string) ([]Session, error) {
 	return h.Dump(root, append([]string{"--load"}, ids...)...)
 }
 
+// CompactionInvariant runs the harness's compaction invariant companion over each session's inspect()
+// events; a Session's Error is what it rejected (empty when it accepted the log).
+func (h *Harness) CompactionInvariant(root string, ids ...string) ([]Session, error) {
+	return h.Dump(root, append([]string{"--invariant"}, ids...)...)
+}
+
 // List returns the harness's list() of root, one header JSON per element.
 func (h *Harness) List(root string) ([]string, error) {
 	cmd := exec.Command(h.Node, filepath.Join(h.Cache, "dshfs-dump.mjs"), root, "--list")
