@@ -53,6 +53,9 @@ Writing (this mount is writable):
   sessions/<id>/append   one event per line: {"type":…,"data":…} (+ seq, time, surfaceOp, sourceEventSeqs,
                          ignorable); each write is applied whole or not at all (EINVAL, reason in status.json)
   sessions/<id>/ctl      echo flush|resume|close > ctl;  echo "fork [BOUNDARY] [CHILD_ID]" > ctl
+                         echo compact > ctl (or "compact START END"): a summary replaces the older surface,
+                         every event stays in events.jsonl; echo prune > ctl: cut oversized tool results
+                         (needs a turn this mount holds open)
   ctl                    echo flush|rescan > ctl;  echo "create [ID] [cwd=/abs/path]" > ctl
   mkdir sessions/<name>  creates a session (<name> encoded as listed: a~002Fb is id "a/b")
 Accepted events are visible at once and written in batches; "flush" (or fsync on append) returns once
