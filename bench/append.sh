@@ -16,11 +16,8 @@ RUNS=${RUNS:-3}
 MODE=${MODE:-zstd}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}/append-$MODE
 mkdir -p "$WORK"
-CACHE=${DSHFS_INTEROP_CACHE:-$HOME/.cache/dshfs-interop}
-NODE22=$(bash ../shared/interop/setup.sh "$CACHE")
-cp ../shared/interop/appendrate.mjs "$CACHE/"
-go build -o "$WORK/dshfs" ./cmd/dshfs
-go build -o "$WORK/gensession" ./bench/gensession
+. bench/common.sh
+bench_setup appendrate.mjs
 compression=zstd; gmode=zstd
 if [ "$MODE" = raw ]; then compression=none; gmode=none; fi
 
@@ -48,7 +45,6 @@ if [ ! -d "$WORK/long-store" ] || [ "$(cat "$WORK/long-store.base" 2>/dev/null)"
   "$WORK/dshfs" append --config "$WORK/dshfs.toml" "$WORK/long-store" s "$WORK/base.jsonl" >/dev/null
 fi
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # The driver writes each 1,000-line chunk with one write(2) to append and then "flush" to ctl, as
 # `cat chunk >> append; echo flush > ctl` does, without a process spawn per chunk (cat's fork+exec costs

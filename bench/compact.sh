@@ -13,16 +13,12 @@ N=${1:-500000}
 RUNS=${RUNS:-3}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
 mkdir -p "$WORK"
-CACHE=${DSHFS_INTEROP_CACHE:-$HOME/.cache/dshfs-interop}
-NODE22=$(bash ../shared/interop/setup.sh "$CACHE")
-cp ../shared/interop/inspect.mjs "$CACHE/"
-go build -o "$WORK/dshfs" ./cmd/dshfs
-go build -o "$WORK/gensession" ./bench/gensession
+. bench/common.sh
+bench_setup inspect.mjs
 ROOT="$WORK/load-$N"
 if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$N"; fi
 echo "session: $(find "$ROOT" -name session.jsonl.zstd) ($N events)"
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # measure CMD...: prints "<wall seconds> <peak RSS KiB>" of one run (output discarded), via /proc of the child
 measure() {
   local s e; s=$(date +%s%N)

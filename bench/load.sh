@@ -10,17 +10,13 @@ N=${1:-500000}
 RUNS=${RUNS:-5}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
 mkdir -p "$WORK"
-CACHE=${DSHFS_INTEROP_CACHE:-$HOME/.cache/dshfs-interop}
-NODE22=$(bash ../shared/interop/setup.sh "$CACHE")
-cp ../shared/interop/inspect.mjs "$CACHE/"
-go build -o "$WORK/dshfs" ./cmd/dshfs
-go build -o "$WORK/gensession" ./bench/gensession
+. bench/common.sh
+bench_setup inspect.mjs
 ROOT="$WORK/load-$N"
 if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$N"; fi
 FILE=$(find "$ROOT" -name session.jsonl.zstd)
 echo "session: $FILE ($(stat -c %s "$FILE") bytes compressed)"
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 timeit() { # prints wall seconds of one run of "$@", output discarded
   local s e; s=$(date +%s%N); "$@" >/dev/null; e=$(date +%s%N); awk -v a="$s" -v b="$e" 'BEGIN{printf "%.4f\n", (b-a)/1e9}'
 }

@@ -42,11 +42,8 @@ if [ "$(stat -f -c %T "$SHM")" != tmpfs ]; then
   echo "mount.sh: $SHM is not on tmpfs ($(stat -f -c %T "$SHM")); set SHM_DIR to a tmpfs directory" >&2
   exit 2
 fi
-CACHE=${DSHFS_INTEROP_CACHE:-$HOME/.cache/dshfs-interop}
-NODE22=$(bash ../shared/interop/setup.sh "$CACHE")
-cp ../shared/interop/inspect.mjs "$CACHE/"
-go build -o "$WORK/dshfs" ./cmd/dshfs
-go build -o "$WORK/gensession" ./bench/gensession
+. bench/common.sh
+bench_setup inspect.mjs
 DSHFS="$WORK/dshfs"
 GEN="$WORK/gensession"
 skip() { [[ " $SKIP " == *" $1 "* ]]; }
