@@ -30,6 +30,7 @@ const (
 	CodeSummaryFailed = "summary-failed" // EIO: the summarizer failed
 	CodeNotSmaller    = "not-smaller"    // EIO: the framed summary does not shrink the span
 	CodeChanged       = "changed"        // EAGAIN: the span changed during summarization
+	CodeCancelled     = "cancelled"      // EIO: the caller gave up (an interrupted ctl write) while the summary was made
 	CodeCommit        = "commit"         // EIO: the transaction could not be closed cleanly
 	CodePersistence   = "persistence"    // EIO: closed cleanly, but the flush failed
 )
@@ -108,6 +109,9 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 	}
 	out.StartSeq = started[0].Seq
 	t := transaction{w: w, id: out.CompactionID}
+	// Once compaction/start is accepted, the transaction is closed and made durable even when the caller
+	// gives up (an interrupted `echo compact > ctl`): only the summarizer is cancelled by ctx.
+	summarizeCtx, ctx := ctx, context.WithoutCancel(ctx)
 	if err := w.Flush(ctx); err != nil {
 		return out, t.fail(ctx, CodePersistence, err)
 	}
@@ -116,8 +120,11 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		return out, t.fail(ctx, CodeChanged, err)
 	}
 	out.Shadowed, out.ShadowedTokens = sel.seqs, prep.tokens
-	sum, err := req.Summarizer.Summarize(ctx, prep.input)
+	sum, err := req.Summarizer.Summarize(summarizeCtx, prep.input)
 	if err != nil {
+		if summarizeCtx.Err() != nil {
+			return out, t.fail(ctx, CodeCancelled, err)
+		}
 		return out, t.fail(ctx, CodeSummaryFailed, err)
 	}
 	checkpoint := checkpointMessage(out.CompactionID, sum.Text)
@@ -179,6 +186,8 @@ func (t transaction) fail(ctx context.Context, code string, err error) error {
 		return failure(code, "the compacted history changed during manual compaction", err)
 	case CodePersistence:
 		return failure(code, "manual compaction durability checkpoint failed", err)
+	case CodeCancelled:
+		return failure(code, "manual compaction was cancelled", err)
 	}
 	return failure(code, "manual compaction could not produce a smaller summary", err)
 }

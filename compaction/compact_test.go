@@ -529,3 +529,18 @@ func TestPruneContent(t *testing.T) {
 		}
 	}
 }
+
+func TestCompactCancelled(t *testing.T) {
+	_, w, _ := liveFixture(t, cleanID)
+	before := w.Snapshot()
+	ctx, cancel := context.WithCancel(context.Background())
+	sum := &fixed{text: "short", during: cancel}
+	sum.err = context.Canceled
+	out, err := Compact(ctx, w, Request{Summarizer: sum})
+	var ce *eventstore.CommandError
+	if !errors.As(err, &ce) || ce.Code != CodeCancelled || ce.Message != "manual compaction was cancelled: context canceled" {
+		t.Fatalf("got %#v", err)
+	}
+	// the transaction is still closed and durable, though the caller's context is gone
+	failedEnd(t, w, before, out.CompactionID, "context canceled")
+}
