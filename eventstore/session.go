@@ -89,6 +89,9 @@ type Revision struct {
 	Durable  int64  // durable events
 	Pending  int64  // accepted events not yet durable
 	Results  uint64 // generation of the recorded command results (status.json's lastError, lastCommand)
+	// Identity is the artifact's storage identity (Artifact.Identity). The Artifact token already changes
+	// with it, so it takes no part in String.
+	Identity string
 }
 
 // String is the revision as one comparable key.
@@ -121,7 +124,7 @@ func (w *Session) Snapshot() Snapshot {
 		mt = time.UnixMilli(w.newest)
 	}
 	return Snapshot{ID: w.id, Header: w.h, Path: w.path, Events: w.events[:n:n], Durable: w.durable,
-		Revision: Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(n - w.durable), Results: gen},
+		Revision: Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(n - w.durable), Results: gen, Identity: w.art.Identity},
 		ModTime:  mt, Fold: w.folder.Result(), Conflict: w.conflict}
 }
 
@@ -528,5 +531,5 @@ func (w *Session) Revision() Revision {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_, _, gen := w.st.Results(w.id)
-	return Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(len(w.events) - w.durable), Results: gen}
+	return Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(len(w.events) - w.durable), Results: gen, Identity: w.art.Identity}
 }

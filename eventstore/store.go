@@ -18,6 +18,7 @@ type Entry struct {
 	Header     *event.Header // nil when the header could not be read
 	HeaderLine []byte        // the first line verbatim (no LF) when it is a JSON object, else nil
 	Revision   string        // opaque change token; "" when the artifact could not be stat'ed
+	Identity   string        // the artifact's storage identity (Artifact.Identity)
 	ModTime    time.Time     // when the artifact last changed; zero when it could not be stat'ed
 	Owner      *Owner        // the artifact's owner and permission bits; nil when unknown
 	Refusal    error         // why the harness would not list or open this session; nil when listed
@@ -47,10 +48,14 @@ type Torn struct {
 type Artifact struct {
 	// Token changes whenever the stored bytes change (JSONL: `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>`,
 	// the harness's revision token). Only compared for equality, never parsed.
-	Token   string
-	ModTime time.Time // when the artifact last changed
-	Size    int64     // physical bytes
-	Owner   *Owner    // nil when the backend has no per-session owner
+	Token string
+	// Identity names the artifact's storage, not its bytes: it changes when the artifact is replaced (a
+	// new file renamed over it), never when it grows (JSONL: `<dev>:<ino>`). The mount gives a replaced
+	// artifact's files new inodes, so a reader holding the old ones keeps its snapshot. "" when unknown.
+	Identity string
+	ModTime  time.Time // when the artifact last changed
+	Size     int64     // physical bytes
+	Owner    *Owner    // nil when the backend has no per-session owner
 }
 
 // Owner is who may read a session's artifact: the mount serves the session's files with these, so that

@@ -109,8 +109,13 @@ func (f *FS) StoreStatus() []byte {
 // pending, results), else the artifact's state from one stat plus the results generation. "" when the
 // artifact vanished or cannot be stat'ed (nothing is cached then; the load reports why).
 func (f *FS) revision(ctx context.Context, id string) string {
+	return f.revisionOf(ctx, id).String()
+}
+
+// revisionOf is the session's revision now: the live engine's, else the artifact's as stat'ed now.
+func (f *FS) revisionOf(ctx context.Context, id string) eventstore.Revision {
 	if w := f.opts.Store.Live(id); w != nil {
-		return w.Revision().String()
+		return w.Revision()
 	}
 	path := ""
 	l := f.Listing()
@@ -119,11 +124,14 @@ func (f *FS) revision(ctx context.Context, id string) string {
 	}
 	art, err := f.opts.Store.Stat(ctx, id, path)
 	if err != nil {
-		return ""
+		return eventstore.Revision{}
 	}
 	_, _, gen := f.opts.Store.Results(id)
-	return eventstore.Revision{Artifact: art.Token, Results: gen}.String()
+	return eventstore.Revision{Artifact: art.Token, Results: gen, Identity: art.Identity}
 }
+
+// Identity is the session artifact's storage identity now ("" when unknown).
+func (f *FS) Identity(ctx context.Context, id string) string { return f.revisionOf(ctx, id).Identity }
 
 // entry is the snapshot of id at revision rev, loaded when the cached one is older.
 func (f *FS) entry(ctx context.Context, id, rev string) (*cached, error) {
@@ -177,9 +185,11 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 // Render returns a view of the current snapshot; the spill index is never cached (its targets live
 // outside the store).
 func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rendered, error) {
-	rev := f.revision(ctx, id)
+	revision := f.revisionOf(ctx, id)
+	rev := revision.String()
 	if view != views.Spill {
 		if r, ok := f.cache.view(id, rev, view); ok {
+			r.Identity = revision.Identity
 			return r, nil // rendered at this revision before: no need for the decoded session
 		}
 	}
@@ -187,7 +197,9 @@ func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rend
 	if err != nil {
 		return nodes.Rendered{}, err
 	}
-	return f.cache.render(ctx, e, view, view == views.Spill)
+	r, err := f.cache.render(ctx, e, view, view == views.Spill)
+	r.Identity = revision.Identity
+	return r, err
 }
 
 // refresh re-reads the listing and reports what changed since the previous one.
@@ -249,9 +261,10 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 
 // changes is what a refresh found: sessions whose artifact changed, and names that appeared or vanished.
 type changes struct {
-	changed []string // ids
-	added   []string // names
-	removed []string // names
+	changed  []string // ids
+	replaced []string // ids among changed whose artifact was replaced (a new storage identity)
+	added    []string // names
+	removed  []string // names
 }
 
 func diff(prev, next *nodes.Listing) changes {
@@ -267,6 +280,9 @@ func diff(prev, next *nodes.Listing) changes {
 		}
 		if prev.Entries[j].Revision != e.Revision || (prev.Entries[j].Refusal == nil) != (e.Refusal == nil) {
 			c.changed = append(c.changed, e.ID)
+		}
+		if prev.Entries[j].Identity != e.Identity {
+			c.replaced = append(c.replaced, e.ID)
 		}
 	}
 	for i, e := range prev.Entries {

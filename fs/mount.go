@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,19 +184,23 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 		if dir == nil {
 			continue // the kernel never looked it up: nothing cached
 		}
-		invalidateTree(dir)
+		invalidateTree(dir, slices.Contains(c.replaced, id))
 	}
 }
 
-// invalidateTree drops the kernel's cached data and attributes of every known node below n.
-func invalidateTree(n *gofs.Inode) {
+// invalidateTree drops the kernel's cached data and attributes of every known node below n. When the
+// session's artifact was replaced, its files have new inode numbers: their names are dropped too, so the
+// next lookup finds the new inodes while open descriptors keep the old ones (and their snapshots).
+func invalidateTree(n *gofs.Inode, replaced bool) {
 	for name, kid := range n.Children() {
 		if kid.IsDir() {
-			invalidateTree(kid)
+			invalidateTree(kid, replaced)
 			continue
 		}
 		kid.NotifyContent(0, 0)
-		_ = name
+		if replaced {
+			n.NotifyEntry(name)
+		}
 	}
 	n.NotifyContent(0, 0)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -13,15 +14,52 @@ import (
 // file is a read-only regular file whose bytes come from get: a session view, a per-event file, the root
 // README or status. Its size is exact at every GETATTR (rsync and tar trust it) and every open reads one
 // snapshot.
+//
+// A session's file belongs to one artifact storage identity (gen), as a file of a disk filesystem belongs
+// to one inode: when the artifact is replaced (renamed over), the session's files get new inode numbers and
+// this one goes stale. A stale file keeps answering with the attributes it last reported (or its open
+// handle's snapshot), so the kernel never cuts a reader of the old bytes short at the new, smaller size.
 type file struct {
 	fs.Inode
 	noXattr
 	src    Source
 	ino    uint64
 	sess   string // the session whose owner the file takes; "" for the store's own files
+	gen    string // the artifact identity this inode belongs to; "" when unknown (never stale)
 	what   string // for the log: which file failed
 	get    func(ctx context.Context) (Rendered, error)
 	kernel *kernelView
+
+	mu   sync.Mutex
+	last attrs // what the last GETATTR or open of the current artifact reported
+}
+
+type attrs struct {
+	size  int64
+	mtime time.Time
+	ok    bool
+}
+
+// stale reports whether r was rendered from another artifact than the one this inode belongs to.
+func (f *file) stale(r Rendered) bool { return f.gen != "" && r.Identity != "" && r.Identity != f.gen }
+
+// attrsFor is what GETATTR reports for r: r's own size and time, or — once the artifact was replaced — the
+// open handle's snapshot, else what was reported before.
+func (f *file) attrsFor(r Rendered, fh fs.FileHandle) (int64, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stale(r) {
+		f.last = attrs{size: int64(len(r.Data)), mtime: r.ModTime, ok: true}
+		return f.last.size, f.last.mtime
+	}
+	mtime := f.last.mtime
+	if h, ok := fh.(*handle); ok {
+		return h.size(), mtime
+	}
+	if f.last.ok {
+		return f.last.size, mtime
+	}
+	return int64(len(r.Data)), r.ModTime
 }
 
 // kernelView remembers, per file inode, the size last reported to the kernel and the revision last served by
@@ -82,11 +120,12 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		f.src.Logf("%s: %v", f.what, err)
 		return syscall.EIO
 	}
-	fillFile(&out.Attr, int64(len(r.Data)), r.ModTime, f.ino)
+	size, mtime := f.attrsFor(r, fh)
+	fillFile(&out.Attr, size, mtime, f.ino)
 	if f.sess != "" {
 		applyOwner(&out.Attr, f.src.Owner(f.sess))
 	}
-	f.kernel.reported(f.ino, int64(len(r.Data)))
+	f.kernel.reported(f.ino, size)
 	_, attr := f.src.Timeouts()
 	out.SetTimeout(attr)
 	return 0
@@ -110,7 +149,12 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		f.src.Logf("%s: %v", f.what, err)
 		return nil, 0, syscall.EIO
 	}
-	return &handle{data: r.Data, get: f.get}, f.kernel.openFlags(f.ino, r), 0
+	if !f.stale(r) {
+		f.mu.Lock()
+		f.last = attrs{size: int64(len(r.Data)), mtime: r.ModTime, ok: true}
+		f.mu.Unlock()
+	}
+	return &handle{data: r.Data, gen: r.Identity, get: f.get}, f.kernel.openFlags(f.ino, r), 0
 }
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -127,14 +171,21 @@ func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 type handle struct {
 	mu   sync.Mutex
 	data []byte
+	gen  string // the artifact identity data was rendered from: a replaced artifact is never followed
 	get  func(ctx context.Context) (Rendered, error)
+}
+
+func (h *handle) size() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int64(len(h.data))
 }
 
 func (h *handle) read(ctx context.Context, dest []byte, off int64) []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if off+int64(len(dest)) > int64(len(h.data)) {
-		if r, err := h.get(ctx); err == nil && len(r.Data) > len(h.data) && bytes.HasPrefix(r.Data, h.data) {
+		if r, err := h.get(ctx); err == nil && r.Identity == h.gen && len(r.Data) > len(h.data) && bytes.HasPrefix(r.Data, h.data) {
 			h.data = r.Data
 		}
 	}

@@ -39,6 +39,9 @@ type Source interface {
 	// Owner is the owner and permission bits of a session's artifact (nil when unknown): the session's
 	// files are served with them, and the kernel enforces them (default_permissions).
 	Owner(id string) *eventstore.Owner
+	// Identity is the storage identity of the session's artifact now (Artifact.Identity), "" when
+	// unknown: a session's files are numbered by it, so a replaced artifact's files are new inodes.
+	Identity(ctx context.Context, id string) string
 }
 
 // Rendered is one view's bytes and the time of the last change it covers.
@@ -46,6 +49,9 @@ type Rendered struct {
 	Data     []byte
 	ModTime  time.Time
 	Revision string
+	// Identity is the storage identity of the artifact the bytes were rendered from (Artifact.Identity);
+	// "" when they come from no artifact.
+	Identity string
 }
 
 // Listing is a store listing prepared for the tree: sessions by their directory name.

@@ -34,10 +34,10 @@ func (t *tree) rootDir() *dir {
 	d := &dir{src: t.src, ino: 1, what: "/", mtime: t.storeTime}
 	d.list = func(ctx context.Context) ([]child, error) {
 		return []child{
-			t.fileChild("", "README", ino("/README"), "README", func(context.Context) (Rendered, error) {
+			t.fileChild("", "", "README", ino("/README"), "README", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.readme, ModTime: t.src.Listing().ModTime}, nil
 			}),
-			t.fileChild("", "status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
+			t.fileChild("", "", "status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.src.StoreStatus(), ModTime: t.src.Listing().ModTime}, nil
 			}),
 			t.dirChild("sessions", ino("/sessions"), func() fs.InodeEmbedder {
@@ -80,10 +80,15 @@ func (t *tree) appendChild(id string, mtime func(context.Context) time.Time) chi
 	}}
 }
 
-// fileChild is a regular file; sess names the session whose owner it takes ("" for the store's files).
-func (t *tree) fileChild(sess, name string, inode uint64, what string, get func(context.Context) (Rendered, error)) child {
+// fileChild is a regular file; sess names the session whose owner it takes ("" for the store's files) and
+// gen the identity of its artifact now: the file's inode number includes it, so a replaced artifact's files
+// are new inodes (see file).
+func (t *tree) fileChild(sess, gen, name string, inode uint64, what string, get func(context.Context) (Rendered, error)) child {
+	if gen != "" {
+		inode = ino(strconv.FormatUint(inode, 16), gen)
+	}
 	return child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &file{src: t.src, ino: inode, sess: sess, what: what, get: get, kernel: &t.kernel}
+		return &file{src: t.src, ino: inode, sess: sess, gen: gen, what: what, get: get, kernel: &t.kernel}
 	}}
 }
 
@@ -200,6 +205,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 			if err != nil {
 				return nil, err
 			}
+			gen := t.src.Identity(ctx, id)
 			var kids []child
 			for _, f := range viewFiles {
 				if refusal != nil && !refusedFiles[f.name] {
@@ -213,7 +219,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 						continue
 					}
 				}
-				kids = append(kids, t.fileChild(id, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
+				kids = append(kids, t.fileChild(id, gen, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
 			}
 			if refusal != nil {
 				return kids, nil
@@ -236,7 +242,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 				// a one-line file naming the parent, not a link: a parent link beside the parent's forks/
 				// link would make diff -r, grep -R and find -L loop (DESIGN.md §4)
 				body := []byte(h.ParentSession.Str + "\n")
-				kids = append(kids, t.fileChild(id, "parent", ino(id, "parent"), base+"/parent", func(context.Context) (Rendered, error) {
+				kids = append(kids, t.fileChild(id, gen, "parent", ino(id, "parent"), base+"/parent", func(context.Context) (Rendered, error) {
 					return Rendered{Data: body, ModTime: e.ModTime}, nil
 				}))
 			}
@@ -296,6 +302,7 @@ type item struct {
 	t         *tree
 	id, sname string
 	dir       string
+	gen       string // the artifact identity the listing was made at
 }
 
 // itemDir is a directory below a readable session whose entries come from the session's current snapshot;
@@ -309,6 +316,8 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 			if err != nil {
 				return nil, err
 			}
+			it := it
+			it.gen = t.src.Identity(ctx, id)
 			return list(it, s)
 		}}
 	if find != nil {
@@ -317,6 +326,8 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 			if err != nil {
 				return child{}, false, err
 			}
+			it := it
+			it.gen = t.src.Identity(ctx, id)
 			c, ok := find(it, s, n)
 			return c, ok, nil
 		}
@@ -326,7 +337,7 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 
 // file is one file of this directory; key identifies it for its inode number.
 func (it item) file(name, key string, get func(context.Context) (Rendered, error)) child {
-	return it.t.fileChild(it.id, name, ino(it.id, it.dir, key), "sessions/"+it.sname+"/"+it.dir+"/"+name, get)
+	return it.t.fileChild(it.id, it.gen, name, ino(it.id, it.dir, key), "sessions/"+it.sname+"/"+it.dir+"/"+name, get)
 }
 
 // event is a file holding one event line (events/, surface/, shadowed/ all serve event:SEQ).

@@ -224,8 +224,8 @@ func artifactOf(fi fs.FileInfo) eventstore.Artifact {
 		a.Token = fmt.Sprintf("0:0:%d:%d:0", fi.Size(), fi.ModTime().UnixNano())
 		return a
 	}
-	a.Token = fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size,
-		st.Mtim.Sec*1e9+st.Mtim.Nsec, st.Ctim.Sec*1e9+st.Ctim.Nsec)
+	a.Identity = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	a.Token = fmt.Sprintf("%s:%d:%d:%d", a.Identity, st.Size, st.Mtim.Sec*1e9+st.Mtim.Nsec, st.Ctim.Sec*1e9+st.Ctim.Nsec)
 	a.Owner = &eventstore.Owner{UID: st.Uid, GID: st.Gid, Perm: uint32(fi.Mode().Perm())}
 	return a
 }
@@ -549,8 +549,8 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 		e.Refusal = err
 		return e
 	}
-	e.Revision, e.ModTime, e.Owner = art.Token, art.ModTime, art.Owner
-	file := fileIdentity(art.Token)
+	e.Revision, e.Identity, e.ModTime, e.Owner = art.Token, art.Identity, art.ModTime, art.Owner
+	file := art.Identity
 	b.hmu.Lock()
 	c, ok := b.headers[path]
 	b.hmu.Unlock()
@@ -569,16 +569,6 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 	b.headers[path] = cachedHeader{file: file, entry: e}
 	b.hmu.Unlock()
 	return e
-}
-
-// fileIdentity is the "<dev>:<ino>" prefix of a revision token.
-func fileIdentity(rev string) string {
-	if i := strings.IndexByte(rev, ':'); i >= 0 {
-		if j := strings.IndexByte(rev[i+1:], ':'); j >= 0 {
-			return rev[:i+1+j]
-		}
-	}
-	return rev
 }
 
 // readEntry reads one transcript's first record for the listing.
