@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -235,8 +236,12 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 		if j, dup := out.ByName[names[i]]; dup {
 			// Two entries share a name when their ids collide after the 200-byte cap, or when a stray
 			// directory's raw name decodes to a valid sibling's id: the session the harness opens keeps
-			// the name, else the first.
-			if out.Entries[j].Refusal != nil && e.Refusal == nil {
+			// the name — one it lists, else the one in the directory its inspect(id) opens — else the
+			// first.
+			old := out.Entries[j]
+			listed, canonical := e.Refusal == nil, filepath.Base(filepath.Dir(e.Path)) == names[i]
+			oldListed, oldCanonical := old.Refusal == nil, filepath.Base(filepath.Dir(old.Path)) == names[i]
+			if (listed && !oldListed) || (listed == oldListed && canonical && !oldCanonical) {
 				out.Entries[j] = e
 				out.ByID[e.ID] = j
 			}

@@ -2,40 +2,16 @@ package jsonl
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/internal/storetree"
 )
 
-// memTempDir is a temp dir in memory where there is one: deleting thousands of trees from a disk that
-// discards freed blocks stalls the fuzzer for seconds at a time.
-func memTempDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("/dev/shm", "dshfs-fuzz-")
-	if err != nil {
-		return t.TempDir()
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// create makes a new file only: never through a symlink an earlier record planted (its target is fuzzed),
-// never blocking on a FIFO.
-func create(path string, content []byte) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		return
-	}
-	f.Write(content)
-	f.Close()
-}
-
-// FuzzStoreTree builds a whole store tree from the input — project and session directories with arbitrary
-// names, transcripts with arbitrary bytes in either encoding, FIFOs, symlinks in and out of the root,
-// directories where files belong — and asserts what no store may break: listing and inspecting every
+// FuzzStoreTree builds a whole store tree from the input (storetree.Build) — session directories with
+// arbitrary names, transcripts with arbitrary bytes in either encoding, FIFOs, symlinks in and out of the
+// root, directories where files belong — and asserts what no store may break: listing and inspecting every
 // session finishes within a deadline, without a panic, and every session is either readable or refused
 // with a reason. The caps keep memory bounded (a tiny max_frame_bytes and max_line_bytes).
 func FuzzStoreTree(f *testing.F) {
@@ -46,56 +22,8 @@ func FuzzStoreTree(f *testing.F) {
 	f.Add(append([]byte("\x01bomb\x00"), append(EncodeFrame(nil, []byte(headerLine("bomb")+"\n")), Bomb(64)...)...))
 	f.Add([]byte("\x00a\nb\x00" + header + "\x00a~000Ab\x00" + header))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		root := memTempDir(t)
-		project := filepath.Join(root, "--home-dev-proj--")
-		if err := os.MkdirAll(project, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		// records: kind byte, a NUL-terminated name, then (for files) bytes up to the next kind byte < 8
-		for len(data) > 1 {
-			kind := data[0] % 8
-			data = data[1:]
-			end := 0
-			for end < len(data) && data[end] != 0 {
-				end++
-			}
-			name := string(data[:end])
-			if end < len(data) {
-				end++
-			}
-			data = data[end:]
-			body := 0
-			for body < len(data) && data[body] >= 8 {
-				body++
-			}
-			content := data[:body]
-			data = data[body:]
-			if name == "" || name == "." || name == ".." || len(name) > 200 || filepath.Base(name) != name {
-				continue
-			}
-			dir := filepath.Join(project, name)
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				continue
-			}
-			switch kind {
-			case 0:
-				create(filepath.Join(dir, "session.jsonl"), content)
-			case 1:
-				create(filepath.Join(dir, "session.jsonl.zstd"), content)
-			case 2:
-				syscall.Mkfifo(filepath.Join(dir, "session.jsonl"), 0o600)
-			case 3:
-				os.Symlink(string(content), filepath.Join(dir, "session.jsonl"))
-			case 4:
-				os.Mkdir(filepath.Join(dir, "session.jsonl"), 0o700)
-			case 5:
-				os.Symlink(filepath.Join(project, "s", "session.jsonl"), filepath.Join(dir, "session.jsonl"))
-			case 6:
-				create(filepath.Join(project, name+".jsonl"), content) // flat layout
-			case 7:
-				os.Symlink("/dev/zero", filepath.Join(dir, "session.jsonl.zstd"))
-			}
-		}
+		root := storetree.TempDir(t)
+		storetree.Build(t, root, data)
 		for _, mode := range []Compression{None, Zstd} {
 			b, err := Open(root, mode)
 			if err != nil {
