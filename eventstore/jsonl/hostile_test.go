@@ -1,9 +1,12 @@
 package jsonl
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,5 +93,54 @@ func TestHostileArtifacts(t *testing.T) {
 				t.Errorf("raw bytes of a link out of the root were served")
 			}
 		})
+	}
+}
+
+// newlines is a reader of n newlines that never holds them in memory.
+type newlines struct {
+	n, peak uint64
+	reads   int
+	prefix  []byte
+}
+
+func (r *newlines) Read(p []byte) (int, error) {
+	if len(r.prefix) > 0 {
+		n := copy(p, r.prefix)
+		r.prefix = r.prefix[n:]
+		return n, nil
+	}
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	if r.reads++; r.reads%16 == 0 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		r.peak = max(r.peak, ms.HeapInuse)
+	}
+	k := min(uint64(len(p)), uint64(len(newlineBlock)), r.n)
+	copy(p, newlineBlock[:k])
+	r.n -= k
+	return int(k), nil
+}
+
+var newlineBlock = bytes.Repeat([]byte{'\n'}, 1<<20)
+
+// TestRawScanBoundedMemory: a raw transcript of 256 MiB of empty lines after its header loads in bounded
+// memory — its chunks are released as they are scanned — as a session with no events and all of them a
+// torn tail (an empty line never parses).
+func TestRawScanBoundedMemory(t *testing.T) {
+	b := &Backend{mode: None, maxLine: DefaultMaxLineBytes, maxFrame: DefaultMaxFrameBytes}
+	const size = 256 << 20
+	r := &newlines{n: size, prefix: []byte(headerLine("s") + "\n")}
+	runtime.GC()
+	p, err := b.scanRaw(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Events) != 0 || p.Torn == nil || p.Torn.Bytes != size {
+		t.Fatalf("%d events, torn %+v", len(p.Events), p.Torn)
+	}
+	if r.peak > 48<<20 { // the file read whole would take 256
+		t.Fatalf("scanning 256 MiB of empty lines used %d MiB of heap", r.peak>>20)
 	}
 }

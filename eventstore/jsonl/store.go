@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -285,11 +287,16 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err != nil {
 		return nil, err
 	}
-	buf, art, err := b.readArtifact(path)
-	if err != nil {
-		return nil, err
+	var p *eventstore.Prefix
+	var art eventstore.Artifact
+	if b.mode == None {
+		p, art, err = b.loadRaw(path)
+	} else {
+		var buf []byte
+		if buf, art, err = b.readArtifact(path); err == nil {
+			p, err = b.scanZstd(buf)
+		}
 	}
-	p, err := b.scan(buf)
 	if err != nil {
 		var uv *event.UnsupportedVersionError
 		if errors.As(err, &uv) {
@@ -304,30 +311,102 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	return p, nil
 }
 
-func (b *Backend) scan(buf []byte) (*eventstore.Prefix, error) {
-	if b.mode == Zstd {
-		return b.scanZstd(buf)
+// rawChunk is how much of a raw transcript is read at a time. Events alias the chunk they were read from,
+// so a chunk holding events stays alive with them and one holding none (blank or unparsable lines) is
+// garbage as soon as it is scanned: a load's memory follows the log's events, never the file's size.
+const rawChunk = 8 << 20
+
+// loadRaw scans a raw transcript as it is read, between two equal fstats of the open file (retrying while
+// a writer changes it), so that the prefix and the artifact's revision belong together.
+func (b *Backend) loadRaw(path string) (*eventstore.Prefix, eventstore.Artifact, error) {
+	for range 100 {
+		f, fi, err := b.openArtifact(path)
+		if err != nil {
+			return nil, eventstore.Artifact{}, err
+		}
+		before := artifactOf(fi)
+		p, err := b.scanRaw(f)
+		fi, serr := f.Stat()
+		f.Close()
+		if serr != nil {
+			return nil, before, &eventstore.IOError{Err: serr}
+		}
+		if after := artifactOf(fi); after.Token == before.Token {
+			return p, after, err
+		}
 	}
-	nl := bytes.IndexByte(buf, '\n')
-	if nl < 0 {
-		return nil, errHeaderless
+	return nil, eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
+}
+
+// scanRaw reads a raw transcript: the header line, then every complete line through the scanner, chunk by
+// chunk, each chunk's lines decoded in parallel. A line over max_line_bytes is corruption (found as soon as
+// it is that long, without buffering the rest of it); the bytes after the last LF are the torn tail.
+func (b *Backend) scanRaw(r io.Reader) (*eventstore.Prefix, error) {
+	var (
+		carry []byte // read, not yet consumed: an incomplete line at the end of the last chunk
+		total int64
+		eof   bool
+	)
+	fill := func() error {
+		buf := make([]byte, len(carry), len(carry)+rawChunk)
+		copy(buf, carry) // the previous chunk is released unless its events keep it
+		n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		carry, total = buf[:len(buf)+n], total+int64(n)
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			eof = true
+		default:
+			return &eventstore.IOError{Err: err}
+		}
+		return nil
 	}
-	h, err := event.ParseHeaderLine(buf[:nl+1])
+	nl := -1
+	for nl < 0 {
+		if b.maxLine > 0 && int64(len(carry)) > b.maxLine+1 {
+			return nil, fmt.Errorf("corrupt session log: the header record is not complete within max_line_bytes (%d bytes)", b.maxLine)
+		}
+		if eof {
+			return nil, errHeaderless
+		}
+		if err := fill(); err != nil {
+			return nil, err
+		}
+		nl = bytes.IndexByte(carry, '\n')
+	}
+	h, err := event.ParseHeaderLine(carry[:nl+1])
 	if err != nil {
-		return nil, err
-	}
-	if err := b.checkLines(buf[nl+1:], 0); err != nil {
 		return nil, err
 	}
 	s := newScanner(int64(nl + 1))
-	pieces := splitLines(buf[nl+1:], 64)
-	err = decodeParallel(len(pieces), func(i int) chunk { return predecode(pieces[i]) }, s.writeChunk)
-	if err != nil {
-		return nil, err
+	carry = carry[nl+1:]
+	pieces := 2 * runtime.GOMAXPROCS(0)
+	for line := 0; ; {
+		if last := bytes.LastIndexByte(carry, '\n'); last >= 0 {
+			complete := carry[:last+1]
+			if err := b.checkLines(complete, line); err != nil {
+				return nil, err
+			}
+			line += bytes.Count(complete, []byte{'\n'})
+			parts := splitLines(complete, pieces)
+			if err := decodeParallel(len(parts), func(i int) chunk { return predecode(parts[i]) }, s.writeChunk); err != nil {
+				return nil, err
+			}
+			carry = carry[last+1:]
+		}
+		if b.maxLine > 0 && int64(len(carry)) > b.maxLine {
+			return nil, fmt.Errorf("corrupt session log: line %d is over %d bytes, over max_line_bytes (%d)", line+1, len(carry), b.maxLine)
+		}
+		if eof {
+			break
+		}
+		if err := fill(); err != nil {
+			return nil, err
+		}
 	}
 	p := &eventstore.Prefix{Header: h, Events: s.events}
-	if size := int64(len(buf)); s.committed < size {
-		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: size - s.committed}
+	if s.committed < total {
+		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: total - s.committed}
 	}
 	return p, nil
 }
