@@ -67,8 +67,13 @@ func PruneCommand(ctx context.Context, st *eventstore.Store, id string, args []s
 	return r
 }
 
-// writer is the session's live engine; a busy refusal keeps its reason and takes the compaction code.
+// writer is the session's live engine; a busy refusal (a quiesced store included) keeps its reason and
+// takes the compaction code.
 func writer(ctx context.Context, st *eventstore.Store, id string) (*eventstore.Session, *eventstore.CommandError) {
+	if held := st.WritesHeld(); held != nil {
+		// a compaction writes (its start is flushed before the summary): not while quiesced
+		return nil, &eventstore.CommandError{Failure: eventstore.Busy, Code: CodeBusy, Message: held.Message, Err: held}
+	}
 	w, err := st.Writer(ctx, id)
 	if err == nil {
 		return w, nil

@@ -48,6 +48,9 @@ func (s *Store) Fork(ctx context.Context, id, boundary, child string) (string, e
 	if _, err := s.b.Locate(ch); err != nil {
 		return "", cmdErr(Invalid, CodeBadInput, err.Error())
 	}
+	if err := s.WritesHeld(); err != nil {
+		return "", err
+	}
 	if _, err := s.b.Materialize(ctx, ch, batch); err != nil {
 		return "", AsCommandError(err)
 	}

@@ -338,6 +338,9 @@ func (w *Session) batchDue() {
 	w.mu.Lock()
 	w.timer = nil
 	w.mu.Unlock()
+	if _, quiesced := w.st.Quiesced(); quiesced {
+		return // held: the quiesce's end starts it again (held)
+	}
 	if err := w.Flush(context.Background()); err != nil {
 		ce := AsCommandError(err)
 		w.st.Record(w.id, Result{Command: "flush (write-behind batch)", Err: ce})
@@ -351,6 +354,16 @@ func (w *Session) batchDue() {
 	}
 }
 
+// held starts the write of a batch held by a quiesce that has ended.
+func (w *Session) held() {
+	w.mu.Lock()
+	due := w.timer == nil && !w.closed && w.durable < len(w.events) && w.st.Window > 0
+	if due {
+		w.timer = time.AfterFunc(0, w.batchDue)
+	}
+	w.mu.Unlock()
+}
+
 // Pending is how many accepted events are not durable yet.
 func (w *Session) Pending() int {
 	w.mu.Lock()
@@ -362,7 +375,16 @@ func (w *Session) Pending() int {
 // accepted meanwhile may ride along. On failure the events stay pending and the error says why: a
 // storage failure (Failed; a later flush retries) or a conflict with another writer (Busy; the pending
 // events are kept in a sidecar and writes are refused until a rescan).
-func (w *Session) Flush(ctx context.Context) error {
+func (w *Session) Flush(ctx context.Context) error { return w.flush(ctx, false) }
+
+// flush is Flush; a draining flush (Quiesce's own) writes while the store is quiesced, any other is
+// refused then.
+func (w *Session) flush(ctx context.Context, draining bool) error {
+	if !draining {
+		if err := w.st.WritesHeld(); err != nil {
+			return err
+		}
+	}
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	w.mu.Lock()

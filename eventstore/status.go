@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"errors"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -193,6 +194,13 @@ func UnknownOutcomes(events []event.Event) []UnknownOutcome {
 type StoreState struct {
 	Live, Pending int
 	LastError     *Result
+	QuiescedUntil *time.Time  // nil when not quiesced
+	LastQuiesce   *QuiesceEnd // how the last quiesce ended; nil when none has
+}
+
+// timeText is a time as status.json prints it: RFC 3339 in UTC, to the millisecond.
+func timeText(t time.Time) event.Value {
+	return event.String(t.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
 // StoreStatus renders the store status.json object of DESIGN.md §4.
@@ -210,6 +218,17 @@ func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 			event.Member{Key: "message", Value: event.String(r.Message)},
 		))
 	}
+	quiescedUntil, lastQuiesce := event.Value{}, event.Value{}
+	if st.QuiescedUntil != nil {
+		quiescedUntil = timeText(*st.QuiescedUntil)
+	}
+	if q := st.LastQuiesce; q != nil {
+		lastQuiesce = event.Object(
+			event.Member{Key: "until", Value: timeText(q.Until)},
+			event.Member{Key: "ended", Value: timeText(q.Ended)},
+			event.Member{Key: "reason", Value: event.String(q.Reason)},
+		)
+	}
 	return event.Object(
 		event.Member{Key: "backend", Value: event.String(backend)},
 		event.Member{Key: "root", Value: event.String(root)},
@@ -220,7 +239,8 @@ func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 		event.Member{Key: "pending", Value: event.Number(float64(st.Pending))},
 		event.Member{Key: "rootErrors", Value: event.Array(rootErrs...)},
 		event.Member{Key: "lastError", Value: resultValue(st.LastError)},
-		event.Member{Key: "quiescedUntil", Value: event.Value{}},
+		event.Member{Key: "quiescedUntil", Value: quiescedUntil},
+		event.Member{Key: "lastQuiesce", Value: lastQuiesce},
 	)
 }
 

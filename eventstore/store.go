@@ -134,6 +134,7 @@ type Store struct {
 	live    map[string]*Session
 	results map[string]*results
 	locks   map[string]*sync.Mutex
+	q       quiescence
 }
 
 // results are the last command outcomes of one session, for status.json.
@@ -414,6 +415,9 @@ func (s *Store) release(w *Session) {
 // live is refused when its turn is open (its writer is alive: nothing to repair) and otherwise resumed
 // in place.
 func (s *Store) Resume(ctx context.Context, id string) (*Session, error) {
+	if err := s.WritesHeld(); err != nil {
+		return nil, err
+	}
 	defer s.lock(id)()
 	w := s.Live(id)
 	if w == nil {
@@ -443,6 +447,9 @@ func (s *Store) Create(ctx context.Context, h event.Header) error {
 		return cmdErr(Invalid, CodeBadInput, err.Error())
 	}
 	if err := s.absent(ctx, h.ID); err != nil {
+		return err
+	}
+	if err := s.WritesHeld(); err != nil {
 		return err
 	}
 	if _, err := s.b.Materialize(ctx, h, nil); err != nil {
@@ -484,6 +491,7 @@ func (s *Store) Append(ctx context.Context, id string, batch []event.Event) erro
 // pending events kept in a sidecar beside the artifact (Session.Abandon), so nothing accepted is lost when
 // the process ends; the first error is returned and every failure recorded.
 func (s *Store) Close(ctx context.Context) error {
+	s.ResumeWrites("unmount") // closing ends a quiesce: what was accepted is written as usual
 	var first error
 	for _, id := range s.LiveIDs() {
 		w := s.Live(id)

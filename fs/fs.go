@@ -95,7 +95,10 @@ func (f *FS) Logf(format string, args ...any) { f.log.Warn(fmt.Sprintf(format, a
 // StoreStatus renders the store's status.json from the latest listing and the write side's state now.
 func (f *FS) StoreStatus() []byte {
 	l := f.Listing()
-	st := eventstore.StoreState{LastError: f.storeErr.Load()}
+	st := eventstore.StoreState{LastError: f.storeErr.Load(), LastQuiesce: f.opts.Store.LastQuiesce()}
+	if until, ok := f.opts.Store.Quiesced(); ok {
+		st.QuiescedUntil = &until
+	}
 	for _, id := range f.opts.Store.LiveIDs() {
 		if w := f.opts.Store.Live(id); w != nil {
 			st.Live++

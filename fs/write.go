@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -213,10 +214,54 @@ func (f *FS) storeCommand(ctx context.Context, args []string) eventstore.Result 
 		n := st.Rescan()
 		f.relist(ctx)
 		r.Message = fmt.Sprintf("rescanned the store; %d sessions released after a conflict", n)
+	case "quiesce":
+		d := defaultQuiesce
+		if len(args) > 2 {
+			r.Err = bad(eventstore.CodeBadCommand, "usage: quiesce [SECONDS]")
+			break
+		}
+		if len(args) == 2 {
+			secs, err := strconv.ParseFloat(args[1], 64)
+			if err != nil || secs <= 0 || secs > maxQuiesce.Seconds() {
+				r.Err = bad(eventstore.CodeBadInput, "quiesce takes a number of seconds in (0, %d], got %q", int(maxQuiesce.Seconds()), args[1])
+				break
+			}
+			d = time.Duration(secs * float64(time.Second))
+		}
+		until, err := st.Quiesce(ctx, d)
+		if err != nil {
+			r.Err = eventstore.AsCommandError(err)
+			break
+		}
+		f.touchAll()
+		r.Message = "quiesced until " + until.UTC().Format(time.RFC3339Nano) + ": every live session is flushed; new events are accepted and held until resume-writes or then"
+	case "resume-writes":
+		if len(args) != 1 {
+			r.Err = bad(eventstore.CodeBadCommand, "resume-writes takes no arguments")
+			break
+		}
+		if st.ResumeWrites("resume-writes") {
+			r.Message = "writes resumed: held batches are being written"
+		} else {
+			r.Message = "not quiesced: nothing to resume"
+		}
 	default:
-		r.Err = bad(eventstore.CodeUnknownCommand, "unknown store command %q (flush, create [ID] [cwd=/abs/path], rescan)", args[0])
+		r.Err = bad(eventstore.CodeUnknownCommand, "unknown store command %q (flush, create [ID] [cwd=/abs/path], rescan, quiesce [SECONDS], resume-writes)", args[0])
 	}
 	return r
+}
+
+// The quiesce a bare `quiesce` asks for, and the longest one may ask for: a forgotten quiesce must end.
+const (
+	defaultQuiesce = 60 * time.Second
+	maxQuiesce     = 24 * time.Hour
+)
+
+// touchAll queues the kernel invalidation of every live session (their status.json changes).
+func (f *FS) touchAll() {
+	for _, id := range f.opts.Store.LiveIDs() {
+		f.touch(id)
+	}
 }
 
 // createArgs parses `create [ID] [cwd=/abs/path]`; the id defaults to a new UUIDv4.
@@ -286,6 +331,9 @@ func (f *FS) relist(ctx context.Context) {
 
 // FlushAll flushes every live session (unmount, SIGTERM); failures are logged and recorded.
 func (f *FS) FlushAll(ctx context.Context) {
+	if f.opts.Store.ResumeWrites("unmount") {
+		f.log.Info("unmounting ends the quiesce: held batches are written")
+	}
 	for _, id := range f.opts.Store.LiveIDs() {
 		if r := f.flush(ctx, id); r.Err != nil {
 			f.record(id, r)
