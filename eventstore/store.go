@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -56,6 +57,28 @@ type Artifact struct {
 	ModTime  time.Time // when the artifact last changed
 	Size     int64     // physical bytes
 	Owner    *Owner    // nil when the backend has no per-session owner
+}
+
+// Frozen is the durable prefix of an artifact, as a backup copies it (DESIGN.md §4, store/): its first
+// Size bytes end at a complete line (raw) or a complete zstd frame — at a flush point for a session this
+// process writes — so a copy of them never ends in a torn record. ModTime is derived from the data: the
+// time of the last event in the prefix (the header's createdAt when it holds none), so it changes exactly
+// when the prefix does. Token is the artifact revision it was computed at.
+type Frozen struct {
+	Token, Identity string
+	Size            int64
+	ModTime         time.Time
+}
+
+// Freezer is implemented by backends whose store is a tree of artifact files (JSONL), which the mount's
+// store/ mirrors file for file.
+type Freezer interface {
+	// Freeze computes the frozen prefix of the artifact at path. prev, an earlier answer for the same
+	// path (or the zero value), lets an artifact that only grew be read from where prev ended.
+	Freeze(ctx context.Context, path string, prev Frozen) (Frozen, error)
+	// OpenArtifact opens the artifact at path for reading with the backend's safety rules (regular
+	// files inside the root only, never blocking).
+	OpenArtifact(ctx context.Context, path string) (*os.File, Artifact, error)
 }
 
 // Owner is who may read a session's artifact: the mount serves the session's files with these, so that

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -43,6 +44,8 @@ type FS struct {
 	cache   *cache
 	listing atomic.Pointer[nodes.Listing]
 	listMu  sync.Mutex // serializes listing refreshes
+	// frozen remembers each artifact's last frozen prefix (store/), by path.
+	frozen sync.Map
 	// storeErr is the last failed store command (root ctl), for the store status.json.
 	storeErr atomic.Pointer[eventstore.Result]
 	// notes carries changes made through this mount to the notifier (kernel invalidation).
@@ -215,6 +218,9 @@ func (f *FS) refresh(ctx context.Context) (changes, error) {
 		return changes{}, err
 	}
 	next := buildListing(l, f.opts.Store.Backend().Name(), f.opts.Root)
+	if f.opts.Store.Mirrored() {
+		next.Mirror = buildMirror(l, f.opts.Root)
+	}
 	prev := f.listing.Swap(next)
 	return diff(prev, next), nil
 }
@@ -265,6 +271,72 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 		}
 	}
 	return out
+}
+
+// buildMirror indexes every artifact of the listing (strays and refused sessions included) by its path
+// relative to the root, for store/. An artifact that is not a regular file three levels down
+// (project/session/file) is a root error, never an entry, so every entry fits.
+func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
+	m := &nodes.Mirror{Dirs: map[string][]string{}, Files: map[string]eventstore.Entry{}}
+	seen := map[string]bool{}
+	for _, e := range l.Entries {
+		rel, err := filepath.Rel(root, e.Path)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		rel = filepath.ToSlash(rel)
+		m.Files[rel] = e
+		for p := rel; p != "." && p != ""; {
+			parent := path.Dir(p)
+			if parent == "." {
+				parent = ""
+			}
+			if !seen[p] {
+				seen[p] = true
+				m.Dirs[parent] = append(m.Dirs[parent], path.Base(p))
+			}
+			p = parent
+		}
+	}
+	for _, names := range m.Dirs {
+		sort.Strings(names)
+	}
+	if _, ok := m.Dirs[""]; !ok {
+		m.Dirs[""] = nil
+	}
+	return m
+}
+
+// Frozen is the frozen prefix of a listed artifact, remembered per path so that a grown artifact is read
+// from where the last answer ended. A refused session's artifact is mirrored whole, as it is.
+func (f *FS) Frozen(ctx context.Context, e eventstore.Entry) (eventstore.Frozen, error) {
+	if e.Refusal != nil {
+		file, art, _, err := f.opts.Store.OpenArtifact(ctx, e.Path)
+		if err != nil {
+			return eventstore.Frozen{}, err
+		}
+		file.Close()
+		return eventstore.Frozen{Token: art.Token, Identity: art.Identity, Size: art.Size, ModTime: art.ModTime}, nil
+	}
+	var prev eventstore.Frozen
+	if v, ok := f.frozen.Load(e.Path); ok {
+		prev = v.(eventstore.Frozen)
+	}
+	fr, _, err := f.opts.Store.Frozen(ctx, e.ID, e.Path, prev)
+	if err != nil {
+		return eventstore.Frozen{}, err
+	}
+	f.frozen.Store(e.Path, fr)
+	return fr, nil
+}
+
+// OpenArtifact opens a listed artifact for store/.
+func (f *FS) OpenArtifact(ctx context.Context, path string) (*os.File, eventstore.Artifact, error) {
+	file, art, ok, err := f.opts.Store.OpenArtifact(ctx, path)
+	if !ok {
+		return nil, eventstore.Artifact{}, fmt.Errorf("the %s backend keeps no artifact files", f.opts.Store.Backend().Name())
+	}
+	return file, art, err
 }
 
 // changes is what a refresh found: sessions whose artifact changed, and names that appeared or vanished.

@@ -8,6 +8,7 @@ package nodes
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -42,6 +43,12 @@ type Source interface {
 	// Identity is the storage identity of the session's artifact now (Artifact.Identity), "" when
 	// unknown: a session's files are numbered by it, so a replaced artifact's files are new inodes.
 	Identity(ctx context.Context, id string) string
+	// Frozen is the frozen prefix of a listed artifact (store/): its durable bytes, exact size and
+	// data-derived time; a refused session's artifact whole, as it is.
+	Frozen(ctx context.Context, e eventstore.Entry) (eventstore.Frozen, error)
+	// OpenArtifact opens a listed artifact for store/, with the backend's safety rules, and says which
+	// artifact it opened.
+	OpenArtifact(ctx context.Context, path string) (*os.File, eventstore.Artifact, error)
 }
 
 // Rendered is one view's bytes and the time of the last change it covers.
@@ -64,4 +71,13 @@ type Listing struct {
 	Children   map[string][]int   // parent session id → indexes of the sessions forked from it
 	RootErrors []eventstore.RootError
 	ModTime    time.Time // the newest artifact change, for the directories above sessions
+	// Mirror is store/: every artifact file of the store (strays and refused sessions included), by its
+	// path relative to the root; nil when the backend keeps no artifact files.
+	Mirror *Mirror
+}
+
+// Mirror indexes the artifact files of a store by their root-relative paths (project/session/file).
+type Mirror struct {
+	Dirs  map[string][]string         // "" and each directory below it → its entries' names, sorted
+	Files map[string]eventstore.Entry // file path → the artifact's listing entry
 }

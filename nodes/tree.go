@@ -33,7 +33,7 @@ func (t *tree) storeTime(context.Context) time.Time { return t.src.Listing().Mod
 func (t *tree) rootDir() *dir {
 	d := &dir{src: t.src, ino: 1, what: "/", mtime: t.storeTime}
 	d.list = func(ctx context.Context) ([]child, error) {
-		return []child{
+		kids := []child{
 			t.fileChild("", "", "README", ino("/README"), "README", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.readme, ModTime: t.src.Listing().ModTime}, nil
 			}),
@@ -47,7 +47,11 @@ func (t *tree) rootDir() *dir {
 				return t.sessionsDir()
 			}),
 			t.dirChild("by-project", ino("/by-project"), func() fs.InodeEmbedder { return t.projectsDir() }),
-		}, nil
+		}
+		if t.src.Listing().Mirror != nil {
+			kids = append(kids, t.dirChild("store", ino("/store", ""), func() fs.InodeEmbedder { return t.storeDir("") }))
+		}
+		return kids, nil
 	}
 	if w := t.src.Writer(); w != nil {
 		d.list = appendCtl(d.list, func() child { return t.ctlChild("", ino("/ctl"), t.storeTime) })

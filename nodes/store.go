@@ -1,0 +1,196 @@
+package nodes
+
+import (
+	"context"
+	"io"
+	"os"
+	"path"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// store/ mirrors the physical store (DESIGN.md §4): the harness's own layout, each artifact a regular file
+// frozen at its last durable flush — complete lines or zstd frames only — with its exact size and a
+// data-derived time, so `rsync -a MNT/store/ DEST/` copies a store the harness opens, and a repeat copies
+// nothing when nothing was flushed. Refused sessions' artifacts are mirrored whole; anything the backend
+// will not open (a FIFO, a link out of the root) is not listed.
+
+// storeDir is store/ or a directory below it: rel is its root-relative path ("" for store/ itself).
+func (t *tree) storeDir(rel string) *dir {
+	d := &dir{src: t.src, ino: ino("/store", rel), what: path.Join("store", rel), mtime: t.storeTime}
+	kid := func(ctx context.Context, m *Mirror, name string) (child, bool) {
+		p := path.Join(rel, name)
+		if e, isFile := m.Files[p]; isFile {
+			if e.Refusal != nil { // a refused artifact is listed only when it can be served
+				f, _, err := t.src.OpenArtifact(ctx, e.Path)
+				if err != nil {
+					return child{}, false
+				}
+				f.Close()
+			}
+			inode := ino("/store", p, e.Identity)
+			return child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
+				return &mirrorFile{src: t.src, ino: inode, rel: p}
+			}}, true
+		}
+		if _, isDir := m.Dirs[p]; isDir {
+			return t.dirChild(name, ino("/store", p), func() fs.InodeEmbedder { return t.storeDir(p) }), true
+		}
+		return child{}, false
+	}
+	d.list = func(ctx context.Context) ([]child, error) {
+		m := t.src.Listing().Mirror
+		if m == nil {
+			return nil, nil
+		}
+		var kids []child
+		for _, name := range m.Dirs[rel] {
+			if k, ok := kid(ctx, m, name); ok {
+				kids = append(kids, k)
+			}
+		}
+		return kids, nil
+	}
+	d.find = func(ctx context.Context, name string) (child, bool, error) {
+		m := t.src.Listing().Mirror
+		if m == nil {
+			return child{}, false, nil
+		}
+		k, ok := kid(ctx, m, name)
+		return k, ok, nil
+	}
+	return d
+}
+
+// mirrorFile is one artifact in store/. Each open reads the artifact itself (no copy in memory), bounded
+// at the frozen size of that moment; the open descriptor keeps that file and size, so a copy in progress
+// is one consistent prefix even while writers append or the artifact is replaced.
+type mirrorFile struct {
+	fs.Inode
+	noXattr
+	src Source
+	ino uint64
+	rel string
+}
+
+var (
+	_ fs.NodeGetattrer = (*mirrorFile)(nil)
+	_ fs.NodeOpener    = (*mirrorFile)(nil)
+	_ fs.NodeReader    = (*mirrorFile)(nil)
+)
+
+func (f *mirrorFile) frozen(ctx context.Context) (size int64, mtime time.Time, errno syscall.Errno) {
+	m := f.src.Listing().Mirror
+	if m == nil {
+		return 0, time.Time{}, syscall.ENOENT
+	}
+	e, ok := m.Files[f.rel]
+	if !ok {
+		return 0, time.Time{}, syscall.ENOENT
+	}
+	fr, err := f.src.Frozen(ctx, e)
+	if err != nil {
+		f.src.Logf("store/%s: %v", f.rel, err)
+		return 0, time.Time{}, syscall.EIO
+	}
+	return fr.Size, fr.ModTime, 0
+}
+
+func (f *mirrorFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	size, mtime, errno := int64(0), time.Time{}, syscall.Errno(0)
+	if h, ok := fh.(*mirrorHandle); ok {
+		size, mtime = h.size, h.mtime
+	} else if size, mtime, errno = f.frozen(ctx); errno != 0 {
+		return errno
+	}
+	fillFile(&out.Attr, size, mtime, f.ino)
+	if m := f.src.Listing().Mirror; m != nil {
+		applyOwner(&out.Attr, m.Files[f.rel].Owner)
+	}
+	_, attr := f.src.Timeouts()
+	out.SetTimeout(attr)
+	return 0
+}
+
+func (f *mirrorFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if writes(flags) {
+		return nil, 0, syscall.EROFS // store/ is read-only even on a writable mount
+	}
+	m := f.src.Listing().Mirror
+	if m == nil {
+		return nil, 0, syscall.ENOENT
+	}
+	e, ok := m.Files[f.rel]
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	// The size is taken after the open: the opened file is at least that long (artifacts only grow, and a
+	// replaced one is a new file whose identity the frozen size belongs to — checked, retried once).
+	for range 2 {
+		file, opened, err := f.src.OpenArtifact(ctx, e.Path)
+		if err != nil {
+			f.src.Logf("store/%s: %v", f.rel, err)
+			return nil, 0, syscall.EIO
+		}
+		fr, err := f.src.Frozen(ctx, e)
+		if err != nil {
+			file.Close()
+			f.src.Logf("store/%s: %v", f.rel, err)
+			return nil, 0, syscall.EIO
+		}
+		if fi, err := file.Stat(); err == nil && fi.Size() >= fr.Size && opened.Identity == fr.Identity {
+			// direct I/O: the size a handle serves is its own, whatever the kernel cached for the inode
+			return &mirrorHandle{f: file, size: fr.Size, mtime: fr.ModTime}, fuse.FOPEN_DIRECT_IO, 0
+		}
+		file.Close()
+	}
+	f.src.Logf("store/%s: the artifact keeps being replaced while it is opened", f.rel)
+	return nil, 0, syscall.EIO
+}
+
+func (f *mirrorFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*mirrorHandle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	return h.read(dest, off)
+}
+
+// mirrorHandle is one open artifact, served up to its frozen size.
+type mirrorHandle struct {
+	mu    sync.Mutex
+	f     *os.File
+	size  int64
+	mtime time.Time
+}
+
+var _ fs.FileReleaser = (*mirrorHandle)(nil)
+
+func (h *mirrorHandle) read(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= h.size {
+		return fuse.ReadResultData(nil), 0
+	}
+	want := min(int64(len(dest)), h.size-off)
+	n, err := h.f.ReadAt(dest[:want], off)
+	if err != nil && err != io.EOF {
+		return nil, fs.ToErrno(err)
+	}
+	if int64(n) < want {
+		return nil, syscall.EIO // the artifact shrank under the copy: never serve a silently short file
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *mirrorHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.f != nil {
+		h.f.Close()
+		h.f = nil
+	}
+	return 0
+}
