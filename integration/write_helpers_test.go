@@ -138,8 +138,9 @@ type commandResult struct {
 func statusOf(t *testing.T, sessDir string) sessionStatus {
 	t.Helper()
 	var st sessionStatus
-	if err := json.Unmarshal(readFile(t, filepath.Join(sessDir, "status.json")), &st); err != nil {
-		t.Fatal(err)
+	b := readFile(t, filepath.Join(sessDir, "status.json"))
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%s/status.json: %v\n%q", sessDir, err, b)
 	}
 	return st
 }

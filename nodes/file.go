@@ -26,6 +26,8 @@ type file struct {
 	ino    uint64
 	sess   string // the session whose owner the file takes; "" for the store's own files
 	gen    string // the artifact identity this inode belongs to; "" when unknown (never stale)
+	// volatile: always direct I/O (see volatile)
+	volatile bool
 	what   string // for the log: which file failed
 	get    func(ctx context.Context) (Rendered, error)
 	kernel *kernelView
@@ -154,7 +156,11 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		f.last = attrs{size: int64(len(r.Data)), mtime: r.ModTime, ok: true}
 		f.mu.Unlock()
 	}
-	return &handle{data: r.Data, gen: r.Identity, get: f.get}, f.kernel.openFlags(f.ino, r), 0
+	open := f.kernel.openFlags(f.ino, r)
+	if f.volatile {
+		open = fuse.FOPEN_DIRECT_IO
+	}
+	return &handle{data: r.Data, gen: r.Identity, get: f.get}, open, 0
 }
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

@@ -37,9 +37,9 @@ func (t *tree) rootDir() *dir {
 			t.fileChild("", "", "README", ino("/README"), "README", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.readme, ModTime: t.src.Listing().ModTime}, nil
 			}),
-			t.fileChild("", "", "status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
+			volatile(t.fileChild("", "", "status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.src.StoreStatus(), ModTime: t.src.Listing().ModTime}, nil
-			}),
+			})),
 			t.dirChild("sessions", ino("/sessions"), func() fs.InodeEmbedder {
 				if w := t.src.Writer(); w != nil {
 					return &sessionsDir{dir: t.sessionsDir(), t: t, w: w}
@@ -94,6 +94,20 @@ func (t *tree) fileChild(sess, gen, name string, inode uint64, what string, get 
 	return child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
 		return &file{src: t.src, ino: inode, sess: sess, gen: gen, what: what, get: get, kernel: &t.kernel}
 	}}
+}
+
+// volatile marks a file whose bytes change in place and in both directions (status.json: counts, states,
+// the last command) at any moment: it is always served with direct I/O. A page-cache read trusts the size
+// of the last GETATTR, and a rendering one byte shorter than that size — taken a moment later — would
+// come back padded with a NUL.
+func volatile(c child) child {
+	mk := c.make
+	c.make = func() fs.InodeEmbedder {
+		n := mk().(*file)
+		n.volatile = true
+		return n
+	}
+	return c
 }
 
 func (t *tree) dirChild(name string, inode uint64, make func() fs.InodeEmbedder) child {
@@ -223,7 +237,11 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 						continue
 					}
 				}
-				kids = append(kids, t.fileChild(id, gen, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
+				c := t.fileChild(id, gen, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view))
+				if f.view == views.Status {
+					c = volatile(c)
+				}
+				kids = append(kids, c)
 			}
 			if refusal != nil {
 				return kids, nil
