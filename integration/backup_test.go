@@ -228,4 +228,3 @@ func TestQuiesceOnMount(t *testing.T) {
 	wantErrno(t, "quiesce of nonsense", ctl(t, ctlPath, "quiesce soon"), syscall.EINVAL)
 	stopAndVerify(t, m, store)
 }
-

@@ -22,15 +22,15 @@ import (
 type file struct {
 	fs.Inode
 	noXattr
-	src    Source
-	ino    uint64
-	sess   string // the session whose owner the file takes; "" for the store's own files
-	gen    string // the artifact identity this inode belongs to; "" when unknown (never stale)
+	src  Source
+	ino  uint64
+	sess string // the session whose owner the file takes; "" for the store's own files
+	gen  string // the artifact identity this inode belongs to; "" when unknown (never stale)
 	// volatile: always direct I/O (see volatile)
 	volatile bool
-	what   string // for the log: which file failed
-	get    func(ctx context.Context) (Rendered, error)
-	kernel *kernelView
+	what     string // for the log: which file failed
+	get      func(ctx context.Context) (Rendered, error)
+	kernel   *kernelView
 
 	mu   sync.Mutex
 	last attrs // what the last GETATTR or open of the current artifact reported
