@@ -34,6 +34,9 @@ const usage = `usage:
   dshfs resume [--config FILE] STORE ID
   dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
   dshfs compact [--config FILE] STORE ID [START END]
+  dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
+  dshfs verify [--config FILE] DEST
+  dshfs restore [--config FILE] BACKUP DEST
   dshfs convert SRC DST                (not built yet)
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
@@ -72,6 +75,8 @@ type opts struct {
 	demo       bool
 	nonempty   bool
 	cwd        string
+	mount      string
+	withSpill  bool
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing.
@@ -92,7 +97,7 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 		if !allowed[name] {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
-		takesValue := name == "config" || name == "view" || name == "cwd"
+		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -121,6 +126,10 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.cwd = val
 		case "nonempty":
 			o.nonempty = true
+		case "mount":
+			o.mount = val
+		case "with-spill":
+			o.withSpill = true
 		}
 	}
 	return o, pos, nil
@@ -164,6 +173,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdCreate(ctx, args[1:], out)
 	case "compact":
 		code, err = cmdCompact(ctx, args[1:], out)
+	case "backup":
+		code, err = cmdBackup(ctx, args[1:], out, stderr)
+	case "verify":
+		code, err = cmdVerify(ctx, args[1:], out)
+	case "restore":
+		code, err = cmdRestore(ctx, args[1:], out)
 	case "convert":
 		err = fmt.Errorf("dshfs %s: not built yet (see README: what works so far)", args[0])
 		code = exitUsageErr

@@ -55,6 +55,21 @@ checkpoint that replaces it on the surface; every raw event stays in the log. Re
 compaction lock is live; a summary that fails, is not smaller, or whose span changed meanwhile is recorded as a
 failed compaction/end and exits 1. (prune needs a turn held open by a live writer: it is a ctl command of the
 mount only.)`,
+	"backup": `dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
+Copies STORE into DEST (new or empty), so that DEST is itself a store in the harness's layout, plus
+MANIFEST.json (versions, backend, and per session its artifact's SHA-256, events and durable seq, its spill
+locators) and spill-index.jsonl (every locator with its status). Through a running mount of STORE (found in
+/proc/mounts, or --mount) the store is quiesced for the copy and MNT/store/ is copied: every artifact at its
+last flush, one instant; without one, each session is copied under its writer lock. --with-spill also copies
+the present spill files (from inside the spill roots only) into DEST/spill/.`,
+	"verify": `dshfs verify [--config FILE] DEST
+Checks a backup: check's findings, the manifest's checksums and sizes, every listed session present holding
+its events (seqs contiguous from 0, the header naming it), surface and messages derivable, nothing unlisted.
+One line per problem (ID, kind, message); exit 0 when there is none, 1 when there are, 2 when DEST cannot be
+read.`,
+	"restore": `dshfs restore [--config FILE] BACKUP DEST
+Verifies BACKUP, then copies its artifacts into DEST — a new or empty directory only — checking each copy's
+SHA-256; BACKUP is only read. Then "dshfs mount --read-only DEST MNT" serves the restored store.`,
 	"version": `dshfs version
 Prints dshfs's version, the harness release and the session format version it reads and writes.`,
 	"help": `dshfs help [CMD]

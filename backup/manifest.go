@@ -1,0 +1,136 @@
+package backup
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Manifest is MANIFEST.json: what a backup holds.
+type Manifest struct {
+	DshfsVersion   string         `json:"dshfsVersion"`
+	HarnessRelease string         `json:"harnessRelease"`
+	Backend        string         `json:"backend"`
+	FormatVersion  int            `json:"formatVersion"`
+	CreatedAt      time.Time      `json:"createdAt"`
+	Source         string         `json:"source"`
+	Sessions       []SessionEntry `json:"sessions"`
+}
+
+// SessionEntry is one session of a backup: its artifact (path relative to the backup, size, SHA-256) and
+// the events it held (DurableSeq = Events-1: every copied event is durable) — or, for a session the store
+// refused, the refusal, its artifact copied as it was.
+type SessionEntry struct {
+	ID         string    `json:"id"`
+	Path       string    `json:"path"`
+	Bytes      int64     `json:"bytes"`
+	SHA256     string    `json:"sha256"`
+	Events     int64     `json:"events"`
+	DurableSeq int64     `json:"durableSeq"`
+	Refusal    string    `json:"refusal,omitempty"`
+	Spill      []Locator `json:"spill"`
+}
+
+// Locator is one spill locator a session cites, with its status when the backup was taken.
+type Locator struct {
+	Seq      int64  `json:"seq"`
+	CallID   string `json:"callId"`
+	Locator  string `json:"locator"`
+	Status   string `json:"status"` // present, missing or outside-roots
+	Bytes    int64  `json:"bytes"`  // the target's size when present, else -1 (null in the files)
+	Shadowed bool   `json:"shadowed"`
+	File     string `json:"file"` // the copy in the backup (--with-spill), relative to it; "" when none
+}
+
+func nullable(s string) event.Value {
+	if s == "" {
+		return event.Null()
+	}
+	return event.String(s)
+}
+
+func (l Locator) value(session string) event.Value {
+	bytes := event.Null()
+	if l.Bytes >= 0 {
+		bytes = event.Int(l.Bytes)
+	}
+	var m []event.Member
+	if session != "" {
+		m = append(m, event.Member{Key: "session", Value: event.String(session)})
+	}
+	return event.Object(append(m,
+		event.Member{Key: "seq", Value: event.Int(l.Seq)},
+		event.Member{Key: "callId", Value: event.String(l.CallID)},
+		event.Member{Key: "locator", Value: event.String(l.Locator)},
+		event.Member{Key: "status", Value: event.String(l.Status)},
+		event.Member{Key: "bytes", Value: bytes},
+		event.Member{Key: "shadowed", Value: event.Bool(l.Shadowed)},
+		event.Member{Key: "file", Value: nullable(l.File)},
+	)...)
+}
+
+// indexLine is the locator's spill-index.jsonl line.
+func (l Locator) indexLine(session string) []byte {
+	return append(event.Stringify(l.value(session)), '\n')
+}
+
+// JSON is the manifest as written: one object, keys in a fixed order, and a line feed.
+func (m *Manifest) JSON() []byte {
+	sessions := make([]event.Value, len(m.Sessions))
+	for i, s := range m.Sessions {
+		locs := make([]event.Value, len(s.Spill))
+		for j, l := range s.Spill {
+			locs[j] = l.value("")
+		}
+		durable := event.Int(s.DurableSeq)
+		if s.Refusal != "" {
+			durable = event.Null()
+		}
+		sessions[i] = event.Object(
+			event.Member{Key: "id", Value: event.String(s.ID)},
+			event.Member{Key: "path", Value: event.String(s.Path)},
+			event.Member{Key: "bytes", Value: event.Int(s.Bytes)},
+			event.Member{Key: "sha256", Value: event.String(s.SHA256)},
+			event.Member{Key: "events", Value: event.Int(s.Events)},
+			event.Member{Key: "durableSeq", Value: durable},
+			event.Member{Key: "refusal", Value: nullable(s.Refusal)},
+			event.Member{Key: "spill", Value: event.Array(locs...)},
+		)
+	}
+	return append(event.Stringify(event.Object(
+		event.Member{Key: "dshfsVersion", Value: event.String(m.DshfsVersion)},
+		event.Member{Key: "harnessRelease", Value: event.String(m.HarnessRelease)},
+		event.Member{Key: "backend", Value: event.String(m.Backend)},
+		event.Member{Key: "formatVersion", Value: event.Int(int64(m.FormatVersion))},
+		event.Member{Key: "createdAt", Value: event.String(m.CreatedAt.Format(time.RFC3339Nano))},
+		event.Member{Key: "source", Value: event.String(m.Source)},
+		event.Member{Key: "sessions", Value: event.Array(sessions...)},
+	)), '\n')
+}
+
+// ReadManifest reads dir's MANIFEST.json.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", ManifestFile, err)
+	}
+	for i, s := range m.Sessions {
+		if s.DurableSeq == 0 && s.Refusal != "" {
+			m.Sessions[i].DurableSeq = -1 // null
+		}
+		for j, l := range s.Spill {
+			if l.Status != "present" {
+				m.Sessions[i].Spill[j].Bytes = -1
+			}
+		}
+	}
+	return &m, nil
+}
