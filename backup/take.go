@@ -236,4 +236,3 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
-
