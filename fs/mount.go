@@ -35,7 +35,9 @@ sessions/<id>/           one directory per session (<id> encoded like the harnes
   compactions/           one file per compaction transaction, prunes.jsonl
   forks/, parent         children (links) and the parent id (a file);  spill/  spilled tool output
 by-project/<project>/<id> -> ../../sessions/<id>
-status.json              store status: sessions, refusals, root errors
+store/                   the store's artifacts in the harness's layout, each frozen at its last flush:
+                         "rsync -a MNT/store/ DEST/" copies a store the harness opens (see dshfs backup)
+status.json              store status: sessions, refusals, root errors, quiesce
 
 Files report exact sizes and data-derived mtimes, so "rsync -a MNT/sessions/ DEST/" copies exact bytes;
 "tail -f sessions/<id>/events.jsonl" follows appends made by the harness or through this mount. A refused
@@ -58,6 +60,8 @@ Writing (this mount is writable):
                          every event stays in events.jsonl; echo prune > ctl: cut oversized tool results
                          (needs a turn this mount holds open)
   ctl                    echo flush|rescan > ctl;  echo "create [ID] [cwd=/abs/path]" > ctl
+                         echo "quiesce [SECONDS]" > ctl: flush all, hold writes (a still store/ for a copy)
+                         until echo resume-writes > ctl, the deadline (default 60 s) or unmount
   mkdir sessions/<name>  creates a session (<name> encoded as listed: a~002Fb is id "a/b")
 Accepted events are visible at once and written in batches; "flush" (or fsync on append) returns once
 they are durable. Every refusal's errno has its reason in status.json (lastError) and the mount's log.
