@@ -321,6 +321,13 @@ func (f *FS) Frozen(ctx context.Context, e eventstore.Entry) (eventstore.Frozen,
 	var prev eventstore.Frozen
 	if v, ok := f.frozen.Load(e.Path); ok {
 		prev = v.(eventstore.Frozen)
+		// one stat tells whether anything changed (the answer is kept per revision): a rerun of rsync
+		// stats every file, and most have not changed
+		if f.opts.Store.Live(e.ID) == nil {
+			if art, err := f.opts.Store.Stat(ctx, e.ID, e.Path); err == nil && art.Token == prev.Token {
+				return prev, nil
+			}
+		}
 	}
 	fr, _, err := f.opts.Store.Frozen(ctx, e.ID, e.Path, prev)
 	if err != nil {
