@@ -40,7 +40,7 @@ func TestEmptyDir(t *testing.T) {
 	if err := emptyDir(dir); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("a non-empty directory: %v", err)
 	}
-	if got := unescapeMount(`/mnt/a\040b\011c`); got != "/mnt/a b\tc" {
-		t.Errorf("unescapeMount: %q", got)
+	if got := UnescapeMount(`/mnt/a\040b\011c`); got != "/mnt/a b\tc" {
+		t.Errorf("UnescapeMount: %q", got)
 	}
 }

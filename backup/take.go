@@ -198,7 +198,7 @@ func FindMount(root string) (string, error) {
 		if len(fields) < 3 || fields[0] != "dshfs" || !strings.HasPrefix(fields[2], "fuse") {
 			continue
 		}
-		mnt := unescapeMount(fields[1])
+		mnt := UnescapeMount(fields[1])
 		if got := mountRoot(mnt); got != "" {
 			if r, err := filepath.EvalSymlinks(got); err == nil && r == want {
 				return mnt, nil
@@ -221,8 +221,8 @@ func mountRoot(mnt string) string {
 	return st.Root
 }
 
-// unescapeMount undoes /proc/mounts' octal escapes (\040 for a space).
-func unescapeMount(s string) string {
+// UnescapeMount undoes /proc/mounts' octal escapes in a mountpoint field (\040 for a space).
+func UnescapeMount(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\\' && i+3 < len(s) {

@@ -483,12 +483,7 @@ func TestBackupWithoutMount(t *testing.T) {
 // status; --with-spill copies the present file only.
 func TestBackupSpill(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	root := filepath.Join(base, "sessions")
-	spillRoot := filepath.Join(base, "spill")
-	if err := os.MkdirAll(spillRoot, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base, root, spillRoot := spillDirs(t)
 	present := filepath.Join(spillRoot, "present.txt")
 	if err := os.WriteFile(present, []byte("the whole output\n"), 0o644); err != nil {
 		t.Fatal(err)

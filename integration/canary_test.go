@@ -321,12 +321,7 @@ func TestCanary6UnsafeFork(t *testing.T) {
 // parent's locator present while the file exists and missing once it is gone; nothing is copied.
 func TestCanary11SpillAfterFork(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
-	root := filepath.Join(base, "sessions")
-	spillRoot := filepath.Join(base, "spill")
-	if err := os.MkdirAll(spillRoot, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	_, root, spillRoot := spillDirs(t)
 	file := filepath.Join(spillRoot, "out.txt")
 	content := strings.Repeat("build output line\n", 200)
 	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {

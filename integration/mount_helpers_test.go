@@ -17,12 +17,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dshfs/dshfs/backup"
 )
 
 // deadline bounds every wait on a condition; generous, because CI machines are slow and -race slows the
@@ -259,27 +260,11 @@ func mountEntry(t testing.TB, dir string) (string, bool) {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 2 && unescapeMount(f[1]) == dir {
+		if len(f) >= 2 && backup.UnescapeMount(f[1]) == dir {
 			return line, true
 		}
 	}
 	return "", false
-}
-
-// unescapeMount undoes /proc/mounts' octal escapes (\040 for a space, ...).
-func unescapeMount(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // waitFor polls cond until it holds, failing after deadline with what cond last reported.

@@ -37,6 +37,18 @@ func spillNotice(preview string, omitted int, path string) string {
 	return fmt.Sprintf("%s\n\n(Omitted %d bytes. Full formatted result stored at: %s. Use read with offset/limit, or grep this path to search within it.)", preview, omitted, path)
 }
 
+// spillDirs is a fresh base directory with a store root (not created: the first session creates it) and a
+// spill root (created) in it.
+func spillDirs(t *testing.T) (base, root, spillRoot string) {
+	t.Helper()
+	base = t.TempDir()
+	root, spillRoot = filepath.Join(base, "sessions"), filepath.Join(base, "spill")
+	if err := os.MkdirAll(spillRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return base, root, spillRoot
+}
+
 // writeSpillSession writes session id into a raw root: one complete turn per tool result text, call ids
 // call-1, call-2, ...
 func writeSpillSession(t *testing.T, root, id string, results []string) {
