@@ -343,6 +343,9 @@ func (w *Session) batchDue() {
 	}
 	if err := w.Flush(context.Background()); err != nil {
 		ce := AsCommandError(err)
+		if ce.Code == CodeQuiesced {
+			return // a quiesce began meanwhile: its end starts the batch again
+		}
 		w.st.Record(w.id, Result{Command: "flush (write-behind batch)", Err: ce})
 		if ce.Failure == Failed {
 			w.mu.Lock()
@@ -380,13 +383,15 @@ func (w *Session) Flush(ctx context.Context) error { return w.flush(ctx, false) 
 // flush is Flush; a draining flush (Quiesce's own) writes while the store is quiesced, any other is
 // refused then.
 func (w *Session) flush(ctx context.Context, draining bool) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	// checked under wmu: a flush that was waiting for another write when a quiesce drained the session
+	// must not then write what was accepted after the quiesce
 	if !draining {
 		if err := w.st.WritesHeld(); err != nil {
 			return err
 		}
 	}
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
 	w.mu.Lock()
 	target := len(w.events)
 	if w.timer != nil {
