@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dshfs/dshfs/internal/fixtures"
 )
 
 // The backup side of the mount: store/ copied with rsync while writers append, and quiesce.
@@ -543,4 +545,45 @@ func TestBackupSpill(t *testing.T) {
 	if r := run(t, "", dshfsBin(t), "verify", "--config", cfg, dest); r.code != 0 {
 		t.Errorf("verify: exit %d %s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// TestStoreMirrorRefused: store/ mirrors refused sessions' artifacts whole, byte for byte, and lists
+// nothing it cannot serve (a FIFO, a link out of the root), so rsync -a of it exits 0.
+func TestStoreMirrorRefused(t *testing.T) {
+	t.Parallel()
+	store := fixtures.CopyTree(t, fixtures.Path(t, "upstream", "refused-root"))
+	project := filepath.Join(store, "--home-dev-snapshots-goal-wrapup--")
+	fifoDir := filepath.Join(project, "a-fifo")
+	linkDir := filepath.Join(project, "a-link")
+	for _, d := range []string{fifoDir, linkDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(fifoDir, "session.jsonl"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(linkDir, "session.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	m := startMount(t, "--read-only", store)
+	dest := filepath.Join(t.TempDir(), "copy")
+	if r := run(t, "", "rsync", "-a", m.dir+"/store/", dest+"/"); r.code != 0 {
+		t.Fatalf("rsync -a of store/: exit %d %s", r.code, r.stderr)
+	}
+	var got []string
+	filepath.WalkDir(dest, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dest, p)
+			got = append(got, rel)
+			if want := readFile(t, filepath.Join(store, rel)); !bytes.Equal(readFile(t, p), want) {
+				t.Errorf("%s is not the artifact byte for byte", rel)
+			}
+		}
+		return nil
+	})
+	if len(got) != 2 {
+		t.Errorf("store/ copied %v, want the two refused artifacts only", got)
+	}
+	m.stop(t)
 }
