@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,6 +32,41 @@ type dir struct {
 	mtime func(ctx context.Context) time.Time
 	list  func(ctx context.Context) ([]child, error)
 	find  func(ctx context.Context, name string) (child, bool, error)
+	// key, when set (for a directory without find), names the state list answers for — a session
+	// snapshot, a store listing. Lookup then answers from an index of the last listing made for the same
+	// state, so the lookup READDIRPLUS makes of every entry costs O(1), not a listing each.
+	key func(ctx context.Context) (any, error)
+
+	mu       sync.Mutex
+	indexKey any
+	index    map[string]child
+}
+
+// indexed lists the directory for the state key names, reusing the index of the last listing for it.
+func (d *dir) indexed(ctx context.Context) (map[string]child, error) {
+	k, err := d.key(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.index != nil && d.indexKey == k {
+		idx := d.index
+		d.mu.Unlock()
+		return idx, nil
+	}
+	d.mu.Unlock()
+	kids, err := d.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	idx := make(map[string]child, len(kids))
+	for _, c := range kids {
+		idx[c.name] = c
+	}
+	d.mu.Lock()
+	d.indexKey, d.index = k, idx
+	d.mu.Unlock()
+	return idx, nil
 }
 
 var (
@@ -72,7 +108,12 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 	if d.find != nil {
 		k, ok, err = d.find(ctx, name)
 	}
-	if d.find == nil || errors.Is(err, errFallback) {
+	if d.find == nil && d.key != nil {
+		var idx map[string]child
+		if idx, err = d.indexed(ctx); err == nil {
+			k, ok = idx[name]
+		}
+	} else if d.find == nil || errors.Is(err, errFallback) {
 		err = nil
 		var kids []child
 		kids, err = d.list(ctx)

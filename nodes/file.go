@@ -82,6 +82,12 @@ func (s *kernelView) load(ino uint64) seen {
 	return seen{size: -1}
 }
 
+func (s *kernelView) forget(ino uint64) {
+	if s != nil {
+		s.m.Delete(ino)
+	}
+}
+
 func (s *kernelView) reported(ino uint64, n int64) {
 	if s != nil {
 		v := s.load(ino)
@@ -111,10 +117,16 @@ func (s *kernelView) openFlags(ino uint64, r Rendered) uint32 {
 }
 
 var (
-	_ fs.NodeGetattrer = (*file)(nil)
-	_ fs.NodeOpener    = (*file)(nil)
-	_ fs.NodeReader    = (*file)(nil)
+	_ fs.NodeGetattrer   = (*file)(nil)
+	_ fs.NodeOpener      = (*file)(nil)
+	_ fs.NodeReader      = (*file)(nil)
+	_ fs.NodeOnForgetter = (*file)(nil)
 )
+
+// OnForget releases what the mount remembers of the inode for the kernel (its last reported size and
+// served revision) once the kernel has forgotten it: a walk over a large store must not leave an entry
+// per file it ever looked at.
+func (f *file) OnForget() { f.kernel.forget(f.ino) }
 
 func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	r, err := f.get(ctx)

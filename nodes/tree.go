@@ -120,6 +120,9 @@ func (t *tree) linkChild(name string, inode uint64, target string, mtime func() 
 	}}
 }
 
+// listingKey keys a directory listed from the store listing alone: each refresh publishes a new one.
+func (t *tree) listingKey(context.Context) (any, error) { return t.src.Listing(), nil }
+
 // sessionsDir lists every session by its encoded name.
 func (t *tree) sessionsDir() *dir {
 	return &dir{src: t.src, ino: ino("/sessions"), what: "sessions", mtime: t.storeTime,
@@ -149,7 +152,7 @@ func (t *tree) sessionChild(l *Listing, i int) child {
 
 // projectsDir groups sessions by their project directory (JSONL stores), as symlinks into sessions/.
 func (t *tree) projectsDir() *dir {
-	return &dir{src: t.src, ino: ino("/by-project"), what: "by-project", mtime: t.storeTime,
+	return &dir{src: t.src, ino: ino("/by-project"), what: "by-project", mtime: t.storeTime, key: t.listingKey,
 		list: func(ctx context.Context) ([]child, error) {
 			l := t.src.Listing()
 			var kids []child
@@ -167,7 +170,7 @@ func (t *tree) projectsDir() *dir {
 }
 
 func (t *tree) projectDir(project string) *dir {
-	return &dir{src: t.src, ino: ino("/by-project", project), what: "by-project/" + project, mtime: t.storeTime,
+	return &dir{src: t.src, ino: ino("/by-project", project), what: "by-project/" + project, mtime: t.storeTime, key: t.listingKey,
 		list: func(ctx context.Context) ([]child, error) {
 			l := t.src.Listing()
 			var kids []child
@@ -341,7 +344,9 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 			it := it
 			it.gen = t.src.Identity(ctx, id)
 			return list(it, s)
-		}}
+		},
+		// one snapshot, one listing: the loaded session is the same value until the session changes
+		key: func(ctx context.Context) (any, error) { return t.loaded(ctx, id) }}
 	if find != nil {
 		d.find = func(ctx context.Context, n string) (child, bool, error) {
 			s, err := t.loaded(ctx, id)
@@ -508,7 +513,7 @@ func (t *tree) compaction(ctx context.Context, id, cid string) (Rendered, error)
 
 // forksDir links the sessions whose header names this one as parent (from the listing alone).
 func (t *tree) forksDir(id, sname string) *dir {
-	return &dir{src: t.src, ino: ino(id, "forks"), sess: id, what: "sessions/" + sname + "/forks", mtime: t.sessionTime(id),
+	return &dir{src: t.src, ino: ino(id, "forks"), sess: id, what: "sessions/" + sname + "/forks", mtime: t.sessionTime(id), key: t.listingKey,
 		list: func(ctx context.Context) ([]child, error) {
 			l := t.src.Listing()
 			var kids []child
