@@ -344,8 +344,12 @@ func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, e
 	}
 	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	// A lock this process just released can still be held for a moment by a child being forked (it shares
-	// the descriptor until its exec closes it): a holder that is this very process is waited for briefly.
-	for wait := time.Millisecond; errors.Is(err, unix.EWOULDBLOCK) && wait < 256*time.Millisecond && lockHolder(fi) == os.Getpid(); wait *= 2 {
+	// the descriptor until its exec closes it): a holder that is this very process is waited for briefly —
+	// and so is one that is gone by the time /proc/locks is read (the child's exec already released it).
+	for wait := time.Millisecond; errors.Is(err, unix.EWOULDBLOCK) && wait < 256*time.Millisecond; wait *= 2 {
+		if holder := lockHolder(fi); holder != os.Getpid() && holder != 0 {
+			break // another process's lock: refused at once, naming it
+		}
 		time.Sleep(wait)
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	}
