@@ -143,12 +143,34 @@ func (f *FS) Watch(ctx context.Context) {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	wait := interval
+	passNow, iw := f.watchInotify(ctx)
+	watch := func() {
+		if iw == nil {
+			return
+		}
+		l := f.Listing()
+		paths := make(map[string]string, len(l.Entries))
+		for _, e := range l.Entries {
+			if e.Path != "" {
+				paths[e.Path] = e.ID
+			}
+		}
+		iw.sync(f.opts.Root, paths, f.log.Info)
+	}
+	watch()
+	poll := func() time.Duration {
+		if iw != nil && iw.complete() {
+			return max(interval, inotifyPoll) // inotify reports changes; the poll is a safety net
+		}
+		return interval
+	}
+	wait := poll()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		case <-passNow:
 		}
 		start := time.Now()
 		c, err := f.refresh(ctx)
@@ -157,9 +179,13 @@ func (f *FS) Watch(ctx context.Context) {
 			continue
 		}
 		f.apply(c, f.root)
-		// A large store takes a while to re-list; spacing passes to ten times their cost keeps the
-		// watcher under a tenth of a core. Files being read are re-checked at every access regardless.
-		wait = max(interval, 10*time.Since(start))
+		if len(c.added)+len(c.removed)+len(c.replaced) > 0 {
+			watch()
+		}
+		// A large store takes a while to re-list; spacing polls to ten times their cost keeps the watcher
+		// under a tenth of a core. Files being read are re-checked at every access regardless, and inotify
+		// asks for a pass at once whatever the spacing.
+		wait = max(poll(), 10*time.Since(start))
 	}
 }
 

@@ -1,0 +1,69 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestInotifyFollows: with polling and the kernel's caches set to an hour, a mount still shows an external
+// append (stat size and read) and sessions created by another process, in an existing project and in a
+// new one — inotify told it. Without inotify (DSHFS_NO_INOTIFY) the mount says so in its log, and with a
+// short refresh_interval polling finds the same changes.
+func TestInotifyFollows(t *testing.T) {
+	t.Parallel()
+	t.Run("inotify", func(t *testing.T) {
+		t.Parallel()
+		cfg := writeConfig(t, "[fuse]\nrefresh_interval = \"1h\"\nattr_timeout = \"1h\"\nentry_timeout = \"1h\"\n")
+		followExternalWriters(t, cfg, nil)
+	})
+	t.Run("polling", func(t *testing.T) {
+		t.Parallel()
+		cfg := writeConfig(t, "[fuse]\nrefresh_interval = \"100ms\"\n")
+		m := followExternalWriters(t, cfg, []string{"env", "DSHFS_NO_INOTIFY=1"})
+		if !strings.Contains(m.log.String(), "inotify disabled by DSHFS_NO_INOTIFY") {
+			t.Errorf("the log does not say it polls:\n%s", m.log.String())
+		}
+	})
+}
+
+func followExternalWriters(t *testing.T, cfg string, prefix []string) *mountProc {
+	store, _ := emptyStore(t, "zstd")
+	cli(t, 0, "create", "--cwd", "/p", store, "ext")
+	mnt := freshMountpoint(t)
+	m := startMountAt(t, mnt, prefix, []string{dshfsBin(t), "mount", "--config", cfg, store, mnt})
+	events := filepath.Join(m.dir, "sessions", "ext", "events.jsonl")
+	size := func() int64 {
+		fi, err := os.Stat(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if size() != 0 {
+		t.Fatalf("a header-only session's events.jsonl is %d bytes", size())
+	}
+	in := filepath.Join(t.TempDir(), "turn.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(turnLines(1, 0, false), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, 0, "append", store, "ext", in) // another process writes the artifact
+	waitFor(t, "the mount to show the external append", func() (bool, string) {
+		n := size()
+		return n > 0, strconv.FormatInt(n, 10)
+	})
+	if got := len(lines(readFile(t, events))); got != len(turnLines(1, 0, false)) {
+		t.Errorf("events.jsonl holds %d lines after the append", got)
+	}
+	for _, c := range []struct{ id, cwd string }{{"born", "/p"}, {"elsewhere", "/new/project"}} {
+		cli(t, 0, "create", "--cwd", c.cwd, store, c.id)
+		waitFor(t, "the mount to list "+c.id+", created by another process", func() (bool, string) {
+			_, err := os.Stat(filepath.Join(m.dir, "sessions", c.id, "status.json"))
+			return err == nil, "not listed"
+		})
+	}
+	m.stop(t)
+	return m
+}
