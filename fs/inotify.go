@@ -20,8 +20,9 @@ import (
 //
 //   - a session's artifact written (IN_MODIFY, IN_CLOSE_WRITE) invalidates that session at once — no
 //     listing needed, since every access re-checks the artifact's revision anyway;
-//   - anything structural (a session or project created, deleted, renamed; an artifact replaced) starts a
-//     listing pass at once (bursts coalesced), which finds what changed and invalidates it.
+//   - anything else (a session or project created, deleted, renamed; an artifact replaced, chmod'ed or
+//     chown'ed) starts a listing pass at once (bursts coalesced), which finds what changed and
+//     invalidates it.
 //
 // Polling stays as a safety net at a slower pace (inotifyPoll). Where inotify is unavailable or runs out
 // of watches the mount says so in its log and polls every refresh_interval as before.
@@ -147,7 +148,9 @@ func (w *inotifyWatcher) run(changed func(id string), structural func()) {
 				}
 			}
 			w.mu.Unlock()
-			written := ev.Mask&(unix.IN_MODIFY|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB) != 0
+			// a chmod or chown (IN_ATTRIB) changes who may read the session: the listing holds the owner,
+			// so that is a listing pass, not just an invalidation
+			written := ev.Mask&(unix.IN_MODIFY|unix.IN_CLOSE_WRITE) != 0
 			if isSession && written && artifactName(string(name)) {
 				changed(id)
 				continue
