@@ -92,31 +92,40 @@ func fileKind(m fs.FileMode) string {
 	return "mode " + m.String()
 }
 
-// readArtifact reads a whole transcript between two equal fstats of the open file, retrying while a writer
-// changes it, so that the bytes and the revision belong together.
+// readArtifact reads a whole transcript between two equal fstats of the open file (see stableRead).
 func (b *Backend) readArtifact(path string) ([]byte, eventstore.Artifact, error) {
+	var buf []byte
+	art, err := b.stableRead(path, func(f *os.File, fi os.FileInfo) (err error) {
+		buf, err = readAll(f, make([]byte, 0, fi.Size()+512))
+		if err != nil {
+			return &eventstore.IOError{Err: err}
+		}
+		return nil
+	})
+	return buf, art, err
+}
+
+// stableRead runs read over the open transcript between two fstats, retrying while a writer changes it,
+// so that what read took and the revision returned belong together. An error of read is returned only
+// for a read of a file that did not change meanwhile (a changing file is read again first).
+func (b *Backend) stableRead(path string, read func(f *os.File, fi os.FileInfo) error) (eventstore.Artifact, error) {
 	for range 100 {
 		f, fi, err := b.openArtifact(path)
 		if err != nil {
-			return nil, eventstore.Artifact{}, err
+			return eventstore.Artifact{}, err
 		}
 		before := artifactOf(fi)
-		buf := make([]byte, 0, fi.Size()+512)
-		buf, err = readAll(f, buf)
-		if err != nil {
-			f.Close()
-			return nil, before, &eventstore.IOError{Err: err}
-		}
+		rerr := read(f, fi)
 		fi, err = f.Stat()
 		f.Close()
 		if err != nil {
-			return nil, before, &eventstore.IOError{Err: err}
+			return before, &eventstore.IOError{Err: err}
 		}
 		if after := artifactOf(fi); after.Token == before.Token {
-			return buf, after, nil
+			return after, rerr
 		}
 	}
-	return nil, eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
+	return eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
 }
 
 func readAll(r io.Reader, buf []byte) ([]byte, error) {

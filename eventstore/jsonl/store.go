@@ -316,26 +316,15 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 // garbage as soon as it is scanned: a load's memory follows the log's events, never the file's size.
 const rawChunk = 8 << 20
 
-// loadRaw scans a raw transcript as it is read, between two equal fstats of the open file (retrying while
-// a writer changes it), so that the prefix and the artifact's revision belong together.
+// loadRaw scans a raw transcript as it is read, between two equal fstats of the open file (stableRead),
+// so that the prefix and the artifact's revision belong together.
 func (b *Backend) loadRaw(path string) (*eventstore.Prefix, eventstore.Artifact, error) {
-	for range 100 {
-		f, fi, err := b.openArtifact(path)
-		if err != nil {
-			return nil, eventstore.Artifact{}, err
-		}
-		before := artifactOf(fi)
-		p, err := b.scanRaw(f)
-		fi, serr := f.Stat()
-		f.Close()
-		if serr != nil {
-			return nil, before, &eventstore.IOError{Err: serr}
-		}
-		if after := artifactOf(fi); after.Token == before.Token {
-			return p, after, err
-		}
-	}
-	return nil, eventstore.Artifact{}, &eventstore.IOError{Err: fmt.Errorf("%s keeps changing while it is read", path)}
+	var p *eventstore.Prefix
+	art, err := b.stableRead(path, func(f *os.File, _ os.FileInfo) (err error) {
+		p, err = b.scanRaw(f)
+		return err
+	})
+	return p, art, err
 }
 
 // scanRaw reads a raw transcript: the header line, then every complete line through the scanner, chunk by
