@@ -45,20 +45,26 @@ func installFaults(b *jsonl.Backend) {
 	})
 }
 
-// startProfile writes a CPU profile of the whole run to $DSHFS_CPUPROFILE (bench scripts profile the mount
-// with it).
+// startProfile writes a CPU profile of the whole run to $DSHFS_CPUPROFILE, and a heap profile at the end of
+// the run to $DSHFS_MEMPROFILE (bench scripts profile the mount with them).
 func startProfile() (stop func()) {
-	path := os.Getenv("DSHFS_CPUPROFILE")
-	if path == "" {
-		return func() {}
+	stopCPU := func() {}
+	if path := os.Getenv("DSHFS_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			} else {
+				stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
+			}
+		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return func() {}
+	return func() {
+		stopCPU()
+		if path := os.Getenv("DSHFS_MEMPROFILE"); path != "" {
+			if f, err := os.Create(path); err == nil {
+				pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return func() {}
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
 }
