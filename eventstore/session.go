@@ -183,6 +183,11 @@ func (w *Session) AcceptEvents(evs []event.Event) error {
 	if err := w.writableLocked(); err != nil {
 		return err
 	}
+	return w.acceptEncodedLocked(evs)
+}
+
+// acceptEncodedLocked accepts encoded events whose seqs must continue the log (mu held).
+func (w *Session) acceptEncodedLocked(evs []event.Event) error {
 	next := int64(len(w.events))
 	ins := make([]input, len(evs))
 	for i, e := range evs {
@@ -274,18 +279,7 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 	if err != nil || len(evs) == 0 {
 		return nil, err
 	}
-	ins := make([]input, len(evs))
-	for i, e := range evs {
-		if e.Seq != int64(n+i) {
-			return nil, fmt.Errorf("transaction built seq %d where the log continues at %d", e.Seq, n+i)
-		}
-		rec, err := e.Record()
-		if err != nil {
-			return nil, err
-		}
-		ins[i] = input{ev: e, rec: rec}
-	}
-	if err := w.acceptLocked(ins); err != nil {
+	if err := w.acceptEncodedLocked(evs); err != nil {
 		return nil, err
 	}
 	return evs, nil
@@ -338,13 +332,10 @@ func (w *Session) batchDue() {
 	w.mu.Lock()
 	w.timer = nil
 	w.mu.Unlock()
-	if _, quiesced := w.st.Quiesced(); quiesced {
-		return // held: the quiesce's end starts it again (held)
-	}
 	if err := w.Flush(context.Background()); err != nil {
 		ce := AsCommandError(err)
 		if ce.Code == CodeQuiesced {
-			return // a quiesce began meanwhile: its end starts the batch again
+			return // held: the quiesce's end starts the batch again (held)
 		}
 		w.st.Record(w.id, Result{Command: "flush (write-behind batch)", Err: ce})
 		if ce.Failure == Failed {
