@@ -152,16 +152,16 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 	if err != nil {
 		// The closing events could not be accepted: the start stays unmatched, as the harness leaves it
 		// when its close fails (a deliberate orphan that a resume ends).
-		return out, failure(CodeCommit, "manual compaction did not commit cleanly", err)
+		return out, failure(CodeCommit, err)
 	}
 	if changed != nil {
 		out.EndSeq = body[0].Seq
 		t.flushQuietly(ctx)
-		return out, failure(CodeChanged, "the compacted history changed during manual compaction", changed)
+		return out, failure(CodeChanged, changed)
 	}
 	out.SummarySeq, out.EndSeq = body[0].Seq, body[2].Seq
 	if err := w.Flush(ctx); err != nil {
-		return out, failure(CodePersistence, "manual compaction durability checkpoint failed", err)
+		return out, failure(CodePersistence, err)
 	}
 	return out, nil
 }
@@ -178,18 +178,10 @@ func (t transaction) fail(ctx context.Context, code string, err error) error {
 		return []event.Event{newEvent("compaction/end", v.Next(), lifecycle(t.id, err))}, nil
 	})
 	if cerr != nil {
-		return failure(CodeCommit, "manual compaction did not commit cleanly", fmt.Errorf("%v; closing it failed: %w", err, cerr))
+		return failure(CodeCommit, fmt.Errorf("%v; closing it failed: %w", err, cerr))
 	}
 	t.flushQuietly(ctx)
-	switch code {
-	case CodeChanged:
-		return failure(code, "the compacted history changed during manual compaction", err)
-	case CodePersistence:
-		return failure(code, "manual compaction durability checkpoint failed", err)
-	case CodeCancelled:
-		return failure(code, "manual compaction was cancelled", err)
-	}
-	return failure(code, "manual compaction could not produce a smaller summary", err)
+	return failure(code, err)
 }
 
 // flushQuietly makes the recorded failure durable; if that fails too the events stay pending in the
@@ -198,21 +190,27 @@ func (t transaction) flushQuietly(ctx context.Context) { _ = t.w.Flush(ctx) }
 
 // failure is a classified compaction failure: the harness's manual message, then the cause as its
 // errorChain renders one level.
-func failure(code, msg string, cause error) *eventstore.CommandError {
+func failure(code string, cause error) *eventstore.CommandError {
 	f := eventstore.Failed
-	switch code {
-	case CodeBusy:
-		f = eventstore.Busy
-	case CodeInvalid:
-		f = eventstore.Invalid
-	case CodeChanged:
+	if code == CodeChanged {
 		f = eventstore.Again
 	}
 	var ce *eventstore.CommandError
 	if errors.As(cause, &ce) && code == CodeCommit && ce.Failure == eventstore.Busy {
 		f = eventstore.Busy // the engine refused (released, conflict): say so, not EIO
 	}
-	return &eventstore.CommandError{Failure: f, Code: code, Message: chain(msg, cause), Err: cause}
+	return &eventstore.CommandError{Failure: f, Code: code, Message: chain(manualMessages[code], cause), Err: cause}
+}
+
+// manualMessages are the harness's ManualCompactionError messages of the failures after compaction/start
+// (its summary class covers both of ours, summary-failed and not-smaller), and ours for a cancellation.
+var manualMessages = map[string]string{
+	CodeSummaryFailed: "manual compaction could not produce a smaller summary",
+	CodeNotSmaller:    "manual compaction could not produce a smaller summary",
+	CodeChanged:       "the compacted history changed during manual compaction",
+	CodeCommit:        "manual compaction did not commit cleanly",
+	CodePersistence:   "manual compaction durability checkpoint failed",
+	CodeCancelled:     "manual compaction was cancelled",
 }
 
 func busy(msg string) error {
