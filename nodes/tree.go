@@ -342,7 +342,7 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 				return nil, err
 			}
 			it := it
-			it.gen = t.src.Identity(ctx, id)
+			it.gen = s.Identity // the snapshot's own artifact: no second stat
 			return list(it, s)
 		},
 		// one snapshot, one listing: the loaded session is the same value until the session changes
@@ -354,7 +354,7 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 				return child{}, false, err
 			}
 			it := it
-			it.gen = t.src.Identity(ctx, id)
+			it.gen = s.Identity // the snapshot's own artifact: no second stat
 			c, ok := find(it, s, n)
 			return c, ok, nil
 		}

@@ -47,6 +47,7 @@ type Session struct {
 	Backend    string
 	Location   string
 	Revision   string        // the backend's artifact token (the harness's revision), as status.json shows it
+	Identity   string        // the artifact's storage identity (eventstore.Artifact.Identity); "" when unknown
 	ModTime    time.Time     // newest event time; the artifact's mtime for an empty or refused session
 	Header     *event.Header // nil when the header itself was refused
 	HeaderLine []byte        // a refused session's first line, when it is a JSON object
@@ -96,7 +97,7 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	}
 	p := ins.Prefix
 	h := ins.Header
-	s.Header, s.Location, s.Revision, s.Torn, s.Closers = &h, p.Path, p.Artifact.Token, p.Torn, ins.Closers
+	s.Header, s.Location, s.Revision, s.Identity, s.Torn, s.Closers = &h, p.Path, p.Artifact.Token, p.Artifact.Identity, p.Torn, ins.Closers
 	if opts.Inspect {
 		s.Events = ins.Events
 	} else {
@@ -121,7 +122,7 @@ func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session 
 // the engine's fold reused.
 func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) *Session {
 	h := snap.Header
-	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: snap.Path, Revision: snap.Revision.Artifact,
+	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: snap.Path, Revision: snap.Revision.Artifact, Identity: snap.Revision.Identity,
 		ModTime: snap.ModTime, Header: &h, Events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
 		store: st, opts: opts}
 	s.foldOnce.Do(func() { s.fold = snap.Fold })
