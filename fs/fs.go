@@ -301,9 +301,6 @@ func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
 	for _, names := range m.Dirs {
 		sort.Strings(names)
 	}
-	if _, ok := m.Dirs[""]; !ok {
-		m.Dirs[""] = nil
-	}
 	return m
 }
 
