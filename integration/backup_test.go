@@ -450,7 +450,7 @@ func TestBackupWithoutMount(t *testing.T) {
 				switch {
 				case r.code == 0:
 					next[id] += int64(len(lines))
-				case strings.Contains(string(r.stderr), "being written by another writer"): // the backup holds its lock
+				case strings.Contains(string(r.stderr), "is being written by another"): // the backup holds its lock (its pid named when known)
 				default:
 					done <- fmt.Errorf("append: exit %d %s", r.code, r.stderr)
 					return
