@@ -8,4 +8,7 @@ require (
 	github.com/klauspost/compress v1.20.4
 )
 
-require golang.org/x/sys v0.28.0 // indirect
+require (
+	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+	golang.org/x/sys v0.28.0 // indirect
+)

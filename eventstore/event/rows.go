@@ -127,14 +127,43 @@ func expandRow(v Value, tag string) ([]Event, error) {
 		}
 	}
 
-	// Expansion: every member shares the data prefix; build it once.
+	run := ChunkRun{Tag: tag, Seq0: seq0.Num, Time0: time0.Num, Turn: turn, Step: step, Index: index,
+		HasName: hasName, DT: make([]float64, len(dt.Arr)), Members: make([]string, len(payload.Arr))}
+	if tag == TagToolCallChunks {
+		run.ID, run.Name = id.Str, name.Str
+	}
+	for i, g := range dt.Arr {
+		run.DT[i] = g.Num
+	}
+	for i, p := range payload.Arr {
+		run.Members[i] = p.Str
+	}
+	return run.Expand(), nil
+}
+
+// ChunkRun is one validated packed chunk row, whatever stores it (a JSONL line or a SQLite row): the
+// fields shared by its members and one payload string per member.
+type ChunkRun struct {
+	Tag               string  // TagTextChunks, TagReasoningChunks or TagToolCallChunks
+	Seq0, Time0       float64 // the first member's seq and time
+	Turn, Step, Index Value   // numbers, kept as parsed so that they render as they were written
+	ID, Name          string  // tool-call rows only; Name when HasName
+	HasName           bool
+	DT                []float64 // time gaps between consecutive members (len(Members)-1)
+	Members           []string  // texts or argument deltas
+}
+
+// Expand builds the run's member events: {type:"assistant/chunk", seq, time, data:{turn, step, chunk}},
+// the chunk in the harness's key order for the tag.
+func (r ChunkRun) Expand() []Event {
+	// Every member shares the data prefix; build it once.
 	var prefix []byte
 	prefix = append(prefix, `,"data":{"turn":`...)
-	prefix = AppendStringify(prefix, turn)
+	prefix = AppendStringify(prefix, r.Turn)
 	prefix = append(prefix, `,"step":`...)
-	prefix = AppendStringify(prefix, step)
+	prefix = AppendStringify(prefix, r.Step)
 	prefix = append(prefix, `,"chunk":{"type":`...)
-	switch tag {
+	switch r.Tag {
 	case TagTextChunks:
 		prefix = append(prefix, `"text-delta"`...)
 	case TagReasoningChunks:
@@ -143,37 +172,37 @@ func expandRow(v Value, tag string) ([]Event, error) {
 		prefix = append(prefix, `"tool-call-delta"`...)
 	}
 	prefix = append(prefix, `,"index":`...)
-	prefix = AppendStringify(prefix, index)
-	if tag == TagToolCallChunks {
+	prefix = AppendStringify(prefix, r.Index)
+	if r.Tag == TagToolCallChunks {
 		prefix = append(prefix, `,"id":`...)
-		prefix = AppendQuote(prefix, id.Str)
-		if hasName {
+		prefix = AppendQuote(prefix, r.ID)
+		if r.HasName {
 			prefix = append(prefix, `,"name":`...)
-			prefix = AppendQuote(prefix, name.Str)
+			prefix = AppendQuote(prefix, r.Name)
 		}
 		prefix = append(prefix, `,"argumentsDelta":`...)
 	} else {
 		prefix = append(prefix, `,"text":`...)
 	}
 
-	events := make([]Event, len(payload.Arr))
-	t = time0.Num
-	for k, p := range payload.Arr {
+	events := make([]Event, len(r.Members))
+	t := r.Time0
+	for k, p := range r.Members {
 		if k > 0 {
-			t += dt.Arr[k-1].Num
+			t += r.DT[k-1]
 		}
-		seq := seq0.Num + float64(k)
-		buf := make([]byte, 0, len(prefix)+len(p.Str)+64)
+		seq := r.Seq0 + float64(k)
+		buf := make([]byte, 0, len(prefix)+len(p)+64)
 		buf = append(buf, `{"type":"assistant/chunk","seq":`...)
 		buf = AppendNumber(buf, seq)
 		buf = append(buf, `,"time":`...)
 		buf = AppendNumber(buf, t)
 		buf = append(buf, prefix...)
-		buf = AppendQuote(buf, p.Str)
+		buf = AppendQuote(buf, p)
 		buf = append(buf, '}', '}', '}')
 		events[k] = Event{Raw: buf, Type: "assistant/chunk", Seq: seqFromInt(int64(seq))}
 	}
-	return events, nil
+	return events
 }
 
 // deltaKind classifies events for packing; kindNone means "store verbatim".
@@ -308,45 +337,85 @@ func PackingOf(e Event, rec Value) Packing {
 	return Packing{&d}
 }
 
-// PackBatch encodes one durable batch as the harness's writer does with packChunks=true: runs of at
+// PackBatch encodes one durable batch as the harness's JSONL writer does with packChunks=true: runs of at
 // least MinRun eligible consecutive assistant/chunk deltas become one row; everything else is one line
 // (its Raw). Returns the lines without LFs.
-func PackBatch(events []Event) [][]byte {
-	ds, oks := classifyAll(events)
-	return packClassified(events, ds, oks)
-}
+func PackBatch(events []Event) [][]byte { return jsonlLines(PackRecords(events, nil, Limits{})) }
 
 // PackBatchOf is PackBatch over events classified beforehand (PackingOf, one per event).
 func PackBatchOf(events []Event, packing []Packing) [][]byte {
-	ds := make([]delta, len(events))
-	oks := make([]bool, len(events))
-	for i, p := range packing {
-		if p.d != nil {
-			ds[i], oks[i] = *p.d, true
-			ds[i].ev = events[i]
-		}
-	}
-	return packClassified(events, ds, oks)
+	return jsonlLines(PackRecords(events, packing, Limits{}))
 }
 
-func packClassified(events []Event, ds []delta, oks []bool) [][]byte {
-	out := make([][]byte, 0, len(events))
-	var run []delta
-	flush := func() {
-		if len(run) >= MinRun {
-			out = append(out, buildRow(run))
-		} else {
-			for _, d := range run {
-				out = append(out, d.ev.Raw)
+// jsonlLines renders records as JSONL lines: a row becomes {"type":TAG,"seq0":S,"time0":T,"data":DATA}.
+func jsonlLines(recs []Record) [][]byte {
+	out := make([][]byte, len(recs))
+	for i, r := range recs {
+		if r.Data == nil {
+			out[i] = r.Event.Raw
+			continue
+		}
+		line := make([]byte, 0, len(r.Data)+64)
+		line = append(line, `{"type":"`...)
+		line = append(line, r.Tag...)
+		line = append(line, `","seq0":`...)
+		line = AppendNumber(line, r.Seq0)
+		line = append(line, `,"time0":`...)
+		line = AppendNumber(line, r.Time0)
+		line = append(line, `,"data":`...)
+		line = append(line, r.Data...)
+		out[i] = append(line, '}')
+	}
+	return out
+}
+
+// Record is one stored record of a packed batch: an event stored alone (Data == nil), or a packed chunk
+// row of Members consecutive events.
+type Record struct {
+	Event       Event   // the event, when stored alone
+	Tag         string  // the row's type tag
+	Seq0, Time0 float64 // the row's first member's seq and time
+	Data        []byte  // the row's data JSON, {"turn",...,"texts"|"args"}, as JSON.stringify writes it
+	Members     int
+}
+
+// Limits bound a packed row; zero means unbounded. The JSONL codec has none; the SQLite schema bounds a
+// row to 1024 members and 1 MiB of data (spec/sqlite.md §3.1).
+type Limits struct {
+	MaxMembers   int
+	MaxDataBytes int
+}
+
+// PackRecords packs one append batch into records with the harness's run rule (runs never cross the
+// batch). packing, when not nil, is each event's classification (PackingOf); nil classifies here. A run
+// longer than the limits allow is cut as the harness's bounded encoder does: the most members that fit,
+// found by binary search, and a member too large to share a row with two others stays alone.
+func PackRecords(events []Event, packing []Packing, lim Limits) []Record {
+	var ds []delta
+	var oks []bool
+	if packing == nil {
+		ds, oks = classifyAll(events)
+	} else {
+		ds = make([]delta, len(events))
+		oks = make([]bool, len(events))
+		for i, p := range packing {
+			if p.d != nil {
+				ds[i], oks[i] = *p.d, true
+				ds[i].ev = events[i]
 			}
 		}
+	}
+	out := make([]Record, 0, len(events))
+	var run []delta
+	flush := func() {
+		out = emitRun(out, run, lim)
 		run = run[:0]
 	}
 	for i, e := range events {
 		d, ok := ds[i], oks[i]
 		if !ok {
 			flush()
-			out = append(out, e.Raw)
+			out = append(out, Record{Event: e})
 			continue
 		}
 		if n := len(run); n > 0 && run[0].kind == d.kind && continues(&run[n-1], &d) {
@@ -358,6 +427,57 @@ func packClassified(events []Event, ds []delta, oks []bool) [][]byte {
 	}
 	flush()
 	return out
+}
+
+// emitRun appends a complete run as bounded rows, leaving the 0–2 members no row can take alone.
+func emitRun(out []Record, run []delta, lim Limits) []Record {
+	row := func(members []delta) Record {
+		return Record{Tag: tagOf(members[0].kind), Seq0: members[0].seq, Time0: members[0].time,
+			Data: buildRowData(members), Members: len(members)}
+	}
+	fits := func(r Record) bool { return lim.MaxDataBytes == 0 || len(r.Data) <= lim.MaxDataBytes }
+	off := 0
+	for len(run)-off >= MinRun {
+		high := len(run) - off
+		if lim.MaxMembers > 0 {
+			high = min(high, lim.MaxMembers)
+		}
+		if r := row(run[off : off+high]); fits(r) {
+			out = append(out, r)
+			off += high
+			continue
+		}
+		var best Record
+		for low, hi := MinRun, high-1; low <= hi; {
+			mid := (low + hi) / 2
+			if r := row(run[off : off+mid]); fits(r) {
+				best, low = r, mid+1
+			} else {
+				hi = mid - 1
+			}
+		}
+		if best.Members == 0 {
+			out = append(out, Record{Event: run[off].ev})
+			off++
+			continue
+		}
+		out = append(out, best)
+		off += best.Members
+	}
+	for _, d := range run[off:] {
+		out = append(out, Record{Event: d.ev})
+	}
+	return out
+}
+
+func tagOf(k deltaKind) string {
+	switch k {
+	case kindText:
+		return TagTextChunks
+	case kindReasoning:
+		return TagReasoningChunks
+	}
+	return TagToolCallChunks
 }
 
 // classifyAll classifies every event of a batch; a large batch is split over the cores, since each
@@ -385,24 +505,11 @@ func classifyAll(events []Event) ([]delta, []bool) {
 	return ds, oks
 }
 
-// buildRow encodes a complete run in the harness's row key order.
-func buildRow(run []delta) []byte {
+// buildRowData encodes a run's row data in the harness's key order.
+func buildRowData(run []delta) []byte {
 	first := &run[0]
-	buf := make([]byte, 0, 128+32*len(run))
-	buf = append(buf, `{"type":"`...)
-	switch first.kind {
-	case kindText:
-		buf = append(buf, TagTextChunks...)
-	case kindReasoning:
-		buf = append(buf, TagReasoningChunks...)
-	default:
-		buf = append(buf, TagToolCallChunks...)
-	}
-	buf = append(buf, `","seq0":`...)
-	buf = AppendNumber(buf, first.seq)
-	buf = append(buf, `,"time0":`...)
-	buf = AppendNumber(buf, first.time)
-	buf = append(buf, `,"data":{"turn":`...)
+	buf := make([]byte, 0, 96+32*len(run))
+	buf = append(buf, `{"turn":`...)
 	buf = AppendNumber(buf, first.turn)
 	buf = append(buf, `,"step":`...)
 	buf = AppendNumber(buf, first.step)
@@ -433,5 +540,5 @@ func buildRow(run []delta) []byte {
 		}
 		buf = AppendQuote(buf, run[i].payload)
 	}
-	return append(buf, ']', '}', '}')
+	return append(buf, ']', '}')
 }
