@@ -38,11 +38,14 @@ type Listing struct {
 	RootErrors []RootError
 }
 
-// Torn describes bytes after the committed prefix that a repair would drop.
+// Torn describes what lies after the committed prefix that a repair would drop.
 type Torn struct {
-	TruncateTo int64 // the artifact is cut back to this size by a repair
-	Bytes      int64 // physical bytes past TruncateTo
-	Recovered  int   // events decoded from a torn zstd frame (re-appended by a repair)
+	TruncateTo int64 // JSONL: the artifact is cut back to this size by a repair
+	Bytes      int64 // physical bytes past the committed prefix
+	Recovered  int   // JSONL: events decoded from a torn zstd frame (re-appended by a repair)
+	// Seq is, in a backend of rows (SQLite), the seq of the first torn row: a repair deletes the rows
+	// from it on (the harness's tornMarker).
+	Seq int64
 }
 
 // Artifact is what a backend knows of a stored session's physical state without reading its content.

@@ -1,7 +1,6 @@
 package jsonl
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,10 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -324,75 +320,17 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 	return side, nil
 }
 
-// flockLock is the single-writer lock of one transcript: an exclusive flock(2) on it, held through an
-// open descriptor. The kernel drops it when the holder dies, so a killed writer never leaves a stale lock.
-type flockLock struct{ f *os.File }
-
-func (l *flockLock) Release() error { return l.f.Close() }
-
-// Lock takes the session's writer lock without blocking: a *eventstore.CommandError (Busy, CodeLocked)
-// naming the holder's pid when another descriptor — another dshfs process, or another Store — holds it.
-// The harness itself takes no lock (spec/jsonl.md §6); writes by it are caught by the revision check.
+// Lock takes the session's writer lock without blocking: an exclusive flock(2) on the transcript itself
+// (eventstore.Flock). The harness itself takes no lock (spec/jsonl.md §6); writes by it are caught by the
+// revision check.
 func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
 	path, err := b.find(id)
 	if err != nil {
 		return nil, err
 	}
-	f, fi, err := b.openArtifact(path)
+	f, _, err := b.openArtifact(path)
 	if err != nil {
 		return nil, err
 	}
-	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	// A lock this process just released can still be held for a moment by a child being forked (it shares
-	// the descriptor until its exec closes it): a holder that is this very process is waited for briefly —
-	// and so is one that is gone by the time /proc/locks is read (the child's exec already released it).
-	for wait := time.Millisecond; errors.Is(err, unix.EWOULDBLOCK) && wait < 256*time.Millisecond; wait *= 2 {
-		if holder := lockHolder(fi); holder != os.Getpid() && holder != 0 {
-			break // another process's lock: refused at once, naming it
-		}
-		time.Sleep(wait)
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	}
-	if err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			holder := "another writer"
-			if pid := lockHolder(fi); pid > 0 {
-				holder = "another dshfs writer (pid " + strconv.Itoa(pid) + ")"
-			}
-			return nil, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeLocked,
-				Message: "session " + `"` + id + `"` + " is being written by " + holder + "; reads work, writes are refused until it releases the session"}
-		}
-		return nil, &eventstore.IOError{Err: err}
-	}
-	return &flockLock{f: f}, nil
-}
-
-// lockHolder finds the pid holding a flock on the file in /proc/locks (0 when unknown). The pid is the
-// process that took the lock; that is enough to tell a user which dshfs to stop.
-func lockHolder(fi os.FileInfo) int {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0
-	}
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" ("->" marks a waiter)
-		if len(fields) < 6 || fields[1] != "FLOCK" || fields[1] == "->" {
-			continue
-		}
-		if fields[5] == want {
-			if pid, err := strconv.Atoi(fields[4]); err == nil {
-				return pid
-			}
-		}
-	}
-	return 0
+	return eventstore.Flock(f, id)
 }

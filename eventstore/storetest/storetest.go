@@ -262,7 +262,11 @@ func testRefusals(t *testing.T, be Backend) {
 		`{"type":"turn/end","seq":2,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Inspect(ctx, "gap"); err == nil || !strings.Contains(err.Error(), "seq gap") {
+	// the texts differ by backend, as the harness's do: a JSONL line scan reports the gap, a SQLite row scan
+	// the row that does not continue the seqs
+	_, err = st.Inspect(ctx, "gap")
+	if err == nil || eventstore.Classify(err) != eventstore.KindCorrupt ||
+		!(strings.Contains(err.Error(), "seq gap") || strings.Contains(err.Error(), "invalid committed physical row at seq 1")) {
 		t.Errorf("a log with a seq gap before a turn/end: %v", err)
 	}
 }

@@ -1,0 +1,84 @@
+package eventstore
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// flockLock is a session's single-writer lock: an exclusive flock(2) held through an open descriptor. The
+// kernel drops it when the holder dies, so a killed writer never leaves a stale lock.
+type flockLock struct{ f *os.File }
+
+func (l *flockLock) Release() error { return l.f.Close() }
+
+// Flock takes the writer lock of session id on f without blocking, and owns f from then on (closed on
+// failure, or by Release). When another descriptor — another dshfs process, or another Store — holds it,
+// the refusal is a *CommandError (Busy, CodeLocked) naming the holder's pid when /proc/locks shows it.
+func Flock(f *os.File, id string) (WriterLock, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, &IOError{Err: err}
+	}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	// A lock this process just released can still be held for a moment by a child being forked (it shares
+	// the descriptor until its exec closes it): a holder that is this very process is waited for briefly —
+	// and so is one that is gone by the time /proc/locks is read (the child's exec already released it).
+	for wait := time.Millisecond; errors.Is(err, unix.EWOULDBLOCK) && wait < 256*time.Millisecond; wait *= 2 {
+		if holder := lockHolder(fi); holder != os.Getpid() && holder != 0 {
+			break // another process's lock: refused at once, naming it
+		}
+		time.Sleep(wait)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			holder := "another writer"
+			if pid := lockHolder(fi); pid > 0 {
+				holder = "another dshfs writer (pid " + strconv.Itoa(pid) + ")"
+			}
+			return nil, &CommandError{Failure: Busy, Code: CodeLocked,
+				Message: "session " + jsQuote(id) + " is being written by " + holder + "; reads work, writes are refused until it releases the session"}
+		}
+		return nil, &IOError{Err: err}
+	}
+	return &flockLock{f: f}, nil
+}
+
+// lockHolder finds the pid holding a flock on the file in /proc/locks (0 when unknown). The pid is the
+// process that took the lock; that is enough to tell a user which dshfs to stop.
+func lockHolder(fi os.FileInfo) int {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" ("->" marks a waiter)
+		if len(fields) < 6 || fields[1] != "FLOCK" || fields[1] == "->" {
+			continue
+		}
+		if fields[5] == want {
+			if pid, err := strconv.Atoi(fields[4]); err == nil {
+				return pid
+			}
+		}
+	}
+	return 0
+}

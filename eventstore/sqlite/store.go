@@ -1,0 +1,658 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a backend.
+type Options struct {
+	// ReadOnly opens the database with mode=ro: nothing is initialized, no journal mode is changed, and
+	// every write is refused. A file never initialized reads as an empty store.
+	ReadOnly bool
+	// JournalMode is what every read-write connection selects: "wal" (the default), "delete", "truncate"
+	// or "persist" — the same in every process sharing the file.
+	JournalMode string
+	// BusyTimeout is how long a statement waits for another connection's lock (default 5 s, the harness's).
+	BusyTimeout time.Duration
+}
+
+// Backend is one SQLite session database. It is safe for concurrent use.
+type Backend struct {
+	path     string
+	opts     Options
+	db       *sql.DB
+	storeID  string
+	identity string // file:<dev>:<ino>:<birthtimeNs>:store:<store_id>
+	pristine bool   // read-only over a file never initialized: no sessions
+
+	mu     sync.Mutex
+	mtimes map[string]lastTime // per session: its last event's time at a revision
+}
+
+type lastTime struct {
+	token string
+	at    time.Time
+}
+
+var _ eventstore.Backend = (*Backend)(nil)
+
+// IsDatabase reports whether the file at path starts with the SQLite 3 file header ("SQLite format 3\0").
+// A STORE is recognised as SQLite this way, never by trying to open it.
+func IsDatabase(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var hdr [16]byte
+	n, _ := f.Read(hdr[:])
+	return n == 16 && string(hdr[:]) == "SQLite format 3\x00"
+}
+
+// Open opens (read-write: creating when missing) the database at path.
+func Open(path string, opts Options) (*Backend, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if opts.JournalMode == "" {
+		opts.JournalMode = "wal"
+	}
+	opts.JournalMode = strings.ToLower(opts.JournalMode)
+	switch opts.JournalMode {
+	case "wal", "delete", "truncate", "persist":
+	default:
+		return nil, fmt.Errorf("journal mode %q: must be wal, delete, truncate or persist", opts.JournalMode)
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	b := &Backend{path: abs, opts: opts, mtimes: map[string]lastTime{}}
+	if opts.ReadOnly {
+		err = b.openReadOnly()
+	} else {
+		err = b.openReadWrite()
+	}
+	if err != nil {
+		if b.db != nil {
+			b.db.Close()
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// dsn builds the connection URI: the path escaped for a file: URI, the busy timeout, and the given
+// parameters (mode=ro, a journal mode).
+func (b *Backend) dsn(params ...string) string {
+	u := url.URL{Scheme: "file", Path: b.path}
+	q := append([]string{"_busy_timeout=" + strconv.FormatInt(b.opts.BusyTimeout.Milliseconds(), 10)}, params...)
+	return "file:" + u.EscapedPath() + "?" + strings.Join(q, "&")
+}
+
+// checkFile applies the harness's file rules (§1.6): a regular file, not a symbolic link; for writing, also
+// owned by this user and accessible by no one else.
+func (b *Backend) checkFile(write bool) error {
+	fi, err := os.Lstat(b.path)
+	if err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	if !fi.Mode().IsRegular() {
+		return &FormatError{Message: "session database " + quote(b.path) + " must be a regular file, not a symbolic link"}
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if write && st != nil && (int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o077 != 0) {
+		return &FormatError{Message: "session database " + quote(b.path) + " must be owned by the current user and accessible only by that user"}
+	}
+	return nil
+}
+
+func (b *Backend) openReadOnly() error {
+	if err := b.checkFile(false); err != nil {
+		return err
+	}
+	db, err := sql.Open(driverName, b.dsn("mode=ro"))
+	if err != nil {
+		return err
+	}
+	b.db = db
+	ctx := context.Background()
+	pristine, err := b.identify(ctx, db)
+	if err != nil {
+		return err
+	}
+	if pristine {
+		b.pristine = true
+		return nil
+	}
+	return b.readIdentity(ctx)
+}
+
+func (b *Backend) openReadWrite() error {
+	parent := filepath.Dir(b.path)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	fi, err := os.Lstat(parent)
+	if err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+		return &FormatError{Message: "session database parent " + quote(parent) + " must be a real directory"}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0) {
+		return &FormatError{Message: "session database parent " + quote(parent) + " must be owned by the current user and not group/world-writable"}
+	}
+	if f, err := os.OpenFile(b.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return &eventstore.IOError{Err: err}
+	}
+	if err := b.checkFile(true); err != nil {
+		return err
+	}
+	var params []string
+	if b.opts.JournalMode != "wal" { // WAL is a property of the file; the rollback modes are per connection
+		params = append(params, "_journal_mode="+strings.ToUpper(b.opts.JournalMode))
+	}
+	db, err := sql.Open(driverName, b.dsn(append(params, "_sync=FULL")...))
+	if err != nil {
+		return err
+	}
+	b.db = db
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// Ownership check and first-time initialization in one BEGIN IMMEDIATE: a partly initialized file
+	// cannot exist, and two processes creating the file at once initialize it once.
+	err = immediate(ctx, conn, func() error {
+		pristine, err := b.identify(ctx, conn)
+		if err != nil || !pristine {
+			return err
+		}
+		return b.initialize(ctx, conn)
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.selectJournal(ctx, conn); err != nil {
+		return err
+	}
+	if v, err := pragma(ctx, conn, "synchronous"); err != nil {
+		return err
+	} else if v != 2 {
+		return fmt.Errorf("session database at %s retained synchronous=%d, expected FULL (2)", quote(b.path), v)
+	}
+	return b.readIdentity(ctx)
+}
+
+// initialize writes the schema, the store identity and the header fields, as the harness does.
+func (b *Backend) initialize(ctx context.Context, conn *sql.Conn) error {
+	id, err := newUUID()
+	if err != nil {
+		return err
+	}
+	for _, stmt := range []struct {
+		q    string
+		args []any
+	}{
+		{DDL, nil},
+		{`INSERT INTO persistence_state (singleton, store_id) VALUES (1, ?)`, []any{id}},
+		{`PRAGMA application_id = ` + strconv.Itoa(ApplicationID), nil},
+		{`PRAGMA user_version = ` + strconv.Itoa(SchemaVersion), nil},
+	} {
+		if _, err := conn.ExecContext(ctx, stmt.q, stmt.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// selectJournal switches the journal mode after initialization (a new file is created under the rollback
+// journal first, as the harness does), retrying SQLITE_BUSY every 10 ms until the busy timeout.
+func (b *Backend) selectJournal(ctx context.Context, conn *sql.Conn) error {
+	deadline := time.Now().Add(b.opts.BusyTimeout)
+	for {
+		var mode string
+		err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = "+strings.ToUpper(b.opts.JournalMode)).Scan(&mode)
+		if err == nil {
+			if strings.ToLower(mode) != b.opts.JournalMode {
+				return fmt.Errorf("session database at %s selected journal mode %s, expected %s", quote(b.path), strings.ToLower(mode), b.opts.JournalMode)
+			}
+			return nil
+		}
+		if !isBusy(err) || !time.Now().Before(deadline) {
+			return err
+		}
+		time.Sleep(min(10*time.Millisecond, time.Until(deadline)))
+	}
+}
+
+func (b *Backend) readIdentity(ctx context.Context) error {
+	var id string
+	if err := b.db.QueryRowContext(ctx, `SELECT store_id FROM persistence_state WHERE singleton = 1`).Scan(&id); err != nil || !uuidPattern.MatchString(id) {
+		return &FormatError{Message: "session database at " + quote(b.path) + " has no valid store identity"}
+	}
+	b.storeID = id
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, b.path, 0, unix.STATX_INO|unix.STATX_BTIME, &stx); err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	var birth int64
+	if stx.Mask&unix.STATX_BTIME != 0 {
+		birth = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+	}
+	dev := unix.Mkdev(stx.Dev_major, stx.Dev_minor)
+	b.identity = "file:" + strconv.FormatUint(dev, 10) + ":" + strconv.FormatUint(stx.Ino, 10) + ":" + strconv.FormatInt(birth, 10) + ":store:" + id
+	return nil
+}
+
+// Path is the database file.
+func (b *Backend) Path() string { return b.path }
+
+// StoreID is the database's persistence_state.store_id ("" for a pristine read-only file).
+func (b *Backend) StoreID() string { return b.storeID }
+
+// ReadOnly reports whether the backend was opened read-only.
+func (b *Backend) ReadOnly() bool { return b.opts.ReadOnly }
+
+// DB is the connection pool, for tests and the online backup.
+func (b *Backend) DB() *sql.DB { return b.db }
+
+// Close closes the connection pool.
+func (b *Backend) Close() error { return b.db.Close() }
+
+// Name is the backend name status.json reports.
+func (b *Backend) Name() string { return "sqlite" }
+
+func newUUID() (string, error) {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", err
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	h := hex.EncodeToString(u[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+func isBusy(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY"))
+}
+
+// immediate runs fn inside BEGIN IMMEDIATE on conn: committed when fn succeeds, rolled back otherwise.
+func immediate(ctx context.Context, conn *sql.Conn, fn func() error) error {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			return fmt.Errorf("session-persistence-sqlite write failed and rollback also failed: %w (rollback: %v)", err, rerr)
+		}
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	return nil
+}
+
+// session is a decoded sessions row.
+type session struct {
+	header      event.Header
+	incarnation string
+	revision    int64
+}
+
+// decodeSession validates a sessions row as the harness's decodeSessionRow does, with its texts.
+func decodeSession(cols [11]any) (session, error) {
+	var s session
+	str := func(i int, key string, nullable bool) (*string, error) {
+		switch v := cols[i].(type) {
+		case nil:
+			if nullable {
+				return nil, nil
+			}
+		case string:
+			return &v, nil
+		}
+		if nullable {
+			return nil, fieldError("stored %s must be a string or null", key)
+		}
+		return nil, fieldError("stored %s must be a string", key)
+	}
+	integer := func(i int, key string, nullable, nonNegative bool) (*int64, error) {
+		v, ok := cols[i].(int64)
+		if cols[i] == nil && nullable {
+			return nil, nil
+		}
+		if !ok || v > maxSafe || v < -maxSafe {
+			if nullable {
+				return nil, fieldError("stored %s must be a safe integer or null", key)
+			}
+			return nil, fieldError("stored %s must be a safe integer", key)
+		}
+		if nonNegative && v < 0 {
+			if nullable {
+				return nil, fieldError("stored %s must be non-negative or null", key)
+			}
+			return nil, fieldError("stored %s must be non-negative", key)
+		}
+		return &v, nil
+	}
+	id, err := str(0, "id", false)
+	if err != nil {
+		return s, err
+	}
+	if *id == "" {
+		return s, fieldError("stored id must not be empty")
+	}
+	version, err := integer(1, "version", false, false)
+	if err != nil {
+		return s, err
+	}
+	cwd, err := str(3, "cwd", true)
+	if err != nil {
+		return s, err
+	}
+	if cwd != nil && !filepath.IsAbs(*cwd) {
+		return s, fieldError("stored session cwd must be absolute")
+	}
+	parent, err := str(4, "parent_session", true)
+	if err != nil {
+		return s, err
+	}
+	origin, err := str(6, "origin", true)
+	if err != nil {
+		return s, err
+	}
+	if origin != nil && *origin != "subagent" {
+		return s, fieldError("stored session origin must be subagent or null")
+	}
+	inc, err := str(9, "incarnation", false)
+	if err != nil {
+		return s, err
+	}
+	if *inc == "" {
+		return s, fieldError("stored incarnation must not be empty")
+	}
+	if !uuidPattern.MatchString(*inc) {
+		return s, fieldError("stored session incarnation must be a UUID")
+	}
+	created, err := integer(2, "created_at", false, true)
+	if err != nil {
+		return s, err
+	}
+	seed, err := integer(5, "seed_length", true, true)
+	if err != nil {
+		return s, err
+	}
+	depth, err := integer(7, "delegation_depth", true, true)
+	if err != nil {
+		return s, err
+	}
+	preset, err := str(8, "agent_preset", true)
+	if err != nil {
+		return s, err
+	}
+	rev, err := integer(10, "revision", false, true)
+	if err != nil {
+		return s, err
+	}
+	h := event.Header{Version: float64(*version), ID: *id, CreatedAt: *created}
+	strVal := func(p *string) *event.Value {
+		if p == nil {
+			return nil
+		}
+		v := event.String(*p)
+		return &v
+	}
+	h.Cwd, h.ParentSession, h.Origin, h.AgentPreset = strVal(cwd), strVal(parent), strVal(origin), strVal(preset)
+	if seed != nil {
+		v := event.Int(*seed)
+		h.SeedLength = &v
+	}
+	if depth == nil {
+		// Every header this harness writes has delegationDepth; the JSONL reader refuses one without.
+		return s, fieldError("stored session has no delegation_depth")
+	}
+	h.DelegationDepth = *depth
+	return session{header: h, incarnation: *inc, revision: *rev}, nil
+}
+
+func scanSession(sc interface{ Scan(...any) error }) (session, error) {
+	var cols [11]any
+	ptrs := make([]any, len(cols))
+	for i := range cols {
+		ptrs[i] = &cols[i]
+	}
+	if err := sc.Scan(ptrs...); err != nil {
+		return session{}, err
+	}
+	return decodeSession(cols)
+}
+
+// token is the harness's revision token of a session.
+func (b *Backend) token(s session) string {
+	return b.identity + ":incarnation:" + s.incarnation + ":revision:" + strconv.FormatInt(s.revision, 10)
+}
+
+// owner is who may read the sessions: the database file's owner and mode.
+func (b *Backend) owner() *eventstore.Owner {
+	fi, err := os.Stat(b.path)
+	if err != nil {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return &eventstore.Owner{UID: st.Uid, GID: st.Gid, Perm: uint32(fi.Mode().Perm())}
+}
+
+// artifact describes a session's state; its time is that of the session's last event (the header's
+// createdAt when it has none), so a write to one session changes only that session's time.
+func (b *Backend) artifact(ctx context.Context, q querier, s session, owner *eventstore.Owner) eventstore.Artifact {
+	tok := b.token(s)
+	return eventstore.Artifact{Token: tok, Identity: b.identity + ":incarnation:" + s.incarnation,
+		ModTime: b.lastTime(ctx, q, s, tok), Owner: owner}
+}
+
+func (b *Backend) lastTime(ctx context.Context, q querier, s session, tok string) time.Time {
+	b.mu.Lock()
+	lt, ok := b.mtimes[s.header.ID]
+	b.mu.Unlock()
+	if ok && lt.token == tok {
+		return lt.at
+	}
+	at := time.UnixMilli(s.header.CreatedAt)
+	if rows, err := readRows(ctx, q, sqlSelectTail, s.header.ID, 1); err == nil && len(rows) == 1 {
+		at = time.UnixMilli(rows[0].time)
+		if evs, err := decodeRow(&rows[0]); err == nil && len(evs) > 0 {
+			if v, err := evs[len(evs)-1].Shallow(1); err == nil {
+				if t, ok := v.Get("time"); ok && t.Kind == event.KindNumber {
+					at = time.UnixMilli(int64(t.Num))
+				}
+			}
+		}
+	}
+	b.mu.Lock()
+	b.mtimes[s.header.ID] = lastTime{tok, at}
+	b.mu.Unlock()
+	return at
+}
+
+// readRows runs an events query and validates every row; one bad row fails the read, as in the harness.
+func readRows(ctx context.Context, q querier, query string, args ...any) ([]row, error) {
+	rs, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []row
+	var c [7]any
+	for rs.Next() {
+		if err := rs.Scan(&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6]); err != nil {
+			return nil, err
+		}
+		r, err := newRow(c[0], c[1], c[2], c[3], c[4], c[5], c[6])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// List reads the sessions rows only (the harness's listSnapshots, in its rowid order); a row the harness
+// would refuse is listed with its refusal instead of failing the whole listing.
+func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
+	if b.pristine {
+		return eventstore.Listing{}, nil
+	}
+	rs, err := b.db.QueryContext(ctx, sqlSelectSessions)
+	if err != nil {
+		return eventstore.Listing{}, err
+	}
+	var sessions []session
+	var l eventstore.Listing
+	for rs.Next() {
+		s, err := scanSession(rs)
+		if err != nil {
+			var cols [11]any
+			id := "?"
+			if s.header.ID != "" {
+				id = s.header.ID
+			}
+			_ = cols
+			l.RootErrors = append(l.RootErrors, eventstore.RootError{Path: b.path, Message: "session row " + quote(id) + ": " + err.Error()})
+			continue
+		}
+		sessions = append(sessions, s)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return eventstore.Listing{}, err
+	}
+	owner := b.owner()
+	for _, s := range sessions {
+		h := s.header
+		art := b.artifact(ctx, b.db, s, owner)
+		e := eventstore.Entry{ID: h.ID, Header: &h, HeaderLine: h.Line(), Revision: art.Token, Identity: art.Identity,
+			ModTime: art.ModTime, Owner: owner}
+		if h.Version != 0 {
+			e.Refusal = &eventstore.UnsupportedError{Message: event.VersionRefusal(h.ID, h.Version)}
+		}
+		l.Entries = append(l.Entries, e)
+	}
+	return l, nil
+}
+
+// Stat returns a session's state from its sessions row and its last row.
+func (b *Backend) Stat(ctx context.Context, id, _ string) (eventstore.Artifact, error) {
+	s, err := b.session(ctx, b.db, id)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	return b.artifact(ctx, b.db, s, b.owner()), nil
+}
+
+func (b *Backend) session(ctx context.Context, q querier, id string) (session, error) {
+	if b.pristine {
+		return session{}, &eventstore.NotFoundError{ID: id}
+	}
+	s, err := scanSession(q.QueryRowContext(ctx, sqlSelectSession, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, &eventstore.NotFoundError{ID: id}
+	}
+	return s, err
+}
+
+// LoadStored reads a session's row and all its events rows in one read transaction (one snapshot).
+func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix, error) {
+	if b.pristine {
+		return nil, &eventstore.NotFoundError{ID: id}
+	}
+	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	s, err := b.session(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := readRows(ctx, tx, sqlSelectEvents, id)
+	if err != nil {
+		return nil, err
+	}
+	art := b.artifact(ctx, tx, s, b.owner())
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	sc, err := scanRows(rows, 0)
+	if err != nil {
+		return nil, err
+	}
+	p := &eventstore.Prefix{Header: s.header, Events: sc.events, Artifact: art}
+	if sc.tornFrom >= 0 {
+		p.Torn = &eventstore.Torn{Seq: sc.tornFrom}
+		for i := range sc.tornRows {
+			p.Torn.Bytes += sc.tornRows[i].size()
+		}
+	}
+	return p, nil
+}
+
+// ReadRaw: the SQLite store keeps no transcript file (the harness's supportsRawArtifacts is false).
+func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
+	return nil, &eventstore.IOError{Err: errors.New("the SQLite backend keeps no raw transcript: session " + quote(id) + " is rows in " + b.path)}
+}
+
+// Locate: sessions have no artifact path of their own (the harness's locate() returns undefined).
+func (b *Backend) Locate(h event.Header) (string, error) { return "", nil }
+
+// Lock takes the session's single-writer lock: an flock on `<database>.locks/<sha256(id)>` (one file
+// holds every session, so the database file itself cannot carry a per-session lock).
+func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
+	if b.opts.ReadOnly {
+		return nil, b.readOnlyError()
+	}
+	dir := b.path + ".locks"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, &eventstore.IOError{Err: err}
+	}
+	sum := sha256.Sum256([]byte(id))
+	f, err := os.OpenFile(filepath.Join(dir, hex.EncodeToString(sum[:16])), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &eventstore.IOError{Err: err}
+	}
+	return eventstore.Flock(f, id)
+}
+
+func (b *Backend) readOnlyError() error {
+	return &eventstore.CommandError{Failure: eventstore.Refused, Code: eventstore.CodeRefused,
+		Message: "session database " + quote(b.path) + " was opened read-only; nothing was written"}
+}
