@@ -196,6 +196,7 @@ type StoreState struct {
 	LastError     *Result
 	QuiescedUntil *time.Time  // nil when not quiesced
 	LastQuiesce   *QuiesceEnd // how the last quiesce ended; nil when none has
+	SchemaVersion int         // the backend's physical schema version (SQLite: 17); 0 when it has none
 }
 
 // timeText is a time as status.json prints it: RFC 3339 in UTC, to the millisecond.
@@ -229,10 +230,15 @@ func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 			event.Member{Key: "reason", Value: event.String(q.Reason)},
 		)
 	}
+	schema := event.Value{}
+	if st.SchemaVersion != 0 {
+		schema = event.Number(float64(st.SchemaVersion))
+	}
 	return event.Object(
 		event.Member{Key: "backend", Value: event.String(backend)},
 		event.Member{Key: "root", Value: event.String(root)},
 		event.Member{Key: "formatVersion", Value: event.Number(0)},
+		event.Member{Key: "schemaVersion", Value: schema},
 		event.Member{Key: "sessions", Value: event.Number(float64(len(l.Entries)))},
 		event.Member{Key: "refused", Value: event.Number(float64(refused))},
 		event.Member{Key: "live", Value: event.Number(float64(st.Live))},

@@ -99,6 +99,9 @@ func (f *FS) Logf(format string, args ...any) { f.log.Warn(fmt.Sprintf(format, a
 func (f *FS) StoreStatus() []byte {
 	l := f.Listing()
 	st := eventstore.StoreState{LastError: f.storeErr.Load(), LastQuiesce: f.opts.Store.LastQuiesce()}
+	if sv, ok := f.opts.Store.Backend().(interface{ SchemaVersion() int }); ok {
+		st.SchemaVersion = sv.SchemaVersion()
+	}
 	if until, ok := f.opts.Store.Quiesced(); ok {
 		st.QuiescedUntil = &until
 	}
@@ -219,6 +222,7 @@ func (f *FS) refresh(ctx context.Context) (changes, error) {
 	}
 	next := buildListing(l, f.opts.Store.Backend().Name(), f.opts.Root)
 	if f.opts.Store.Mirrored() {
+		next.Files = true
 		next.Mirror = buildMirror(l, f.opts.Root)
 	}
 	prev := f.listing.Swap(next)

@@ -48,6 +48,9 @@ type inotifyWatcher struct {
 	byDir    map[string]int32
 	sessions map[string]string // session directory → session id
 	full     bool              // a watch could not be added: polling covers the rest
+	// files, for a store kept in files of its own (a SQLite database and its WAL), maps each watched
+	// directory to the names in it whose change starts a listing pass; directories are then not synced.
+	files map[string]map[string]bool
 }
 
 // newInotify starts an inotify instance; nil when the system has none.
@@ -123,6 +126,15 @@ func (w *inotifyWatcher) run(changed func(id string), structural func()) {
 			}
 			w.mu.Lock()
 			dir := w.byWD[ev.Wd]
+			if names, ok := w.files[dir]; ok {
+				w.mu.Unlock()
+				// any commit by any connection writes the database or its WAL: one listing pass (the
+				// sessions rows' revisions, not the events) finds which sessions changed
+				if names[string(name)] || ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+					structural()
+				}
+				continue
+			}
 			id, isSession := w.sessions[dir]
 			if ev.Mask&unix.IN_IGNORED != 0 {
 				delete(w.byDir, dir)
@@ -168,6 +180,21 @@ func artifactName(name string) bool { return name == "session.jsonl" || name == 
 
 func (w *inotifyWatcher) close() { w.file.Close() }
 
+// watchFiles watches the directories of a store's own files instead of a tree of sessions.
+func (w *inotifyWatcher) watchFiles(files []string, log func(string, ...any)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.files = map[string]map[string]bool{}
+	for _, f := range files {
+		dir := filepath.Dir(f)
+		if w.files[dir] == nil {
+			w.files[dir] = map[string]bool{}
+		}
+		w.files[dir][filepath.Base(f)] = true
+		w.addLocked(dir, unix.IN_MODIFY|unix.IN_CLOSE_WRITE|unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_DELETE|unix.IN_ATTRIB|unix.IN_ONLYDIR, log)
+	}
+}
+
 // watchInotify runs inotify beside the polling loop: it returns a channel that asks the loop for a listing
 // pass now, and whether inotify covers the store (then the loop polls at the slower safety-net pace).
 func (f *FS) watchInotify(ctx context.Context) (passNow <-chan struct{}, w *inotifyWatcher) {
@@ -179,6 +206,9 @@ func (f *FS) watchInotify(ctx context.Context) (passNow <-chan struct{}, w *inot
 	if err != nil {
 		f.log.Info("inotify unavailable: polling every refresh_interval", "err", err)
 		return nil, nil
+	}
+	if fw, ok := f.opts.Store.Backend().(interface{ WatchFiles() []string }); ok {
+		w.watchFiles(fw.WatchFiles(), f.log.Info)
 	}
 	pass := make(chan struct{}, 1)
 	go func() {

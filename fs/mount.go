@@ -145,8 +145,8 @@ func (f *FS) Watch(ctx context.Context) {
 	}
 	passNow, iw := f.watchInotify(ctx)
 	watch := func() {
-		if iw == nil {
-			return
+		if iw == nil || iw.files != nil {
+			return // no inotify, or a store of its own files (watched as such from the start)
 		}
 		l := f.Listing()
 		paths := make(map[string]string, len(l.Entries))

@@ -71,6 +71,9 @@ type Listing struct {
 	Children   map[string][]int   // parent session id → indexes of the sessions forked from it
 	RootErrors []eventstore.RootError
 	ModTime    time.Time // the newest artifact change, for the directories above sessions
+	// Files reports a backend that keeps a transcript file per session (JSONL): only then do sessions show
+	// raw.jsonl and the root by-project/ (a SQLite store has neither, as the harness's locate() has none).
+	Files bool
 	// Mirror is store/: every artifact file of the store (strays and refused sessions included), by its
 	// path relative to the root; nil when the backend keeps no artifact files.
 	Mirror *Mirror

@@ -46,7 +46,9 @@ func (t *tree) rootDir() *dir {
 				}
 				return t.sessionsDir()
 			}),
-			t.dirChild("by-project", ino("/by-project"), func() fs.InodeEmbedder { return t.projectsDir() }),
+		}
+		if t.src.Listing().Files {
+			kids = append(kids, t.dirChild("by-project", ino("/by-project"), func() fs.InodeEmbedder { return t.projectsDir() }))
 		}
 		if t.src.Listing().Mirror != nil {
 			kids = append(kids, t.dirChild("store", ino("/store", ""), func() fs.InodeEmbedder { return t.storeDir("") }))
@@ -228,8 +230,9 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 			}
 			gen := t.src.Identity(ctx, id)
 			var kids []child
+			files := t.src.Listing().Files
 			for _, f := range viewFiles {
-				if refusal != nil && !refusedFiles[f.name] {
+				if (refusal != nil && !refusedFiles[f.name]) || (f.view == views.Raw && !files) {
 					continue
 				}
 				if refusal != nil && f.view != views.Status {

@@ -14,6 +14,7 @@ import (
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/eventstore/sqlite"
 )
 
 // Exit codes of DESIGN.md §6.
@@ -46,18 +47,6 @@ VIEW: events (default) | raw | header | status | surface | messages | shadowed |
 turn:N | trace:SEQ | compactions | prunes | spill
 mount's default STORE: the config's store, else $DSH_HOME/sessions, else ~/.dsh/sessions.
 `
-
-// isSQLite reports whether a file starts with SQLite's 16-byte header.
-func isSQLite(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var head [16]byte
-	n, _ := io.ReadFull(f, head[:])
-	return n == 16 && string(head[:]) == "SQLite format 3\x00"
-}
 
 // usageError is a command-line mistake: exit 2 with the usage text.
 type usageError struct{ msg string }
@@ -227,7 +216,7 @@ func expandHome(p string) string {
 }
 
 // openExisting is openStore for commands that read a store: a STORE that does not exist is an error (a
-// mistyped path must not pass as an empty store).
+// mistyped path must not pass as an empty store). Commands that only read pass a config with ReadOnly.
 func openExisting(spec string, cfg config.Config) (*eventstore.Store, error) {
 	st, err := openStore(spec, cfg)
 	if err != nil {
@@ -241,10 +230,13 @@ func openExisting(spec string, cfg config.Config) (*eventstore.Store, error) {
 	return st, nil
 }
 
-// storeRoot is the absolute root of a directory store ("" for other backends).
+// storeRoot is the absolute root of a directory store, or the database file of a SQLite store.
 func storeRoot(st *eventstore.Store) string {
-	if r, ok := st.Backend().(interface{ Root() string }); ok {
-		return r.Root()
+	switch b := st.Backend().(type) {
+	case interface{ Root() string }:
+		return b.Root()
+	case *sqlite.Backend:
+		return b.Path()
 	}
 	return ""
 }
@@ -280,7 +272,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	if kind == "" {
 		fi, err := os.Stat(path)
 		switch {
-		case err == nil && fi.Mode().IsRegular() && !isSQLite(path):
+		case err == nil && fi.Mode().IsRegular() && !sqlite.IsDatabase(path):
 			return nil, fmt.Errorf("store %s is a file, not a store: give the store's root directory (the one holding --<project>--/<session>/ directories), or a SQLite database", path)
 		case err == nil && fi.Mode().IsRegular():
 			kind = "sqlite"
@@ -288,25 +280,35 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 			return nil, fmt.Errorf("store %s is neither a directory nor a SQLite file", path)
 		}
 	}
-	var mode jsonl.Compression
-	switch kind {
-	case "sqlite":
-		return nil, fmt.Errorf("store %s: the SQLite backend is not built yet (JSONL roots only so far)", path)
-	case "jsonl":
-		mode = jsonl.Zstd
-	case "jsonl+raw":
-		mode = jsonl.None
+	var b eventstore.Backend
+	if kind == "sqlite" {
+		// A database is opened read-only wherever nothing may be written (ls, cat, check, a --read-only
+		// mount): no journal mode change, no initialization, no write.
+		db, err := sqlite.Open(path, sqlite.Options{ReadOnly: cfg.ReadOnly})
+		if err != nil {
+			return nil, err
+		}
+		b = db
+	} else {
+		var mode jsonl.Compression
+		switch kind {
+		case "jsonl":
+			mode = jsonl.Zstd
+		case "jsonl+raw":
+			mode = jsonl.None
+		}
+		empty := jsonl.Zstd
+		if cfg.Writer.Compression == config.CompressionNone {
+			empty = jsonl.None
+		}
+		jb, err := jsonl.OpenDefault(path, mode, empty)
+		if err != nil {
+			return nil, err
+		}
+		jb.SetLimits(cfg.Writer.MaxLineBytes, cfg.Writer.MaxFrameBytes)
+		installFaults(jb)
+		b = jb
 	}
-	empty := jsonl.Zstd
-	if cfg.Writer.Compression == config.CompressionNone {
-		empty = jsonl.None
-	}
-	b, err := jsonl.OpenDefault(path, mode, empty)
-	if err != nil {
-		return nil, err
-	}
-	b.SetLimits(cfg.Writer.MaxLineBytes, cfg.Writer.MaxFrameBytes)
-	installFaults(b)
 	st := eventstore.New(b)
 	st.Window, st.MaxLine = cfg.Writer.BatchWindow, cfg.Writer.MaxLineBytes
 	if st.Window == 0 {

@@ -271,6 +271,12 @@ func (b *Backend) readIdentity(ctx context.Context) error {
 // Path is the database file.
 func (b *Backend) Path() string { return b.path }
 
+// SchemaVersion is the physical schema version status.json reports.
+func (b *Backend) SchemaVersion() int { return SchemaVersion }
+
+// WatchFiles are the files whose changes mean another connection committed: the database and its WAL.
+func (b *Backend) WatchFiles() []string { return []string{b.path, b.path + "-wal"} }
+
 // StoreID is the database's persistence_state.store_id ("" for a pristine read-only file).
 func (b *Backend) StoreID() string { return b.storeID }
 
