@@ -22,7 +22,7 @@ var sessionStatusKeys = []string{"id", "state", "backend", "location", "formatVe
 	"unknownOutcomes", "activeCompaction", "refusal", "lastError", "lastCommand"}
 
 // storeStatusKeys is the root status.json schema, in order (DESIGN.md §4).
-var storeStatusKeys = []string{"backend", "root", "formatVersion", "sessions", "refused", "live", "pending",
+var storeStatusKeys = []string{"backend", "root", "formatVersion", "schemaVersion", "sessions", "refused", "live", "pending",
 	"rootErrors", "lastError", "quiescedUntil", "lastQuiesce"}
 
 // sessionEntries is what a readable session directory holds besides the optional parent link.

@@ -38,11 +38,11 @@ const usage = `usage:
   dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
   dshfs verify [--config FILE] DEST
   dshfs restore [--config FILE] BACKUP DEST
-  dshfs convert SRC DST                (not built yet)
+  dshfs convert [--config FILE] [--verify] SRC DST
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
-jsonl+raw:PATH (uncompressed), sqlite:PATH (not built yet).
+jsonl+raw:PATH (uncompressed), sqlite:PATH or a SQLite database file (the harness's schema 17).
 VIEW: events (default) | raw | header | status | surface | messages | shadowed | event:SEQ |
 turn:N | trace:SEQ | compactions | prunes | spill
 mount's default STORE: the config's store, else $DSH_HOME/sessions, else ~/.dsh/sessions.
@@ -66,6 +66,7 @@ type opts struct {
 	cwd        string
 	mount      string
 	withSpill  bool
+	verify     bool
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing.
@@ -119,6 +120,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.mount = val
 		case "with-spill":
 			o.withSpill = true
+		case "verify":
+			o.verify = true
 		}
 	}
 	return o, pos, nil
@@ -169,8 +172,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "restore":
 		code, err = cmdRestore(ctx, args[1:], out)
 	case "convert":
-		err = fmt.Errorf("dshfs %s: not built yet (see README: what works so far)", args[0])
-		code = exitUsageErr
+		code, err = cmdConvert(ctx, args[1:], out, stderr)
 	case "help", "-h", "--help":
 		cmd := ""
 		if len(args) > 1 {
@@ -255,6 +257,15 @@ func warnEmpty(stderr io.Writer, st *eventstore.Store, l eventstore.Listing) {
 	fmt.Fprintf(stderr, "dshfs: warning: %s holds no sessions%s\n", root, hint)
 }
 
+// isDatabaseName reports a path named like a SQLite database file.
+func isDatabaseName(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".db", ".sqlite", ".sqlite3":
+		return true
+	}
+	return false
+}
+
 // openStore resolves a STORE argument (DESIGN.md §6) to a Store; a JSONL root holding no session yet gets
 // the configured writer.compression.
 func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
@@ -278,6 +289,8 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 			kind = "sqlite"
 		case err == nil && !fi.IsDir():
 			return nil, fmt.Errorf("store %s is neither a directory nor a SQLite file", path)
+		case errors.Is(err, os.ErrNotExist) && isDatabaseName(path):
+			kind = "sqlite" // a new store named like a database file (convert's destination)
 		}
 	}
 	var b eventstore.Backend

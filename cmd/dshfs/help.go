@@ -70,6 +70,15 @@ read.`,
 	"restore": `dshfs restore [--config FILE] BACKUP DEST
 Verifies BACKUP, then copies its artifacts into DEST — a new or empty directory only — checking each copy's
 SHA-256; BACKUP is only read. Then "dshfs mount --read-only DEST MNT" serves the restored store.`,
+	"convert": `dshfs convert [--config FILE] [--verify] SRC DST
+Copies every session of SRC into DST across backends (JSONL raw, JSONL zstd, SQLite; a new DST named *.db,
+*.sqlite or *.sqlite3 is a SQLite database, else a JSONL root with the config's writer.compression): the stored
+log of each, headers and logical events identical. One line per session (outcome, id, events, reason).
+Resumable: a session already identical in DST is skipped, one DST holds a prefix of is completed, one that
+differs is refused and never overwritten. Sessions SRC refuses or DST cannot hold as written are skipped by
+name and reason; a torn tail is not part of the stored log and is left behind (reported). --verify re-reads DST
+and compares. A progress bar on a terminal. Exit 0: all converted; 1: something was skipped or differs; 2: an
+I/O error.`,
 	"version": `dshfs version
 Prints dshfs's version, the harness release and the session format version it reads and writes.`,
 	"help": `dshfs help [CMD]

@@ -34,6 +34,16 @@ func (p *progress) step(n int) {
 	fmt.Fprintf(p.w, "\r%s %d/%d", p.verb, n, p.total)
 }
 
+// stepWith is step with a detail after the count ("n/total detail").
+func (p *progress) stepWith(n int, detail string) {
+	if p.w == nil || (time.Since(p.last) < 100*time.Millisecond && n < p.total) {
+		return
+	}
+	p.last = time.Now()
+	p.drawn = true
+	fmt.Fprintf(p.w, "\r\033[K%s %d/%d %s", p.verb, n, p.total, detail)
+}
+
 // done clears the line before the command prints its results.
 func (p *progress) done() {
 	if p.w != nil && p.drawn {

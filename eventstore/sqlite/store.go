@@ -280,6 +280,9 @@ func (b *Backend) WatchFiles() []string { return []string{b.path, b.path + "-wal
 // StoreID is the database's persistence_state.store_id ("" for a pristine read-only file).
 func (b *Backend) StoreID() string { return b.storeID }
 
+// Stored is the package's Stored: an event as this database will give it back (convert compares by it).
+func (b *Backend) Stored(e event.Event) (event.Event, error) { return Stored(e) }
+
 // ReadOnly reports whether the backend was opened read-only.
 func (b *Backend) ReadOnly() bool { return b.opts.ReadOnly }
 

@@ -1,0 +1,296 @@
+// Package convert copies every session of one store into another, across backends (JSONL raw ⇄ zstd ⇄
+// SQLite), keeping logical events and headers identical.
+//
+// What "identical" means, and why conversion is careful rather than a loop of appends:
+//
+//   - The stored log is converted, not the repaired one: a crashed session stays crashed (its open turn
+//     is closed only when someone resumes it), and a torn tail — bytes or rows after the committed prefix
+//     — is not part of the stored log, so it is reported and left behind.
+//   - A session the source refuses (corrupt, unsupported) cannot be read faithfully, and an event the
+//     destination cannot hold as written (a fractional time or an envelope member the SQLite schema has
+//     no column for) would be changed by storing it: such sessions are skipped, by name and reason.
+//   - Conversion resumes: a session already identical in the destination is skipped; one whose stored log
+//     there is a prefix of the source's (an interrupted conversion) is completed; any other difference is
+//     refused and never overwritten.
+//   - Batches: a SQLite destination takes each session as one append (as the harness imports); a JSONL
+//     destination takes the harness's batches (each ends after a step/end, turn/end or
+//     session/end-seed), so no zstd frame grows past what a reader accepts.
+package convert
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Outcome is what happened to one session.
+type Outcome string
+
+// Outcomes.
+const (
+	Converted Outcome = "converted" // written to the destination
+	Completed Outcome = "completed" // the destination held a prefix; the rest was appended
+	Identical Outcome = "identical" // already in the destination as it is in the source
+	Skipped   Outcome = "skipped"   // refused by the source or not representable in the destination
+	Differs   Outcome = "differs"   // the destination holds a different session of that id: left alone
+	Failed    Outcome = "failed"    // a read or write failed
+)
+
+// Report is one session's result.
+type Report struct {
+	ID      string
+	Outcome Outcome
+	Events  int    // logical events in the converted log
+	Reason  string // why it was skipped, differs or failed; for a converted one, a note (a torn tail left behind)
+}
+
+// Options configure a conversion.
+type Options struct {
+	// Verify re-reads every session from a fresh destination instance and compares it after writing.
+	Verify bool
+	// Reopen opens a second, independent instance of the destination for Verify.
+	Reopen func() (eventstore.Backend, error)
+	// Progress is called after each session with the sessions and events done so far.
+	Progress func(sessions, total, events int)
+	// BatchLimit caps the events of one JSONL batch (a zstd frame); 0 means 4096.
+	BatchLimit int
+}
+
+// storer is a backend whose stored events read back in a normalized form (SQLite: the optional envelope
+// members reordered), or that cannot hold some events at all.
+type storer interface {
+	Stored(e event.Event) (event.Event, error)
+}
+
+// expected is the log as the destination will give it back.
+func expected(dst eventstore.Backend, events []event.Event) ([]event.Event, error) {
+	s, ok := dst.(storer)
+	if !ok {
+		return events, nil
+	}
+	out := make([]event.Event, len(events))
+	for i, e := range events {
+		se, err := s.Stored(e)
+		if err != nil {
+			return nil, fmt.Errorf("event seq %s (%s) cannot be stored there: %w", e.SeqText(), e.Type, err)
+		}
+		out[i] = se
+	}
+	return out, nil
+}
+
+// Run converts every session of src into dst.
+func Run(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, opts Options) ([]Report, error) {
+	l, err := src.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries := append([]eventstore.Entry(nil), l.Entries...)
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	var reports []Report
+	events := 0
+	for i, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return reports, err
+		}
+		r := one(ctx, src, dst, e, opts)
+		events += r.Events
+		reports = append(reports, r)
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(entries), events)
+		}
+	}
+	for _, re := range l.RootErrors {
+		reports = append(reports, Report{ID: re.Path, Outcome: Skipped, Reason: re.Message})
+	}
+	if opts.Verify && opts.Reopen != nil {
+		if err := verify(ctx, src, reports, opts.Reopen); err != nil {
+			return reports, err
+		}
+	}
+	return reports, nil
+}
+
+func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e eventstore.Entry, opts Options) Report {
+	r := Report{ID: e.ID}
+	if e.Refusal != nil {
+		r.Outcome, r.Reason = Skipped, "refused by the source: "+e.Refusal.Error()
+		return r
+	}
+	// Inspect applies every check the harness's load applies: a session it refuses is not converted.
+	ins, err := src.Inspect(ctx, e.ID)
+	if err != nil {
+		r.Outcome, r.Reason = Skipped, "refused by the source: "+err.Error()
+		return r
+	}
+	p := ins.Prefix
+	r.Events = len(p.Events)
+	if p.Torn != nil {
+		r.Reason = fmt.Sprintf("a torn tail of %d bytes after the committed log was not converted", p.Torn.Bytes)
+	}
+	want, err := expected(dst, p.Events)
+	if err != nil {
+		r.Outcome, r.Reason = Skipped, "not representable in the destination: "+err.Error()
+		return r
+	}
+	cur, err := dst.LoadStored(ctx, e.ID)
+	switch {
+	case eventstore.IsNotFound(err):
+		if err := write(ctx, dst, p.Header, p.Events, nil, opts); err != nil {
+			r.Outcome, r.Reason = failure(err)
+			return r
+		}
+		r.Outcome = Converted
+		return r
+	case err != nil:
+		r.Outcome, r.Reason = Differs, "the destination holds a session of this id that cannot be read: "+err.Error()
+		return r
+	}
+	if !bytes.Equal(cur.Header.Meta(), p.Header.Meta()) {
+		r.Outcome, r.Reason = Differs, "the destination holds a session of this id with another header: "+string(cur.Header.Meta())
+		return r
+	}
+	if cur.Torn != nil {
+		r.Outcome, r.Reason = Differs, "the destination's copy has a torn tail"
+		return r
+	}
+	n := len(cur.Events)
+	if n > len(want) {
+		r.Outcome, r.Reason = Differs, fmt.Sprintf("the destination holds %d events, the source %d", n, len(want))
+		return r
+	}
+	for i := 0; i < n; i++ {
+		if !bytes.Equal(cur.Events[i].Raw, want[i].Raw) {
+			r.Outcome, r.Reason = Differs, fmt.Sprintf("the destination's event %d differs from the source's", i)
+			return r
+		}
+	}
+	if n == len(want) {
+		r.Outcome = Identical
+		return r
+	}
+	if err := write(ctx, dst, p.Header, p.Events[n:], cur, opts); err != nil {
+		r.Outcome, r.Reason = failure(err)
+		return r
+	}
+	r.Outcome = Completed
+	return r
+}
+
+func failure(err error) (Outcome, string) {
+	var ce *eventstore.CommandError
+	if errors.As(err, &ce) && ce.Failure == eventstore.Invalid {
+		return Skipped, "not representable in the destination: " + err.Error()
+	}
+	return Failed, err.Error()
+}
+
+// write stores events in dst: materialized with the first batch when cur is nil, else appended after cur,
+// under the destination's writer lock.
+func write(ctx context.Context, dst eventstore.Backend, h event.Header, events []event.Event, cur *eventstore.Prefix, opts Options) error {
+	batches := batchesFor(dst, events, opts.BatchLimit)
+	var art eventstore.Artifact
+	if cur == nil {
+		var first []event.Event
+		if len(batches) > 0 {
+			first, batches = batches[0], batches[1:]
+		}
+		a, err := dst.Materialize(ctx, h, first)
+		if err != nil {
+			return err
+		}
+		art = a
+	} else {
+		art = cur.Artifact
+	}
+	if len(batches) == 0 {
+		return nil
+	}
+	lock, err := dst.Lock(ctx, h.ID)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	for _, b := range batches {
+		if art, err = dst.AppendBatch(ctx, h, art, b, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchesFor splits a log into the destination's batches: one for a backend that stores a session as
+// rows (SQLite), the harness's batches, capped at limit events, for a transcript file.
+func batchesFor(dst eventstore.Backend, events []event.Event, limit int) [][]event.Event {
+	if len(events) == 0 {
+		return nil
+	}
+	if _, rows := dst.(storer); rows {
+		return [][]event.Event{events}
+	}
+	if limit <= 0 {
+		limit = 4096
+	}
+	var out [][]event.Event
+	start := 0
+	for i, e := range events {
+		end := e.Type == "step/end" || e.Type == "turn/end" || e.Type == "session/end-seed"
+		if end || i+1-start >= limit || i == len(events)-1 {
+			out = append(out, events[start:i+1])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// verify re-reads every converted session from a fresh destination instance.
+func verify(ctx context.Context, src *eventstore.Store, reports []Report, reopen func() (eventstore.Backend, error)) error {
+	dst, err := reopen()
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if c, ok := dst.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	for i := range reports {
+		r := &reports[i]
+		if r.Outcome != Converted && r.Outcome != Completed && r.Outcome != Identical {
+			continue
+		}
+		p, err := src.Backend().LoadStored(ctx, r.ID)
+		if err != nil {
+			r.Outcome, r.Reason = Failed, "verify: the source cannot be read again: "+err.Error()
+			continue
+		}
+		want, err := expected(dst, p.Events)
+		if err != nil {
+			r.Outcome, r.Reason = Failed, "verify: "+err.Error()
+			continue
+		}
+		got, err := dst.LoadStored(ctx, r.ID)
+		if err != nil {
+			r.Outcome, r.Reason = Failed, "verify: the destination cannot be read: "+err.Error()
+			continue
+		}
+		if !bytes.Equal(got.Header.Meta(), p.Header.Meta()) {
+			r.Outcome, r.Reason = Failed, "verify: the destination's header differs"
+			continue
+		}
+		if got.Torn != nil || len(got.Events) != len(want) {
+			r.Outcome, r.Reason = Failed, fmt.Sprintf("verify: the destination holds %d events, the source %d", len(got.Events), len(want))
+			continue
+		}
+		for j := range want {
+			if !bytes.Equal(got.Events[j].Raw, want[j].Raw) {
+				r.Outcome, r.Reason = Failed, fmt.Sprintf("verify: event %d differs", j)
+				break
+			}
+		}
+	}
+	return nil
+}
