@@ -86,7 +86,8 @@ func writeCtl(ctl, cmd string) error {
 
 // FromStore takes a backup of a store no mount serves: each session's artifact is copied under its writer
 // lock (another dshfs writer waits, or gets EBUSY, meanwhile), frozen at its last complete line or frame.
-// The harness takes no lock: a backup of a store it is writing is still whole, but not one instant.
+// The harness takes no lock: a backup of a store it is writing is still whole, but not one instant. A
+// SQLite store is copied as one consistent database (sessions.db), one instant whoever writes.
 func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opts Options) (*Manifest, error) {
 	if err := emptyDir(dest); err != nil {
 		return nil, err
@@ -100,6 +101,21 @@ func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opt
 		wait = 10 * time.Second
 	}
 	var arts []artifact
+	if db, ok := st.Backend().(interface {
+		MirrorEntry() (string, eventstore.Entry)
+	}); ok {
+		// a store that is one database: one consistent copy of it (SQLite's online backup API), which
+		// needs no session's lock
+		name, e := db.MirrorEntry()
+		arts = append(arts, artifact{rel: name, open: func(ctx context.Context) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
+			f, art, _, err := st.OpenArtifact(ctx, e.Path)
+			if err != nil {
+				return nil, 0, time.Time{}, 0, err
+			}
+			return f, art.Size, art.ModTime, 0o600, nil
+		}})
+		l.Entries = nil
+	}
 	for _, e := range l.Entries {
 		rel, err := filepath.Rel(root, e.Path)
 		if err != nil || !filepath.IsLocal(rel) {

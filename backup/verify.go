@@ -49,17 +49,29 @@ func Verify(ctx context.Context, dir string, opts Options) (problems []Problem, 
 	for _, r := range l.RootErrors {
 		add("", "root", "%s", r.Message)
 	}
-	byPath := map[string]eventstore.Entry{}
+	// Sessions are keyed by artifact and id: in a SQLite backup every session is in one file.
+	type key struct{ path, id string }
+	byKey := map[key]eventstore.Entry{}
 	for _, e := range l.Entries {
 		if rel, err := filepath.Rel(dir, e.Path); err == nil {
-			byPath[filepath.ToSlash(rel)] = e
+			byKey[key{filepath.ToSlash(rel), e.ID}] = e
 		}
 	}
-	listed := map[string]bool{}
+	listed := map[key]bool{}
+	type hashed struct {
+		sum  string
+		size int64
+		err  error
+	}
+	hashes := map[string]hashed{}
 	for _, s := range m.Sessions {
-		listed[s.Path] = true
-		path := filepath.Join(dir, filepath.FromSlash(s.Path))
-		sum, size, err := hashFile(path)
+		listed[key{s.Path, s.ID}] = true
+		h, ok := hashes[s.Path]
+		if !ok {
+			h.sum, h.size, h.err = hashFile(filepath.Join(dir, filepath.FromSlash(s.Path)))
+			hashes[s.Path] = h
+		}
+		sum, size, err := h.sum, h.size, h.err
 		if err != nil {
 			add(s.ID, "missing", "%s: %v", s.Path, err)
 			continue
@@ -69,19 +81,27 @@ func Verify(ctx context.Context, dir string, opts Options) (problems []Problem, 
 		} else if sum != s.SHA256 {
 			add(s.ID, "checksum", "%s has SHA-256 %s, the manifest says %s", s.Path, sum, s.SHA256)
 		}
-		e, ok := byPath[s.Path]
+		e, ok := byKey[key{s.Path, s.ID}]
 		if !ok {
-			add(s.ID, "missing", "%s is not a session the backup's store lists", s.Path)
+			other := ""
+			for k := range byKey {
+				if k.path == s.Path {
+					other = k.id
+				}
+			}
+			if other != "" && m.Backend != "sqlite" {
+				listed[key{s.Path, other}] = true // reported here, not again as an extra
+				add(s.ID, "header", "%s holds session %q, the manifest says %q", s.Path, other, s.ID)
+			} else {
+				add(s.ID, "missing", "%s holds no session %q the backup's store lists", s.Path, s.ID)
+			}
 			continue
-		}
-		if e.ID != s.ID {
-			add(s.ID, "header", "%s holds session %q, the manifest says %q", s.Path, e.ID, s.ID)
 		}
 		verifySession(ctx, st, e, s, add)
 	}
-	for rel, e := range byPath {
-		if !listed[rel] {
-			add(e.ID, "extra", "%s is not in the manifest", rel)
+	for k, e := range byKey {
+		if !listed[k] {
+			add(e.ID, "extra", "%s (session %q) is not in the manifest", k.path, e.ID)
 		}
 	}
 	return problems, false
@@ -150,10 +170,15 @@ func Restore(ctx context.Context, backupDir, dest string, opts Options) (*Manife
 	if err := emptyDir(dest); err != nil {
 		return nil, err
 	}
+	done := map[string]bool{} // a SQLite backup lists every session in one file
 	for i, s := range m.Sessions {
 		if opts.Progress != nil {
 			opts.Progress(i, len(m.Sessions))
 		}
+		if done[s.Path] {
+			continue
+		}
+		done[s.Path] = true
 		src := filepath.Join(backupDir, filepath.FromSlash(s.Path))
 		f, err := os.Open(src)
 		if err != nil {

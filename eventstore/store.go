@@ -175,6 +175,16 @@ func New(b Backend) *Store {
 		live: map[string]*Session{}, results: map[string]*results{}, locks: map[string]*sync.Mutex{}}
 }
 
+// Location is where a session is stored, for status.json: its artifact path, or — for a backend without
+// one artifact per session (SQLite), whose prefixes name no path so that refusals carry no raw-log
+// suffix — the database file holding it.
+func (s *Store) Location(path string) string {
+	if d, ok := s.b.(interface{ Path() string }); ok && path == "" {
+		return d.Path()
+	}
+	return path
+}
+
 // Backend returns the wrapped backend.
 func (s *Store) Backend() Backend { return s.b }
 

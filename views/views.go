@@ -97,7 +97,7 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	}
 	p := ins.Prefix
 	h := ins.Header
-	s.Header, s.Location, s.Revision, s.Identity, s.Torn, s.Closers = &h, p.Path, p.Artifact.Token, p.Artifact.Identity, p.Torn, ins.Closers
+	s.Header, s.Location, s.Revision, s.Identity, s.Torn, s.Closers = &h, st.Location(p.Path), p.Artifact.Token, p.Artifact.Identity, p.Torn, ins.Closers
 	if opts.Inspect {
 		s.Events = ins.Events
 	} else {
@@ -122,7 +122,7 @@ func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session 
 // the engine's fold reused.
 func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) *Session {
 	h := snap.Header
-	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: snap.Path, Revision: snap.Revision.Artifact, Identity: snap.Revision.Identity,
+	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: st.Location(snap.Path), Revision: snap.Revision.Artifact, Identity: snap.Revision.Identity,
 		ModTime: snap.ModTime, Header: &h, Events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
 		store: st, opts: opts}
 	s.foldOnce.Do(func() { s.fold = snap.Fold })

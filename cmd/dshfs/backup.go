@@ -20,7 +20,7 @@ import (
 func backupOptions(cfg config.Config, verb string) (backup.Options, func()) {
 	var bar *progress
 	opts := backup.Options{
-		Open:           func(root string) (*eventstore.Store, error) { return openExisting(root, cfg) },
+		Open:           func(root string) (*eventstore.Store, error) { return openExisting(root, readOnly(cfg)) },
 		Spill:          spill.NewRoots(cfg.Spill.Roots),
 		Version:        Version,
 		HarnessRelease: HarnessRelease,
@@ -36,6 +36,12 @@ func backupOptions(cfg config.Config, verb string) (backup.Options, func()) {
 			bar.done()
 		}
 	}
+}
+
+// readOnly is cfg for a command that only reads its store.
+func readOnly(cfg config.Config) config.Config {
+	cfg.ReadOnly = true
+	return cfg
 }
 
 // cmdBackup takes a backup of STORE into DEST: through its running mount when there is one (quiesced for
@@ -55,9 +61,16 @@ func cmdBackup(ctx context.Context, args []string, out *bufio.Writer, stderr io.
 	storeDir, dest := pos[0], pos[1]
 	opts, done := backupOptions(cfg, "copied")
 	opts.WithSpill = o.withSpill
+	// The store is only read: a SQLite store is opened read-only (its copy is made with the online
+	// backup API), a JSONL store's sessions are copied under their writer locks.
+	st, err := openExisting(storeDir, readOnly(cfg))
+	if err != nil {
+		return exitUsageErr, err
+	}
+	defer closeBackend(st.Backend())
 	mnt := o.mount
 	if mnt == "" {
-		if mnt, err = backup.FindMount(storeDir); err != nil {
+		if mnt, err = backup.FindMount(storeRoot(st)); err != nil {
 			return exitUsageErr, err
 		}
 	}
@@ -66,10 +79,6 @@ func cmdBackup(ctx context.Context, args []string, out *bufio.Writer, stderr io.
 		fmt.Fprintf(stderr, "dshfs: backing up through the mount at %s (quiesced for the copy)\n", mnt)
 		m, err = backup.FromMount(ctx, mnt, dest, opts)
 	} else {
-		var st *eventstore.Store
-		if st, err = openExisting(storeDir, cfg); err != nil {
-			return exitUsageErr, err
-		}
 		root := storeRoot(st)
 		if abs, aerr := filepath.Abs(root); aerr == nil {
 			root = abs

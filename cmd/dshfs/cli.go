@@ -257,6 +257,17 @@ func warnEmpty(stderr io.Writer, st *eventstore.Store, l eventstore.Listing) {
 	fmt.Fprintf(stderr, "dshfs: warning: %s holds no sessions%s\n", root, hint)
 }
 
+// jsonlLayout reports whether a directory holds a JSONL store's project directories.
+func jsonlLayout(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() && (strings.HasPrefix(e.Name(), "--") || e.Name() == "_no-cwd") {
+			return true
+		}
+	}
+	return false
+}
+
 // isDatabaseName reports a path named like a SQLite database file.
 func isDatabaseName(path string) bool {
 	switch strings.ToLower(filepath.Ext(path)) {
@@ -291,6 +302,9 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 			return nil, fmt.Errorf("store %s is neither a directory nor a SQLite file", path)
 		case errors.Is(err, os.ErrNotExist) && isDatabaseName(path):
 			kind = "sqlite" // a new store named like a database file (convert's destination)
+		case err == nil && sqlite.IsDatabase(filepath.Join(path, sqlite.MirrorName)) && !jsonlLayout(path):
+			// a directory holding a SQLite store's sessions.db (a backup, a restore, a store/ copy)
+			kind, path = "sqlite", filepath.Join(path, sqlite.MirrorName)
 		}
 	}
 	var b eventstore.Backend

@@ -45,6 +45,11 @@ type Backend struct {
 
 	mu     sync.Mutex
 	mtimes map[string]lastTime // per session: its last event's time at a revision
+
+	snapMu  sync.Mutex
+	snap    *snapshot // the latest consistent copy, for store/ and backups
+	snapDir string    // where copies are made; removed by Close
+	snapSeq int
 }
 
 type lastTime struct {
@@ -289,8 +294,16 @@ func (b *Backend) ReadOnly() bool { return b.opts.ReadOnly }
 // DB is the connection pool, for tests and the online backup.
 func (b *Backend) DB() *sql.DB { return b.db }
 
-// Close closes the connection pool.
-func (b *Backend) Close() error { return b.db.Close() }
+// Close closes the connection pool and removes the consistent copies made for store/.
+func (b *Backend) Close() error {
+	b.snapMu.Lock()
+	if b.snapDir != "" {
+		os.RemoveAll(b.snapDir)
+		b.snapDir, b.snap = "", nil
+	}
+	b.snapMu.Unlock()
+	return b.db.Close()
+}
 
 // Name is the backend name status.json reports.
 func (b *Backend) Name() string { return "sqlite" }
@@ -565,7 +578,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	for _, s := range sessions {
 		h := s.header
 		art := b.artifact(ctx, b.db, s, owner)
-		e := eventstore.Entry{ID: h.ID, Header: &h, HeaderLine: h.Line(), Revision: art.Token, Identity: art.Identity,
+		e := eventstore.Entry{ID: h.ID, Path: b.path, Header: &h, HeaderLine: h.Line(), Revision: art.Token, Identity: art.Identity,
 			ModTime: art.ModTime, Owner: owner}
 		if h.Version != 0 {
 			e.Refusal = &eventstore.UnsupportedError{Message: event.VersionRefusal(h.ID, h.Version)}
