@@ -13,8 +13,9 @@
 //     there is a prefix of the source's (an interrupted conversion) is completed; any other difference is
 //     refused and never overwritten.
 //   - Batches: a SQLite destination takes each session as one append (as the harness imports); a JSONL
-//     destination takes the harness's batches (each ends after a step/end, turn/end or
-//     session/end-seed), so no zstd frame grows past what a reader accepts.
+//     destination takes batches that end where the harness's do (after a step/end, turn/end or
+//     session/end-seed) once they hold a quarter of the limit, and never exceed it, so no zstd frame grows
+//     past what a reader accepts and a long session is not one fsync per step.
 package convert
 
 import (
@@ -64,24 +65,15 @@ type Options struct {
 // storer is a backend whose stored events read back in a normalized form (SQLite: the optional envelope
 // members reordered), or that cannot hold some events at all.
 type storer interface {
-	Stored(e event.Event) (event.Event, error)
+	Stored(events []event.Event) ([]event.Event, error)
 }
 
 // expected is the log as the destination will give it back.
 func expected(dst eventstore.Backend, events []event.Event) ([]event.Event, error) {
-	s, ok := dst.(storer)
-	if !ok {
-		return events, nil
+	if s, ok := dst.(storer); ok {
+		return s.Stored(events)
 	}
-	out := make([]event.Event, len(events))
-	for i, e := range events {
-		se, err := s.Stored(e)
-		if err != nil {
-			return nil, fmt.Errorf("event seq %s (%s) cannot be stored there: %w", e.SeqText(), e.Type, err)
-		}
-		out[i] = se
-	}
-	return out, nil
+	return events, nil
 }
 
 // Run converts every session of src into dst.
@@ -239,8 +231,9 @@ func batchesFor(dst eventstore.Backend, events []event.Event, limit int) [][]eve
 	var out [][]event.Event
 	start := 0
 	for i, e := range events {
+		n := i + 1 - start
 		end := e.Type == "step/end" || e.Type == "turn/end" || e.Type == "session/end-seed"
-		if end || i+1-start >= limit || i == len(events)-1 {
+		if (end && n >= limit/4) || n >= limit || i == len(events)-1 {
 			out = append(out, events[start:i+1])
 			start = i + 1
 		}

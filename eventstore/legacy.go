@@ -569,10 +569,12 @@ func NeedsLegacyPrefix(e event.Event) bool {
 
 // parallelRanges runs fn over contiguous index ranges covering [0, n) on up to GOMAXPROCS goroutines and
 // returns the error of the lowest failing range.
-func parallelRanges(n int, fn func(lo, hi int) error) error { return parallelFrom(n, 4096, fn) }
+func parallelRanges(n int, fn func(lo, hi int) error) error { return Parallel(n, 4096, fn) }
 
-// parallelFrom is parallelRanges for work whose items cost more: it splits from min items on.
-func parallelFrom(n, min int, fn func(lo, hi int) error) error {
+// Parallel runs fn over contiguous index ranges covering [0, n) on up to GOMAXPROCS goroutines, from min
+// items on (fewer run inline), and returns the error of the lowest failing range. Backends use it for
+// per-event work that costs more than a line scan.
+func Parallel(n, min int, fn func(lo, hi int) error) error {
 	workers := runtime.GOMAXPROCS(0)
 	if n < min || workers < 2 {
 		return fn(0, n)

@@ -159,7 +159,7 @@ func (w *Session) Accept(lines [][]byte) error {
 	now := time.Now().UnixMilli()
 	ins := make([]input, len(lines))
 	// Lines parse independently, and parsing is most of an append's cost: a large request uses every core.
-	err := parallelFrom(len(lines), 256, func(lo, hi int) error {
+	err := Parallel(len(lines), 256, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			in, err := parseInput(lines[i], next+int64(i), now)
 			if err != nil {

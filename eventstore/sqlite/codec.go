@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/klauspost/compress/zstd"
 )
@@ -410,6 +411,16 @@ func scanRows(rows []row, base int64) (scanned, error) {
 			done[i] = true
 		}
 		return decoded[i], errs[i]
+	}
+	if len(rows) >= 4096 {
+		// a long log: every row decoded on every core first (rows are independent); the passes below then
+		// only look the results up
+		_ = eventstore.Parallel(len(rows), 4096, func(lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				decode(i)
+			}
+			return nil
+		})
 	}
 	lastTurnEnd := -1
 	for i := len(rows) - 1; i >= 0 && lastTurnEnd < 0; i-- {

@@ -285,8 +285,23 @@ func (b *Backend) WatchFiles() []string { return []string{b.path, b.path + "-wal
 // StoreID is the database's persistence_state.store_id ("" for a pristine read-only file).
 func (b *Backend) StoreID() string { return b.storeID }
 
-// Stored is the package's Stored: an event as this database will give it back (convert compares by it).
-func (b *Backend) Stored(e event.Event) (event.Event, error) { return Stored(e) }
+// Stored is the package's Stored over a whole log (on every core): the events as this database will give
+// them back, or why one cannot be stored (convert compares by it).
+func (b *Backend) Stored(events []event.Event) ([]event.Event, error) {
+	out := make([]event.Event, len(events))
+	err := eventstore.Parallel(len(events), 1024, func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			se, err := Stored(events[i])
+			if err != nil {
+				e := events[i]
+				return fmt.Errorf("event seq %s (%s) cannot be stored there: %w", e.SeqText(), e.Type, err)
+			}
+			out[i] = se
+		}
+		return nil
+	})
+	return out, err
+}
 
 // ReadOnly reports whether the backend was opened read-only.
 func (b *Backend) ReadOnly() bool { return b.opts.ReadOnly }

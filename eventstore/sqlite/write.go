@@ -114,16 +114,19 @@ func bumpRevision(ctx context.Context, conn *sql.Conn, id string) error {
 func bindBatch(batch []event.Event, packing []event.Packing) ([]bound, error) {
 	recs := event.PackRecords(batch, packing, packLimits)
 	out := make([]bound, len(recs))
-	for i, r := range recs {
-		b, err := bindRecord(r)
-		if err != nil {
-			e := r.Event
-			return nil, &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput,
-				Message: "event seq " + e.SeqText() + " (" + e.Type + ") cannot be stored in a SQLite session database: " + err.Error()}
+	err := eventstore.Parallel(len(recs), 1024, func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			b, err := bindRecord(recs[i])
+			if err != nil {
+				e := recs[i].Event
+				return &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput,
+					Message: "event seq " + e.SeqText() + " (" + e.Type + ") cannot be stored in a SQLite session database: " + err.Error()}
+			}
+			out[i] = b
 		}
-		out[i] = b
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // Materialize writes a new session's row and its first batch (possibly empty) in one transaction; an
