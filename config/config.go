@@ -19,6 +19,7 @@ type Config struct {
 	Compaction Compaction
 	Pruner     Pruner
 	Spill      Spill
+	SQLite     SQLite
 }
 
 // FUSE holds the kernel-facing timings; they bound how stale a view can look to a reader.
@@ -74,12 +75,25 @@ type Spill struct {
 	Roots []string // expanded and absolute
 }
 
+// SQLite holds the connection settings of a SQLite store (the harness's provider options).
+type SQLite struct {
+	// JournalMode is what every read-write connection selects (the harness's journalMode): WAL unless the
+	// filesystem cannot share WAL memory; every process sharing the database must use the same.
+	JournalMode string
+	// BusyTimeout is how long a statement waits for another connection's lock (busyTimeoutMs).
+	BusyTimeout time.Duration
+}
+
 // Enumerated values, spelled as in the TOML file.
 const (
 	CompressionZstd      = "zstd"
 	CompressionNone      = "none"
 	SummarizerExtractive = "extractive"
 	SummarizerCommand    = "command"
+	JournalWAL           = "wal"
+	JournalDelete        = "delete"
+	JournalTruncate      = "truncate"
+	JournalPersist       = "persist"
 )
 
 // PruneMarker is the harness's PRUNE_MARKER; its code-point length takes part in the pruner budget check.
@@ -120,7 +134,8 @@ func Default() Config {
 			HeadChars:      4096,
 			TailChars:      1024,
 		},
-		Spill: Spill{Roots: []string{}},
+		Spill:  Spill{Roots: []string{}},
+		SQLite: SQLite{JournalMode: JournalWAL, BusyTimeout: 5 * time.Second},
 	}
 }
 

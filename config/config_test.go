@@ -73,6 +73,7 @@ func TestDesignSample(t *testing.T) {
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute, Provider: "dshfs", Model: "extractive", MaxTokens: 8192},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},
+		SQLite:     SQLite{JournalMode: "wal", BusyTimeout: 5 * time.Second}, // not in DESIGN's sample: the defaults
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("design sample:\n got %+v\nwant %+v", got, want)

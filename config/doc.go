@@ -17,16 +17,18 @@
 //	writer.compression      string    "zstd" | "none"; default "zstd"                 encoding of a root holding no session yet
 //	writer.max_line_bytes   size      64MiB (>= 0; 0 = no limit)                       longest event line, appended or read
 //	writer.max_frame_bytes  size      256MiB (>= 0; 0 = no limit)                      largest decoded zstd frame read
-//	compaction.summarizer   string    "extractive" | "command"; default "extractive"  accepted, no effect yet
-//	compaction.command      [string]  []; non-empty when summarizer = "command"       accepted, no effect yet
-//	compaction.timeout      duration  5m (> 0)                                        accepted, no effect yet
-//	pruner.threshold_chars  integer   8192 (> 0)                                      accepted, no effect yet
-//	pruner.head_chars       integer   4096 (>= 0)                                     accepted, no effect yet
-//	pruner.tail_chars       integer   1024 (>= 0)                                     accepted, no effect yet
+//	compaction.summarizer   string    "extractive" | "command"; default "extractive"  who writes a manual compaction's summary
+//	compaction.command      [string]  []; non-empty when summarizer = "command"       the summarizer program (JSON in, summary out)
+//	compaction.timeout      duration  5m (> 0)                                        how long the summarizer may run
+//	compaction.provider     string    "dshfs"                                         the checkpoint's source provider
+//	compaction.model        string    the summarizer's name                           the checkpoint's source model
+//	compaction.max_tokens   integer   8192 (> 0)                                      the summarizer's output budget
+//	pruner.threshold_chars  integer   8192 (> 0)                                      tool results longer than this are pruned
+//	pruner.head_chars       integer   4096 (>= 0)                                     code points a pruned result keeps from its head
+//	pruner.tail_chars       integer   1024 (>= 0)                                     code points a pruned result keeps from its tail
 //	spill.roots             [path]    []                                              extra spill roots beside the defaults
-//
-// "Accepted, no effect yet" keys belong to features not built yet (compaction, pruning); they are parsed
-// and validated now so that a file written today keeps working, with the same meaning, when they land.
+//	sqlite.journal_mode     string    "wal" | "delete" | "truncate" | "persist"       journal mode of a SQLite store's read-write connections
+//	sqlite.busy_timeout     duration  5s (> 0)                                        how long a SQLite statement waits for another's lock
 //
 // # Value rules
 //

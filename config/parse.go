@@ -84,12 +84,16 @@ type file struct {
 	Spill struct {
 		Roots any `toml:"roots"`
 	} `toml:"spill"`
+	SQLite struct {
+		JournalMode any `toml:"journal_mode"`
+		BusyTimeout any `toml:"busy_timeout"`
+	} `toml:"sqlite"`
 }
 
 // tables and leaves are the schema's key paths; a key below a leaf belongs to a mistyped value (reported by
 // the leaf's own check), not to an unknown key.
 var (
-	tables = []string{"fuse", "cache", "writer", "compaction", "pruner", "spill"}
+	tables = []string{"fuse", "cache", "writer", "compaction", "pruner", "spill", "sqlite"}
 	leaves = map[string]bool{
 		"store": true, "read_only": true,
 		"fuse.entry_timeout": true, "fuse.attr_timeout": true, "fuse.refresh_interval": true, "fuse.allow_other": true,
@@ -98,7 +102,8 @@ var (
 		"compaction.summarizer": true, "compaction.command": true, "compaction.timeout": true,
 		"compaction.provider": true, "compaction.model": true, "compaction.max_tokens": true,
 		"pruner.threshold_chars": true, "pruner.head_chars": true, "pruner.tail_chars": true,
-		"spill.roots": true,
+		"spill.roots":         true,
+		"sqlite.journal_mode": true, "sqlite.busy_timeout": true,
 	}
 )
 
@@ -191,6 +196,9 @@ func Parse(data []byte, source string) (Config, error) {
 	}
 
 	v.paths("spill.roots", f.Spill.Roots, &c.Spill.Roots)
+
+	v.enum("sqlite.journal_mode", f.SQLite.JournalMode, &c.SQLite.JournalMode, JournalWAL, JournalDelete, JournalTruncate, JournalPersist)
+	v.duration("sqlite.busy_timeout", f.SQLite.BusyTimeout, &c.SQLite.BusyTimeout, false)
 
 	errs = append(errs, v.errs...)
 	if len(errs) > 0 {

@@ -17,22 +17,44 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// write runs fn in a BEGIN IMMEDIATE transaction on one connection, after the harness's schema recheck.
-func (b *Backend) write(ctx context.Context, fn func(conn *sql.Conn) error) error {
+// commit runs fn in a BEGIN IMMEDIATE transaction on one connection, after the harness's schema recheck,
+// then bumps the session's revision (every committed change does) and returns the state it left; on any
+// failure nothing is written.
+func (b *Backend) commit(ctx context.Context, id string, fn func(conn *sql.Conn) error) (eventstore.Artifact, error) {
 	if b.opts.ReadOnly {
-		return b.readOnlyError()
+		return eventstore.Artifact{}, b.readOnlyError()
 	}
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
-		return &eventstore.IOError{Err: err}
+		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
 	}
 	defer conn.Close()
-	return immediate(ctx, conn, func() error {
+	var s session
+	err = immediate(ctx, conn, func() error {
 		if err := b.checkMutation(ctx, conn); err != nil {
 			return err
 		}
-		return fn(conn)
+		if err := fn(conn); err != nil {
+			return err
+		}
+		if err := bumpRevision(ctx, conn, id); err != nil {
+			return err
+		}
+		s, err = b.session(ctx, conn, id)
+		return err
 	})
+	if err != nil {
+		return eventstore.Artifact{}, wrapWrite(err)
+	}
+	return b.artifact(ctx, b.db, s, b.owner()), nil
+}
+
+// unchanged refuses a write when the session is no longer in the state the writer last saw.
+func (b *Backend) unchanged(cur session, expect eventstore.Artifact) error {
+	if tok := b.token(cur); tok != expect.Token {
+		return conflict("session " + quote(cur.header.ID) + " changed under this writer (another process wrote it: revision " + expect.Token + " became " + tok + "); nothing was written")
+	}
+	return nil
 }
 
 // conflict is the refusal of a write whose session changed under the writer; the harness's next-seq text
@@ -144,8 +166,7 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
-	var s session
-	err = b.write(ctx, func(conn *sql.Conn) error {
+	return b.commit(ctx, h.ID, func(conn *sql.Conn) error {
 		if _, err := b.session(ctx, conn, h.ID); err == nil {
 			return &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
 				Message: `refusing to materialize "` + h.ID + `": a log already exists in the database (load/resume it instead)`}
@@ -156,19 +177,8 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 			valueArg(h.ParentSession), valueArg(h.SeedLength), valueArg(h.Origin), h.DelegationDepth, valueArg(h.AgentPreset), inc); err != nil {
 			return err
 		}
-		if err := insert(ctx, conn, h.ID, recs); err != nil {
-			return err
-		}
-		if err := bumpRevision(ctx, conn, h.ID); err != nil {
-			return err
-		}
-		s, err = b.session(ctx, conn, h.ID)
-		return err
+		return insert(ctx, conn, h.ID, recs)
 	})
-	if err != nil {
-		return eventstore.Artifact{}, wrapWrite(err)
-	}
-	return b.artifact(ctx, b.db, s, b.owner()), nil
 }
 
 // valueArg binds an optional header field: NULL when absent, else its string or integer.
@@ -212,8 +222,7 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
-	var s session
-	err = b.write(ctx, func(conn *sql.Conn) error {
+	return b.commit(ctx, h.ID, func(conn *sql.Conn) error {
 		cur, err := b.session(ctx, conn, h.ID)
 		if err != nil {
 			return err
@@ -225,22 +234,11 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 		if batch[0].Seq != next {
 			return conflict("session " + h.ID + " append starts at seq " + batch[0].SeqText() + ", stored next seq is " + strconv.FormatInt(next, 10))
 		}
-		if tok := b.token(cur); tok != expect.Token {
-			return conflict("session " + quote(h.ID) + " changed under this writer (another process wrote it: revision " + expect.Token + " became " + tok + "); nothing was written")
-		}
-		if err := insert(ctx, conn, h.ID, recs); err != nil {
+		if err := b.unchanged(cur, expect); err != nil {
 			return err
 		}
-		if err := bumpRevision(ctx, conn, h.ID); err != nil {
-			return err
-		}
-		s, err = b.session(ctx, conn, h.ID)
-		return err
+		return insert(ctx, conn, h.ID, recs)
 	})
-	if err != nil {
-		return eventstore.Artifact{}, wrapWrite(err)
-	}
-	return b.artifact(ctx, b.db, s, b.owner()), nil
 }
 
 // CommitRepair deletes a torn tail and inserts the closers (as scalar rows, never packed), under BEGIN
@@ -260,16 +258,15 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		}
 		recs[i] = r
 	}
-	var s session
-	err := b.write(ctx, func(conn *sql.Conn) error {
+	return b.commit(ctx, h.ID, func(conn *sql.Conn) error {
 		cur, err := b.session(ctx, conn, h.ID)
 		if isNotFound(err) {
 			return errors.New("session " + h.ID + " metadata row is missing")
 		} else if err != nil {
 			return err
 		}
-		if tok := b.token(cur); tok != expect.Token {
-			return conflict("session " + quote(h.ID) + " changed under this writer (another process wrote it: revision " + expect.Token + " became " + tok + "); nothing was written")
+		if err := b.unchanged(cur, expect); err != nil {
+			return err
 		}
 		rows, err := readRows(ctx, conn, sqlSelectEvents, h.ID)
 		if err != nil {
@@ -300,20 +297,10 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 			if recs[0].seq != next {
 				return conflict("session " + h.ID + " repair is stale: closer starts at seq " + strconv.FormatInt(recs[0].seq, 10) + ", stored next seq is " + strconv.FormatInt(next, 10))
 			}
-			if err := insert(ctx, conn, h.ID, recs); err != nil {
-				return err
-			}
+			return insert(ctx, conn, h.ID, recs)
 		}
-		if err := bumpRevision(ctx, conn, h.ID); err != nil {
-			return err
-		}
-		s, err = b.session(ctx, conn, h.ID)
-		return err
+		return nil
 	})
-	if err != nil {
-		return eventstore.Artifact{}, wrapWrite(err)
-	}
-	return b.artifact(ctx, b.db, s, b.owner()), nil
 }
 
 // sidecar names a file beside the database for one session: the id is hashed, since it may hold any
