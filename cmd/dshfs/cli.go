@@ -311,7 +311,8 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	if kind == "sqlite" {
 		// A database is opened read-only wherever nothing may be written (ls, cat, check, a --read-only
 		// mount): no journal mode change, no initialization, no write.
-		db, err := sqlite.Open(path, sqlite.Options{ReadOnly: cfg.ReadOnly, JournalMode: cfg.SQLite.JournalMode, BusyTimeout: cfg.SQLite.BusyTimeout})
+		db, err := sqlite.Open(path, sqlite.Options{ReadOnly: cfg.ReadOnly, JournalMode: cfg.SQLite.JournalMode,
+			BusyTimeout: cfg.SQLite.BusyTimeout, MaxData: cfg.Writer.MaxLineBytes})
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -36,6 +37,9 @@ type row struct {
 	hasSeqs   bool
 	surface   *string
 	ignorable *int64
+	// maxData bounds a scalar row's decompressed data (the store's max_line_bytes; 0: none): the format
+	// caps only packed rows, and a hostile BLOB must not make a read allocate without bound.
+	maxData int64
 }
 
 // bytes is the row's stored size, for reports of what a repair removes.
@@ -115,25 +119,36 @@ func newRow(seq, typ, tm, data, seqs, surface, ignorable any) (row, error) {
 	return r, nil
 }
 
-// decoders decompress data BLOBs: one uncapped (scalar rows), one refusing more than MaxPackedData bytes of
-// output (packed rows), so a hostile BLOB cannot make a packed row allocate more than the cap.
+// decoders decompress data BLOBs, each refusing more output than its limit (0: none), so that a hostile
+// BLOB cannot make a read allocate more than that: MaxPackedData for packed rows, the store's limit for
+// scalar rows.
 var (
 	scalarDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
-	packedDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxPackedData))
+	packedDecoder    = decoderFor(MaxPackedData)
+	decoders         sync.Map // limit → *zstd.Decoder
 	encoder, _       = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(3)), zstd.WithEncoderConcurrency(1))
 )
 
-// dataText decodes the data column to its JSON text: TEXT as is, a BLOB as a zstd frame, strictly UTF-8.
-func dataText(v any, packed bool) ([]byte, error) {
+func decoderFor(limit int64) *zstd.Decoder {
+	if limit <= 0 {
+		return scalarDecoder
+	}
+	if d, ok := decoders.Load(limit); ok {
+		return d.(*zstd.Decoder)
+	}
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(limit)))
+	actual, _ := decoders.LoadOrStore(limit, d)
+	return actual.(*zstd.Decoder)
+}
+
+// dataText decodes the data column to its JSON text: TEXT as is, a BLOB as a zstd frame of at most limit
+// bytes (0: any), strictly UTF-8.
+func dataText(v any, limit int64) ([]byte, error) {
 	switch d := v.(type) {
 	case string:
 		return []byte(d), nil
 	case []byte:
-		dec := scalarDecoder
-		if packed {
-			dec = packedDecoder
-		}
-		out, err := dec.DecodeAll(d, nil)
+		out, err := decoderFor(limit).DecodeAll(d, nil)
 		if err != nil {
 			return nil, fmt.Errorf("zstd data: %w", err)
 		}
@@ -173,7 +188,7 @@ func decodeRow(r *row) ([]event.Event, error) {
 	if r.hasSeqs || r.surface != nil {
 		return nil, &event.MalformedRowError{Tag: r.typ, Why: "packed surface fields must be null"}
 	}
-	text, err := dataText(r.data, true)
+	text, err := dataText(r.data, MaxPackedData)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +202,7 @@ func decodeRow(r *row) ([]event.Event, error) {
 // decodeScalar rebuilds a scalar row's event in the harness's key order: type, seq, time, data, then
 // sourceEventSeqs, surfaceOp and ignorable when present.
 func decodeScalar(r *row) (event.Event, error) {
-	text, err := dataText(r.data, false)
+	text, err := dataText(r.data, r.maxData)
 	if err != nil {
 		return event.Event{}, err
 	}

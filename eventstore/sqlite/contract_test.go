@@ -26,7 +26,7 @@ func TestContract(t *testing.T) {
 		Tear: func(t *testing.T, be eventstore.Backend, id string) {
 			b := be.(*Backend)
 			ctx := context.Background()
-			next, err := nextSeq(ctx, b.db, id)
+			next, err := b.nextSeq(ctx, b.db, id)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -254,7 +254,7 @@ func TestDataThreshold(t *testing.T) {
 }
 
 // TestPackedCap: a packed row whose zstd data decompresses to 1 MiB + 1 bytes is malformed (the cap), one
-// of exactly 1 MiB is not refused for its size; a scalar row has no cap.
+// of exactly 1 MiB is not refused for its size; a scalar row has no format cap, only the store's bound.
 func TestPackedCap(t *testing.T) {
 	member := func(total int) string { // a texts array of 3 members whose data JSON is total bytes
 		head := `{"turn":1,"step":1,"index":0,"dt":[0,0],"texts":["a","b","`
@@ -278,6 +278,11 @@ func TestPackedCap(t *testing.T) {
 	r, _ := newRow(int64(0), "plugin/x", int64(1), encoder.EncodeAll([]byte(big), nil), nil, nil, int64(1))
 	if _, err := decodeRow(&r); err != nil {
 		t.Errorf("a 3 MiB scalar row: %v", err)
+	}
+	// the store's own bound (max_line_bytes) refuses a scalar row that would decompress past it
+	r.maxData = 1 << 20
+	if _, err := decodeRow(&r); err == nil {
+		t.Errorf("a 3 MiB scalar row under a 1 MiB bound decoded")
 	}
 }
 

@@ -32,6 +32,9 @@ type Options struct {
 	JournalMode string
 	// BusyTimeout is how long a statement waits for another connection's lock (default 5 s, the harness's).
 	BusyTimeout time.Duration
+	// MaxData bounds a scalar row's decompressed data (config writer.max_line_bytes; 0: no bound). Packed
+	// rows are bounded by the format (1 MiB).
+	MaxData int64
 }
 
 // Backend is one SQLite session database. It is safe for concurrent use.
@@ -525,7 +528,7 @@ func (b *Backend) lastTime(ctx context.Context, q querier, s session, tok string
 		return lt.at
 	}
 	at := time.UnixMilli(s.header.CreatedAt)
-	if rows, err := readRows(ctx, q, sqlSelectTail, s.header.ID, 1); err == nil && len(rows) == 1 {
+	if rows, err := b.readRows(ctx, q, sqlSelectTail, s.header.ID, 1); err == nil && len(rows) == 1 {
 		at = time.UnixMilli(rows[0].time)
 		if evs, err := decodeRow(&rows[0]); err == nil && len(evs) > 0 {
 			if v, err := evs[len(evs)-1].Shallow(1); err == nil {
@@ -542,7 +545,7 @@ func (b *Backend) lastTime(ctx context.Context, q querier, s session, tok string
 }
 
 // readRows runs an events query and validates every row; one bad row fails the read, as in the harness.
-func readRows(ctx context.Context, q querier, query string, args ...any) ([]row, error) {
+func (b *Backend) readRows(ctx context.Context, q querier, query string, args ...any) ([]row, error) {
 	rs, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -558,6 +561,7 @@ func readRows(ctx context.Context, q querier, query string, args ...any) ([]row,
 		if err != nil {
 			return nil, err
 		}
+		r.maxData = b.opts.MaxData
 		out = append(out, r)
 	}
 	return out, rs.Err()
@@ -637,7 +641,7 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err != nil {
 		return nil, err
 	}
-	rows, err := readRows(ctx, tx, sqlSelectEvents, id)
+	rows, err := b.readRows(ctx, tx, sqlSelectEvents, id)
 	if err != nil {
 		return nil, err
 	}

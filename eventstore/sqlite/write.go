@@ -65,13 +65,13 @@ func conflict(msg string) error {
 
 // nextSeq computes the stored next seq from the tail span, as the harness's append does: the last two
 // rows, widened to any packed row covering the older one, scanned; a torn tail refuses the append.
-func nextSeq(ctx context.Context, q querier, id string) (int64, error) {
-	tail, err := readRows(ctx, q, sqlSelectTail, id, 2)
+func (b *Backend) nextSeq(ctx context.Context, q querier, id string) (int64, error) {
+	tail, err := b.readRows(ctx, q, sqlSelectTail, id, 2)
 	if err != nil || len(tail) == 0 {
 		return 0, err
 	}
 	from := tail[len(tail)-1].seq // the older of the two (they come newest first)
-	base, rows, err := spanFrom(ctx, q, id, from)
+	base, rows, err := b.spanFrom(ctx, q, id, from)
 	if err != nil {
 		return 0, err
 	}
@@ -90,8 +90,8 @@ func nextSeq(ctx context.Context, q querier, id string) (int64, error) {
 
 // spanFrom selects the rows that may hold seq from on: a packed row starting up to 1023 seqs earlier may
 // cover it (a malformed one is included so that the scan fails closed).
-func spanFrom(ctx context.Context, q querier, id string, from int64) (int64, []row, error) {
-	preds, err := readRows(ctx, q, sqlSelectPacked, id, max(0, from-MaxPackedMembers+1), from)
+func (b *Backend) spanFrom(ctx context.Context, q querier, id string, from int64) (int64, []row, error) {
+	preds, err := b.readRows(ctx, q, sqlSelectPacked, id, max(0, from-MaxPackedMembers+1), from)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -102,7 +102,7 @@ func spanFrom(ctx context.Context, q querier, id string, from int64) (int64, []r
 			base = min(base, preds[i].seq)
 		}
 	}
-	rows, err := readRows(ctx, q, sqlSelectEventsFrom, id, base)
+	rows, err := b.readRows(ctx, q, sqlSelectEventsFrom, id, base)
 	return base, rows, err
 }
 
@@ -227,7 +227,7 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 		if err != nil {
 			return err
 		}
-		next, err := nextSeq(ctx, conn, h.ID)
+		next, err := b.nextSeq(ctx, conn, h.ID)
 		if err != nil {
 			return err
 		}
@@ -268,7 +268,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		if err := b.unchanged(cur, expect); err != nil {
 			return err
 		}
-		rows, err := readRows(ctx, conn, sqlSelectEvents, h.ID)
+		rows, err := b.readRows(ctx, conn, sqlSelectEvents, h.ID)
 		if err != nil {
 			return err
 		}
