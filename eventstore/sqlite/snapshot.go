@@ -131,6 +131,7 @@ func (b *Backend) storeToken(ctx context.Context) (string, time.Time, error) {
 		return "", time.Time{}, err
 	}
 	var newest time.Time
+	b.lastTimes(ctx, sessions)
 	for _, s := range sessions {
 		if t := b.lastTime(ctx, b.db, s, b.token(s)); t.After(newest) {
 			newest = t

@@ -529,19 +529,78 @@ func (b *Backend) lastTime(ctx context.Context, q querier, s session, tok string
 	}
 	at := time.UnixMilli(s.header.CreatedAt)
 	if rows, err := b.readRows(ctx, q, sqlSelectTail, s.header.ID, 1); err == nil && len(rows) == 1 {
-		at = time.UnixMilli(rows[0].time)
-		if evs, err := decodeRow(&rows[0]); err == nil && len(evs) > 0 {
-			if v, err := evs[len(evs)-1].Shallow(1); err == nil {
-				if t, ok := v.Get("time"); ok && t.Kind == event.KindNumber {
-					at = time.UnixMilli(int64(t.Num))
-				}
-			}
-		}
+		at = rowTime(&rows[0])
 	}
 	b.mu.Lock()
 	b.mtimes[s.header.ID] = lastTime{tok, at}
 	b.mu.Unlock()
 	return at
+}
+
+// rowTime is the time of the last event a row holds (a packed row's last member's).
+func rowTime(r *row) time.Time {
+	at := time.UnixMilli(r.time)
+	if evs, err := decodeRow(r); err == nil && len(evs) > 0 {
+		if v, err := evs[len(evs)-1].Shallow(1); err == nil {
+			if t, ok := v.Get("time"); ok && t.Kind == event.KindNumber {
+				at = time.UnixMilli(int64(t.Num))
+			}
+		}
+	}
+	return at
+}
+
+// sqlLastRows selects every session's last row in one pass over the primary key.
+const sqlLastRows = `SELECT e.session_id, e.seq, e.type, e.time, e.data, e.source_event_seqs, e.surface_op, e.ignorable FROM events e
+JOIN (SELECT session_id, MAX(seq) AS last FROM events GROUP BY session_id) t ON e.session_id = t.session_id AND e.seq = t.last`
+
+// lastTimes fills the time cache for many sessions at once (a first listing of a large store): one query
+// instead of one per session.
+func (b *Backend) lastTimes(ctx context.Context, sessions []session) {
+	b.mu.Lock()
+	stale := 0
+	for _, s := range sessions {
+		if lt, ok := b.mtimes[s.header.ID]; !ok || lt.token != b.token(s) {
+			stale++
+		}
+	}
+	b.mu.Unlock()
+	if stale < 64 {
+		return // a few changed sessions: their own tail queries are cheaper
+	}
+	rs, err := b.db.QueryContext(ctx, sqlLastRows)
+	if err != nil {
+		return // each session then asks for its own
+	}
+	defer rs.Close()
+	times := map[string]time.Time{}
+	bad := map[string]bool{}
+	var id string
+	var c [7]any
+	for rs.Next() {
+		if rs.Scan(&id, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6]) != nil {
+			return
+		}
+		r, err := newRow(c[0], c[1], c[2], c[3], c[4], c[5], c[6])
+		if err != nil {
+			bad[id] = true // that session asks for its own
+			continue
+		}
+		r.maxData = b.opts.MaxData
+		times[id] = rowTime(&r)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range sessions {
+		if bad[s.header.ID] {
+			continue
+		}
+		at, ok := times[s.header.ID]
+		if !ok {
+			at = time.UnixMilli(s.header.CreatedAt) // no events
+		}
+		b.mtimes[s.header.ID] = lastTime{b.token(s), at}
+	}
 }
 
 // readRows runs an events query and validates every row; one bad row fails the read, as in the harness.
@@ -594,6 +653,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 		return eventstore.Listing{}, err
 	}
 	owner := b.owner()
+	b.lastTimes(ctx, sessions)
 	for _, s := range sessions {
 		h := s.header
 		art := b.artifact(ctx, b.db, s, owner)
