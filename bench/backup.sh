@@ -17,16 +17,7 @@ bench_setup
 now() { date +%s%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.4f\n", (b-a)/1e9}'; }
 timeit() { local s; s=$(now); "$@" >/dev/null; secs "$s" "$(now)"; }
-MANY="$WORK/many-$SESSIONS-$PER"
-if [ ! -f "$MANY/.complete" ]; then
-  echo "== generating $SESSIONS sessions of >= $PER events into $MANY (once; cached)"
-  rm -rf "$MANY"; mkdir -p "$MANY"
-  "$WORK/gensession" -mode zstd -id s00000 "$MANY" "$PER"
-  export GEN="$WORK/gensession" MANY PER
-  seq -f 's%05g' 1 $((SESSIONS - 1)) | xargs -P "$(nproc)" -n 200 sh -c \
-    'for id do "$GEN" -mode zstd -id "$id" "$MANY" "$PER" || exit 255; done' sh
-  touch "$MANY/.complete"
-fi
+many_sessions "$SESSIONS" "$PER"
 MNT="$WORK/backup-mnt"
 mkdir -p "$MNT"
 "$WORK/dshfs" mount "$MANY" "$MNT" 2>"$WORK/backup-mount.log" &
@@ -42,7 +33,6 @@ pair() { # pair SRC: "first rerun" seconds of rsync -a SRC/ into a fresh DEST
 }
 m=(); s=()
 for _ in $(seq "$RUNS"); do m+=("$(pair "$MNT/store")"); s+=("$(pair "$MANY")"); done
-col() { local n=$1; shift; printf '%s\n' "$@" | awk -v n="$n" '{print $n}' | median; }
 mf=$(col 1 "${m[@]}"); mr=$(col 2 "${m[@]}"); sf=$(col 1 "${s[@]}"); sr=$(col 2 "${s[@]}")
 echo "store: $SESSIONS sessions, $(du -sh --exclude=.complete "$MANY" | cut -f1); medians of $RUNS"
 printf 'rsync -a MNT/store/  first %ss, rerun %ss\n' "$mf" "$mr"

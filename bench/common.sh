@@ -12,3 +12,38 @@ bench_setup() {
 
 # median of the numbers on stdin, one per line
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# measure CMD...: prints "<wall seconds> <peak RSS KiB>" of one run (stdout discarded), peak RSS read from
+# /proc of the child every 10 ms; the run's stderr is shown when it fails
+measure() {
+  local s e; s=$(date +%s%N)
+  "$@" >/dev/null 2>"$WORK/measure.err" &
+  local pid=$! peak=0 rss
+  while kill -0 "$pid" 2>/dev/null; do
+    rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    [ -n "$rss" ] && [ "$rss" -gt "$peak" ] && peak=$rss
+    sleep 0.01
+  done
+  wait "$pid" || { cat "$WORK/measure.err" >&2; return 1; }
+  e=$(date +%s%N)
+  awk -v a="$s" -v b="$e" -v p="$peak" 'BEGIN{printf "%.4f %d\n", (b-a)/1e9, p}'
+}
+
+# col N LINE...: the median of field N of the lines
+col() { local n=$1; shift; printf '%s\n' "$@" | awk -v n="$n" '{print $n}' | median; }
+
+# many_sessions SESSIONS PER: sets MANY to a zstd root of SESSIONS sessions of >= PER events each, generated
+# with gensession once and cached under $WORK
+many_sessions() {
+  MANY="$WORK/many-$1-$2"
+  if [ ! -f "$MANY/.complete" ]; then
+    echo "== generating $1 sessions of >= $2 events into $MANY (once; cached)"
+    rm -rf "$MANY"; mkdir -p "$MANY"
+    # one session first, so the parallel writers find the project directory in place
+    "$WORK/gensession" -mode zstd -id s00000 "$MANY" "$2"
+    export GEN="$WORK/gensession" MANY PER="$2"
+    seq -f 's%05g' 1 $(($1 - 1)) | xargs -P "$(nproc)" -n 200 sh -c \
+      'for id do "$GEN" -mode zstd -id "$id" "$MANY" "$PER" || exit 255; done' sh
+    touch "$MANY/.complete"
+  fi
+}

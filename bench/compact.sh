@@ -19,20 +19,6 @@ ROOT="$WORK/load-$N"
 if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$N"; fi
 echo "session: $(find "$ROOT" -name session.jsonl.zstd) ($N events)"
 
-# measure CMD...: prints "<wall seconds> <peak RSS KiB>" of one run (output discarded), via /proc of the child
-measure() {
-  local s e; s=$(date +%s%N)
-  "$@" >/dev/null 2>"$WORK/compact.err" &
-  local pid=$! peak=0 rss
-  while kill -0 "$pid" 2>/dev/null; do
-    rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    [ -n "$rss" ] && [ "$rss" -gt "$peak" ] && peak=$rss
-    sleep 0.01
-  done
-  wait "$pid" || { cat "$WORK/compact.err" >&2; return 1; }
-  e=$(date +%s%N)
-  awk -v a="$s" -v b="$e" -v p="$peak" 'BEGIN{printf "%.4f %d\n", (b-a)/1e9, p}'
-}
 compact_once() {
   rm -rf "$WORK/compact-copy"; cp -r "$ROOT" "$WORK/compact-copy"
   measure "$WORK/dshfs" compact "$WORK/compact-copy" bench
@@ -44,7 +30,6 @@ for i in $(seq "$RUNS"); do
   k+=("$(measure "$WORK/dshfs" check "$ROOT" bench)")
   h+=("$(measure "$NODE22" "$CACHE/inspect.mjs" "$ROOT" bench events)")
 done
-col() { local n=$1; shift; printf '%s\n' "$@" | awk -v n="$n" '{print $n}' | median; }
 ct=$(col 1 "${c[@]}"); cr=$(col 2 "${c[@]}")
 kt=$(col 1 "${k[@]}"); kr=$(col 2 "${k[@]}")
 ht=$(col 1 "${h[@]}"); hr=$(col 2 "${h[@]}")

@@ -16,25 +16,10 @@ RUNS=${RUNS:-3}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
 mkdir -p "$WORK"
 chmod 700 "$WORK" # the harness's rule for a database's directory: owned by the user, not group/world-writable
+. bench/common.sh
 go build -o "$WORK/dshfs" ./cmd/dshfs
 go build -o "$WORK/gensession" ./bench/gensession
-. bench/common.sh
 
-# measure CMD...: "<wall seconds> <peak RSS KiB>" of one run (stdout discarded)
-measure() {
-  local s e; s=$(date +%s%N)
-  "$@" >/dev/null 2>"$WORK/sqlite.err" &
-  local pid=$! peak=0 rss
-  while kill -0 "$pid" 2>/dev/null; do
-    rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    [ -n "$rss" ] && [ "$rss" -gt "$peak" ] && peak=$rss
-    sleep 0.01
-  done
-  wait "$pid" || { cat "$WORK/sqlite.err" >&2; return 1; }
-  e=$(date +%s%N)
-  awk -v a="$s" -v b="$e" -v p="$peak" 'BEGIN{printf "%.4f %d\n", (b-a)/1e9, p}'
-}
-col() { local n=$1; shift; printf '%s\n' "$@" | awk -v n="$n" '{print $n}' | median; }
 
 ROOT="$WORK/load-$N"
 if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$N"; fi
@@ -61,16 +46,7 @@ done
 tt=$(col 1 "${to[@]}"); bt=$(col 1 "${back[@]}")
 awk -v a="$tt" -v b="$bt" -v n="$N" 'BEGIN{printf "zstd -> sqlite: %.2fs, %.0f events/s\nsqlite -> zstd: %.2fs, %.0f events/s\n", a, n/a, b, n/b}'
 
-MANY="$WORK/many-$SESSIONS-$PER"
-if [ ! -f "$MANY/.complete" ]; then
-  echo "== generating $SESSIONS sessions of >= $PER events into $MANY (once; cached)"
-  rm -rf "$MANY"; mkdir -p "$MANY"
-  "$WORK/gensession" -mode zstd -id s00000 "$MANY" "$PER"
-  export GEN="$WORK/gensession" MANY PER
-  seq -f 's%05g' 1 $((SESSIONS - 1)) | xargs -P "$(nproc)" -n 200 sh -c \
-    'for id do "$GEN" -mode zstd -id "$id" "$MANY" "$PER" || exit 255; done' sh
-  touch "$MANY/.complete"
-fi
+many_sessions "$SESSIONS" "$PER"
 MANYDB="$WORK/many-$SESSIONS-$PER.db"
 if [ ! -f "$MANYDB" ]; then "$WORK/dshfs" convert "$MANY" "$MANYDB" >/dev/null; fi
 echo "== 3. listing $SESSIONS sessions: one $(du -h "$MANYDB" | cut -f1) database vs the JSONL root"
