@@ -26,7 +26,7 @@ const Readme = `dshfs — a DeepSeek Harness session store as files
 sessions/<id>/           one directory per session (<id> encoded like the harness's directory names)
   header.json            the session header (the harness's inspect().meta)
   status.json            state, revision, balance, open turn, repair preview, unknown tool outcomes, refusal
-  raw.jsonl              the artifact's text (zstd: complete frames decoded)
+  raw.jsonl              the artifact's text (zstd: complete frames decoded; JSONL stores only)
   events.jsonl           the stored log, one event per line (no synthetic repair events)
   events/<seq>.<type>.json, turns/<n>.jsonl
   surface.jsonl, surface/   the model-visible surface;  messages.jsonl  the derived model history
@@ -34,8 +34,9 @@ sessions/<id>/           one directory per session (<id> encoded like the harnes
   trace/<seq>.json       how an event was replaced and what cites it
   compactions/           one file per compaction transaction, prunes.jsonl
   forks/, parent         children (links) and the parent id (a file);  spill/  spilled tool output
-by-project/<project>/<id> -> ../../sessions/<id>
-store/                   the store's artifacts in the harness's layout, each frozen at its last flush:
+by-project/<project>/<id> -> ../../sessions/<id>   (JSONL stores only)
+store/                   the store's artifacts in the harness's layout, each frozen at its last flush
+                         (a SQLite store: sessions.db, one consistent copy of the database):
                          "rsync -a MNT/store/ DEST/" copies a store the harness opens (see dshfs backup)
 status.json              store status: sessions, refusals, root errors, quiesce
 

@@ -27,8 +27,7 @@ func cmdConvert(ctx context.Context, args []string, out *bufio.Writer, stderr io
 	if err != nil {
 		return exitUsageErr, err
 	}
-	srcCfg := cfg
-	srcCfg.ReadOnly = true // the source is only read
+	srcCfg := readOnly(cfg) // the source is only read
 	src, err := openExisting(pos[0], srcCfg)
 	if err != nil {
 		return exitUsageErr, err

@@ -42,7 +42,7 @@ type row struct {
 	maxData int64
 }
 
-// bytes is the row's stored size, for reports of what a repair removes.
+// size is the row's stored size, for reports of what a repair removes.
 func (r *row) size() int64 {
 	n := int64(len(r.typ) + len(r.seqs) + 24)
 	switch d := r.data.(type) {
@@ -60,7 +60,7 @@ func (r *row) size() int64 {
 const maxSafe = 1<<53 - 1
 
 // fieldError is the harness's text for a column value of the wrong kind.
-func fieldError(format string, args ...any) error { return errors.New(fmt.Sprintf(format, args...)) }
+func fieldError(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // newRow validates scanned column values (decodeEventRow, with its texts).
 func newRow(seq, typ, tm, data, seqs, surface, ignorable any) (row, error) {

@@ -42,7 +42,6 @@ type Backend struct {
 	path     string
 	opts     Options
 	db       *sql.DB
-	storeID  string
 	identity string // file:<dev>:<ino>:<birthtimeNs>:store:<store_id>
 	pristine bool   // read-only over a file never initialized: no sessions
 
@@ -262,7 +261,6 @@ func (b *Backend) readIdentity(ctx context.Context) error {
 	if err := b.db.QueryRowContext(ctx, `SELECT store_id FROM persistence_state WHERE singleton = 1`).Scan(&id); err != nil || !uuidPattern.MatchString(id) {
 		return &FormatError{Message: "session database at " + quote(b.path) + " has no valid store identity"}
 	}
-	b.storeID = id
 	var stx unix.Statx_t
 	if err := unix.Statx(unix.AT_FDCWD, b.path, 0, unix.STATX_INO|unix.STATX_BTIME, &stx); err != nil {
 		return &eventstore.IOError{Err: err}
@@ -285,9 +283,6 @@ func (b *Backend) SchemaVersion() int { return SchemaVersion }
 // WatchFiles are the files whose changes mean another connection committed: the database and its WAL.
 func (b *Backend) WatchFiles() []string { return []string{b.path, b.path + "-wal"} }
 
-// StoreID is the database's persistence_state.store_id ("" for a pristine read-only file).
-func (b *Backend) StoreID() string { return b.storeID }
-
 // Stored is the package's Stored over a whole log (on every core): the events as this database will give
 // them back, or why one cannot be stored (convert compares by it).
 func (b *Backend) Stored(events []event.Event) ([]event.Event, error) {
@@ -305,12 +300,6 @@ func (b *Backend) Stored(events []event.Event) ([]event.Event, error) {
 	})
 	return out, err
 }
-
-// ReadOnly reports whether the backend was opened read-only.
-func (b *Backend) ReadOnly() bool { return b.opts.ReadOnly }
-
-// DB is the connection pool, for tests and the online backup.
-func (b *Backend) DB() *sql.DB { return b.db }
 
 // Close closes the connection pool and removes the consistent copies made for store/.
 func (b *Backend) Close() error {
