@@ -111,9 +111,13 @@ func Default() Config {
 			AttrTimeout:     time.Second,
 			RefreshInterval: time.Second,
 		},
+		// The cache budgets are what a mount keeps beyond its working set; with them, a mount's whole
+		// process stays within 256 MiB under any walk (the read-path issue's target, tested): 32 + 16 MiB
+		// of caches, the node tree bounded by session (fs/trees.go), and a soft memory limit of the
+		// budgets + 112 MiB for everything else. DESIGN.md's sample still shows the old 256/128 MiB.
 		Cache: Cache{
-			SessionsBytes: 256 << 20,
-			ViewsBytes:    128 << 20,
+			SessionsBytes: 32 << 20,
+			ViewsBytes:    16 << 20,
 		},
 		Writer: Writer{
 			BatchWindow:   200 * time.Millisecond,

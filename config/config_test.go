@@ -78,9 +78,14 @@ func TestDesignSample(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("design sample:\n got %+v\nwant %+v", got, want)
 	}
-	// The sample spells out the defaults (bar compaction.command), so it must agree with Default().
+	// The sample spells out the defaults (bar compaction.command, and the cache budgets, which DESIGN.md
+	// marks as "to be lowered" and which were: see Default), so it must agree with Default() otherwise.
 	def := Default()
 	def.Compaction.Command = want.Compaction.Command
+	if def.Cache.SessionsBytes != 32<<20 || def.Cache.ViewsBytes != 16<<20 {
+		t.Fatalf("default cache budgets %+v", def.Cache)
+	}
+	def.Cache = want.Cache
 	if !reflect.DeepEqual(got, def) {
 		t.Fatalf("sample and Default() disagree:\n got %+v\nwant %+v", got, def)
 	}
@@ -88,7 +93,7 @@ func TestDesignSample(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	home := fakeHome(t)
-	for _, src := range []string{"", "# only a comment\n", "[fuse]\n[cache]\n[writer]\n[compaction]\n[pruner]\n[spill]\n"} {
+	for _, src := range []string{"", "# only a comment\n", "[fuse]\n[cache]\n[writer]\n[compaction]\n[pruner]\n[spill]\n[sqlite]\n"} {
 		got, err := Parse([]byte(src), "dshfs.toml")
 		if err != nil {
 			t.Fatalf("%q: %v", src, err)
@@ -99,7 +104,7 @@ func TestDefaults(t *testing.T) {
 	}
 	d := Default()
 	if d.Store != filepath.Join(home, ".dsh", "sessions") || d.FUSE.RefreshInterval != time.Second ||
-		d.Cache.SessionsBytes != 256<<20 || d.Cache.ViewsBytes != 128<<20 || d.Writer.Compression != "zstd" ||
+		d.Cache.SessionsBytes != 32<<20 || d.Cache.ViewsBytes != 16<<20 || d.Writer.Compression != "zstd" ||
 		d.Compaction.Summarizer != "extractive" || d.Compaction.Timeout != 5*time.Minute ||
 		d.Pruner != (Pruner{8192, 4096, 1024}) || len(d.Spill.Roots) != 0 || d.ReadOnly || d.FUSE.AllowOther {
 		t.Fatalf("unexpected defaults %+v", d)

@@ -50,6 +50,8 @@ type FS struct {
 	storeErr atomic.Pointer[eventstore.Result]
 	// notes carries changes made through this mount to the notifier (kernel invalidation).
 	notes chan changes
+	// trees bounds the node tree by session (trees.go).
+	trees *trees
 	root  *gofs.Inode // set by Mount
 }
 
@@ -65,7 +67,7 @@ func New(opts Options) (*FS, error) {
 		opts.Spill = spill.NewRoots(opts.Config.Spill.Roots)
 	}
 	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes),
-		notes: make(chan changes, 1024)}
+		notes: make(chan changes, 1024), trees: newTrees(maxTrees)}
 	if _, err := f.refresh(context.Background()); err != nil {
 		return nil, err
 	}
@@ -170,8 +172,16 @@ func (f *FS) entry(ctx context.Context, id, rev string) (*cached, error) {
 
 func (f *FS) viewOptions() views.Options { return views.Options{Spill: f.opts.Spill} }
 
+// shown records that the kernel is being shown a session's files (trees.go).
+func (f *FS) shown(id string) {
+	if evicted := f.trees.touch(id); len(evicted) > 0 {
+		f.queue(changes{evicted: evicted})
+	}
+}
+
 // Session returns the current snapshot of a session.
 func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
+	f.shown(id)
 	e, err := f.entry(ctx, id, f.revision(ctx, id))
 	if err != nil {
 		return nil, err
@@ -181,6 +191,7 @@ func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
 
 // Refusal is why the current revision of a session is refused, nil when it is readable.
 func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
+	f.shown(id)
 	rev := f.revision(ctx, id)
 	if refusal, ok := f.cache.verdict(id, rev); ok {
 		return refusal, nil
@@ -195,6 +206,7 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 // Render returns a view of the current snapshot; the spill index is never cached (its targets live
 // outside the store).
 func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rendered, error) {
+	f.shown(id)
 	revision := f.revisionOf(ctx, id)
 	rev := revision.String()
 	if view != views.Spill {
@@ -359,6 +371,7 @@ type changes struct {
 	replaced []string // ids among changed whose artifact was replaced (a new storage identity)
 	added    []string // names
 	removed  []string // names
+	evicted  []string // ids whose file nodes the kernel is asked to drop (trees.go)
 }
 
 func diff(prev, next *nodes.Listing) changes {
@@ -399,7 +412,7 @@ func (f *FS) touch(id string) {
 // queue hands changes to the notifier: go-fuse's notifications must not be sent from inside a FUSE
 // callback, which is where writes arrive.
 func (f *FS) queue(c changes) {
-	if len(c.changed)+len(c.added)+len(c.removed) == 0 {
+	if len(c.changed)+len(c.added)+len(c.removed)+len(c.evicted) == 0 {
 		return
 	}
 	select {

@@ -217,6 +217,24 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 		}
 		invalidateTree(dir, slices.Contains(c.replaced, id))
 	}
+	for _, id := range c.evicted {
+		if i, ok := l.ByID[id]; ok {
+			if dir := sessions.GetChild(l.Names[i]); dir != nil {
+				dropFiles(dir)
+			}
+		}
+	}
+}
+
+// dropFiles asks the kernel to drop the entries of every file below n (trees.go): directories keep theirs.
+func dropFiles(n *gofs.Inode) {
+	for name, kid := range n.Children() {
+		if kid.IsDir() {
+			dropFiles(kid)
+			continue
+		}
+		n.NotifyEntry(name)
+	}
 }
 
 // invalidateTree drops the kernel's cached data and attributes of every known node below n. When the

@@ -49,9 +49,11 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		cfg.ReadOnly = true
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	// The caches are bounded by their budgets; a soft memory limit of the budgets plus room for the node
-	// tree keeps the garbage collector from doubling that in idle heap under a long walk (grep -r).
-	debug.SetMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 256<<20)
+	// The caches are bounded by their budgets and the node tree by session (fs/trees.go); a soft memory
+	// limit of the budgets plus 112 MiB for the rest (the working set of the requests in flight, the node
+	// tree, the runtime) keeps the garbage collector from doubling that in idle heap under a long walk
+	// (grep -r): with the default budgets the process stays within 256 MiB (tested).
+	debug.SetMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)
 	roots := spill.NewRoots(cfg.Spill.Roots)
 	if o.demo {
 		dir, err := os.MkdirTemp("", "dshfs-demo-")
