@@ -1,14 +1,17 @@
 package integration
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/internal/synth"
@@ -43,7 +46,7 @@ func TestWalkMemory(t *testing.T) {
 	t.Parallel()
 	store := filepath.Join(t.TempDir(), "sessions")
 	// the first session makes the project directory; the rest are written on two goroutines
-	if err := synth.Write(store, jsonl.Zstd, "s00000", 30); err != nil {
+	if err := synth.Write(store, jsonl.Zstd, "s00000", 20); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -53,7 +56,7 @@ func TestWalkMemory(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 1 + w; i < *walkSessions; i += 2 {
-				if err := synth.Write(store, jsonl.Zstd, fmt.Sprintf("s%05d", i), 30); err != nil {
+				if err := synth.Write(store, jsonl.Zstd, fmt.Sprintf("s%05d", i), 20); err != nil {
 					errs <- err
 					return
 				}
@@ -67,12 +70,15 @@ func TestWalkMemory(t *testing.T) {
 	}
 	m := startMount(t, "--read-only", store)
 	list := filepath.Join(t.TempDir(), "files")
-	r := run(t, "", "sh", "-c", `find "$1/sessions" -type f > "$2" && tr '\n' '\0' < "$2" | xargs -0 cat | wc -c && wc -l < "$2"`, "sh", m.dir, list)
-	out := strings.Fields(string(r.stdout))
-	if r.code != 0 || len(out) != 2 {
-		t.Fatalf("walk: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a long walk: not a hung mount
+	defer cancel()
+	walk := exec.CommandContext(ctx, "sh", "-c", `find "$1/sessions" -type f > "$2" && tr '\n' '\0' < "$2" | xargs -0 cat | wc -c && wc -l < "$2"`, "sh", m.dir, list)
+	stdout, err := walk.Output()
+	out := strings.Fields(string(stdout))
+	if err != nil || len(out) != 2 {
+		t.Fatalf("walk: %v: %s", err, stdout)
 	}
-	if n, _ := strconv.Atoi(out[1]); n < 40**walkSessions {
+	if n, _ := strconv.Atoi(out[1]); n < 30**walkSessions {
 		t.Fatalf("the walk found only %s files", out[1])
 	}
 	peak := vmHWM(t, m.cmd.Process.Pid)
