@@ -61,6 +61,7 @@ type file struct {
 	Cache struct {
 		SessionsBytes any `toml:"sessions_bytes"`
 		ViewsBytes    any `toml:"views_bytes"`
+		Dir           any `toml:"dir"`
 	} `toml:"cache"`
 	Writer struct {
 		BatchWindow   any `toml:"batch_window"`
@@ -97,7 +98,7 @@ var (
 	leaves = map[string]bool{
 		"store": true, "read_only": true,
 		"fuse.entry_timeout": true, "fuse.attr_timeout": true, "fuse.refresh_interval": true, "fuse.allow_other": true,
-		"cache.sessions_bytes": true, "cache.views_bytes": true,
+		"cache.sessions_bytes": true, "cache.views_bytes": true, "cache.dir": true,
 		"writer.batch_window": true, "writer.compression": true,
 		"compaction.summarizer": true, "compaction.command": true, "compaction.timeout": true,
 		"compaction.provider": true, "compaction.model": true, "compaction.max_tokens": true,
@@ -154,6 +155,9 @@ func Parse(data []byte, source string) (Config, error) {
 
 	v.size("cache.sessions_bytes", f.Cache.SessionsBytes, &c.Cache.SessionsBytes)
 	v.size("cache.views_bytes", f.Cache.ViewsBytes, &c.Cache.ViewsBytes)
+	if s, ok := f.Cache.Dir.(string); !ok || s != "" { // "" is the default, as DESIGN.md's sample writes it
+		v.path("cache.dir", f.Cache.Dir, &c.Cache.Dir, false)
+	}
 
 	v.duration("writer.batch_window", f.Writer.BatchWindow, &c.Writer.BatchWindow, true)
 	v.enum("writer.compression", f.Writer.Compression, &c.Writer.Compression, CompressionZstd, CompressionNone)

@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +53,11 @@ type FS struct {
 	notes chan changes
 	// trees bounds the node tree by session (trees.go).
 	trees *trees
-	root  *gofs.Inode // set by Mount
+	// index is the persistent per-revision index (index.go); decodes counts session loads, which the
+	// index exists to avoid (status.json "index").
+	index   *index
+	decodes atomic.Int64
+	root    *gofs.Inode // set by Mount
 }
 
 var _ nodes.Source = (*FS)(nil)
@@ -67,7 +72,7 @@ func New(opts Options) (*FS, error) {
 		opts.Spill = spill.NewRoots(opts.Config.Spill.Roots)
 	}
 	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes),
-		notes: make(chan changes, 1024), trees: newTrees(maxTrees)}
+		notes: make(chan changes, 1024), trees: newTrees(maxTrees), index: newIndex(indexDir(opts), indexSalt(opts))}
 	if _, err := f.refresh(context.Background()); err != nil {
 		return nil, err
 	}
@@ -104,6 +109,7 @@ func (f *FS) StoreStatus() []byte {
 	if sv, ok := f.opts.Store.Backend().(interface{ SchemaVersion() int }); ok {
 		st.SchemaVersion = sv.SchemaVersion()
 	}
+	st.Decodes, st.IndexHits = f.decodes.Load(), f.index.hits.Load()
 	if until, ok := f.opts.Store.Quiesced(); ok {
 		st.QuiescedUntil = &until
 	}
@@ -148,6 +154,7 @@ func (f *FS) Identity(ctx context.Context, id string) string { return f.revision
 // entry is the snapshot of id at revision rev, loaded when the cached one is older.
 func (f *FS) entry(ctx context.Context, id, rev string) (*cached, error) {
 	return f.cache.get(ctx, id, rev, func() (*views.Session, error) {
+		f.decodes.Add(1)
 		if w := f.opts.Store.Live(id); w != nil {
 			return views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions()), nil
 		}
@@ -192,9 +199,13 @@ func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
 // Refusal is why the current revision of a session is refused, nil when it is readable.
 func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 	f.shown(id)
-	rev := f.revision(ctx, id)
+	revision := f.revisionOf(ctx, id)
+	rev := revision.String()
 	if refusal, ok := f.cache.verdict(id, rev); ok {
 		return refusal, nil
+	}
+	if key := indexKey(f.opts.Store, id, revision); key != "" && f.index.reads(id, key) {
+		return nil, nil
 	}
 	e, err := f.entry(ctx, id, rev)
 	if err != nil {
@@ -221,7 +232,69 @@ func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rend
 	}
 	r, err := f.cache.render(ctx, e, view, view == views.Spill)
 	r.Identity = revision.Identity
+	if key := indexKey(f.opts.Store, id, revision); err == nil && key != "" && e.sess.Refusal == nil && e.rev == rev {
+		f.index.record(id, key, view, int64(len(r.Data)), r.ModTime)
+	}
 	return r, err
+}
+
+// Attr is a view's size and time without rendering it: from a rendering cached at the current revision,
+// else from the persistent index; ok is false when neither knows it (the caller renders).
+func (f *FS) Attr(ctx context.Context, id string, view views.View) (r nodes.Rendered, size int64, ok bool) {
+	f.shown(id)
+	revision := f.revisionOf(ctx, id)
+	rev := revision.String()
+	if c, ok := f.cache.view(id, rev, view); ok {
+		c.Identity = revision.Identity
+		return c, int64(len(c.Data)), true
+	}
+	key := indexKey(f.opts.Store, id, revision)
+	if key == "" {
+		return nodes.Rendered{}, 0, false
+	}
+	n, mtime, ok := f.index.size(id, key, view)
+	if !ok {
+		return nodes.Rendered{}, 0, false
+	}
+	return nodes.Rendered{ModTime: mtime, Revision: rev, Identity: revision.Identity}, n, true
+}
+
+// indexKey is the index's revision of a session: its artifact's token and identity, or "" when the index
+// must not be used (a session this process holds live changes without a new artifact revision).
+func indexKey(st *eventstore.Store, id string, r eventstore.Revision) string {
+	if r.Artifact == "" || st.Live(id) != nil {
+		return ""
+	}
+	return r.Artifact + "|" + r.Identity
+}
+
+// indexSalt names what an index entry's verdict and sizes depend on beside the artifact: the store, and
+// the configuration that decides whether a session reads (the line and frame limits). A mount with other
+// limits uses other entries.
+func indexSalt(opts Options) string {
+	return opts.Store.Backend().Name() + "\x00" + opts.Root + "\x00" + strconv.FormatInt(opts.Config.Writer.MaxLineBytes, 10) +
+		"\x00" + strconv.FormatInt(opts.Config.Writer.MaxFrameBytes, 10)
+}
+
+// indexDir is where the index persists: [cache] dir, else $XDG_CACHE_HOME/dshfs; "" (memory only) when
+// it cannot be created.
+func indexDir(opts Options) string {
+	dir := opts.Config.Cache.Dir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(base, "dshfs")
+	}
+	dir = filepath.Join(dir, "index")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		if opts.Log != nil {
+			opts.Log.Info("the persistent index is off (its directory cannot be created): sizes after an eviction decode again", "dir", dir, "err", err)
+		}
+		return ""
+	}
+	return dir
 }
 
 // refresh re-reads the listing and reports what changed since the previous one.

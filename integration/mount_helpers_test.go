@@ -80,9 +80,17 @@ func binDir(t testing.TB) string {
 	return buildDir
 }
 
-// TestMain removes the binaries built for the mount tests.
+// TestMain removes the binaries built for the mount tests. The mounts' persistent index goes to a
+// directory of the run's own ($XDG_CACHE_HOME, inherited by every dshfs the tests start), not the user's.
 func TestMain(m *testing.M) {
+	cache, err := os.MkdirTemp("", "dshfs-integration-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
+	os.RemoveAll(cache)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}

@@ -30,7 +30,10 @@ type file struct {
 	volatile bool
 	what     string // for the log: which file failed
 	get      func(ctx context.Context) (Rendered, error)
-	kernel   *kernelView
+	// peek, when set, gives the size and time without rendering, when they are known (Source.Attr): a
+	// stat need not decode the session
+	peek   func(ctx context.Context) (Rendered, int64, bool)
+	kernel *kernelView
 
 	mu   sync.Mutex
 	last attrs // what the last GETATTR or open of the current artifact reported
@@ -45,13 +48,13 @@ type attrs struct {
 // stale reports whether r was rendered from another artifact than the one this inode belongs to.
 func (f *file) stale(r Rendered) bool { return f.gen != "" && r.Identity != "" && r.Identity != f.gen }
 
-// attrsFor is what GETATTR reports for r: r's own size and time, or — once the artifact was replaced — the
-// open handle's snapshot, else what was reported before.
-func (f *file) attrsFor(r Rendered, fh fs.FileHandle) (int64, time.Time) {
+// attrsFor is what GETATTR reports for r, of n bytes: r's own size and time, or — once the artifact was
+// replaced — the open handle's snapshot, else what was reported before.
+func (f *file) attrsFor(r Rendered, n int64, fh fs.FileHandle) (int64, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.stale(r) {
-		f.last = attrs{size: int64(len(r.Data)), mtime: r.ModTime, ok: true}
+		f.last = attrs{size: n, mtime: r.ModTime, ok: true}
 		return f.last.size, f.last.mtime
 	}
 	mtime := f.last.mtime
@@ -61,7 +64,7 @@ func (f *file) attrsFor(r Rendered, fh fs.FileHandle) (int64, time.Time) {
 	if f.last.ok {
 		return f.last.size, mtime
 	}
-	return int64(len(r.Data)), r.ModTime
+	return n, r.ModTime
 }
 
 // kernelView remembers, per file inode, the size last reported to the kernel and the revision last served by
@@ -129,12 +132,21 @@ var (
 func (f *file) OnForget() { f.kernel.forget(f.ino) }
 
 func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	r, err := f.get(ctx)
-	if err != nil {
-		f.src.Logf("%s: %v", f.what, err)
-		return syscall.EIO
+	var r Rendered
+	var n int64
+	ok := false
+	if f.peek != nil {
+		r, n, ok = f.peek(ctx)
 	}
-	size, mtime := f.attrsFor(r, fh)
+	if !ok {
+		var err error
+		if r, err = f.get(ctx); err != nil {
+			f.src.Logf("%s: %v", f.what, err)
+			return syscall.EIO
+		}
+		n = int64(len(r.Data))
+	}
+	size, mtime := f.attrsFor(r, n, fh)
 	fillFile(&out.Attr, size, mtime, f.ino)
 	if f.sess != "" {
 		applyOwner(&out.Attr, f.src.Owner(f.sess))

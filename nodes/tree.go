@@ -112,6 +112,17 @@ func volatile(c child) child {
 	return c
 }
 
+// peeked lets a session view's file answer a stat without rendering when its size is known (Source.Attr).
+func peeked(c child, src Source, id string, view views.View) child {
+	mk := c.make
+	c.make = func() fs.InodeEmbedder {
+		n := mk().(*file)
+		n.peek = func(ctx context.Context) (Rendered, int64, bool) { return src.Attr(ctx, id, view) }
+		return n
+	}
+	return c
+}
+
 func (t *tree) dirChild(name string, inode uint64, make func() fs.InodeEmbedder) child {
 	return child{name: name, mode: syscall.S_IFDIR, ino: inode, make: make}
 }
@@ -246,6 +257,8 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 				c := t.fileChild(id, gen, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view))
 				if f.view == views.Status {
 					c = volatile(c)
+				} else {
+					c = peeked(c, t.src, id, f.view)
 				}
 				kids = append(kids, c)
 			}

@@ -1,0 +1,71 @@
+package fs
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dshfs/dshfs/views"
+)
+
+// TestIndexFile: an entry round-trips through its file; a file with a changed byte, a truncated one, or
+// one written for another session or revision is not served.
+func TestIndexFile(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	at := time.Unix(1778573701, 279000000)
+	x.record("s", "rev1", views.Events, 14265, at)
+	x.record("s", "rev1", views.Surface, 900, at)
+	x.record("s", "rev1", views.Status, 5, at) // not indexed: status changes without a new revision
+
+	fresh := func() *index { return newIndex(dir, "salt") }
+	if n, mt, ok := fresh().size("s", "rev1", views.Events); !ok || n != 14265 || !mt.Equal(at) {
+		t.Fatalf("round trip: %d %v %v", n, mt, ok)
+	}
+	if _, _, ok := fresh().size("s", "rev1", views.Status); ok {
+		t.Fatal("status.json was indexed")
+	}
+	if _, _, ok := fresh().size("s", "rev2", views.Events); ok {
+		t.Fatal("served at another revision")
+	}
+	if _, _, ok := newIndex(dir, "other store").size("s", "rev1", views.Events); ok {
+		t.Fatal("served for another store")
+	}
+	good, err := os.ReadFile(x.path("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"truncated": good[:len(good)-10],
+		"changed":   append(append([]byte(nil), good[:20]...), append([]byte{good[20] ^ 1}, good[21:]...)...),
+		"empty":     nil,
+	} {
+		if err := os.WriteFile(x.path("s"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := fresh().size("s", "rev1", views.Events); ok {
+			t.Errorf("a %s file was served", name)
+		}
+	}
+	// another session's file under this one's name
+	y := newIndex(dir, "salt")
+	y.record("t", "rev1", views.Events, 1, at)
+	other, _ := os.ReadFile(y.path("t"))
+	os.WriteFile(x.path("s"), other, 0o600)
+	if _, _, ok := fresh().size("s", "rev1", views.Events); ok {
+		t.Error("another session's entry was served")
+	}
+}
+
+// TestTrees: the least recently shown sessions fall out of the bound, in order; showing one again keeps it.
+func TestTrees(t *testing.T) {
+	tr := newTrees(2)
+	for _, c := range []struct {
+		id, evicted string
+	}{{"a", ""}, {"b", ""}, {"a", ""}, {"c", "b"}, {"d", "a"}, {"c", ""}, {"e", "d"}} {
+		got := tr.touch(c.id)
+		if (c.evicted == "" && len(got) != 0) || (c.evicted != "" && (len(got) != 1 || got[0] != c.evicted)) {
+			t.Fatalf("touch %s: evicted %v, want %q", c.id, got, c.evicted)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// storeCounters reads the root status.json's decode and index counters.
+func storeCounters(t *testing.T, mnt string) (decodes, hits int) {
+	t.Helper()
+	var st struct{ Decodes, IndexHits int }
+	if err := json.Unmarshal(readFile(t, filepath.Join(mnt, "status.json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Decodes, st.IndexHits
+}
+
+func statSize(t *testing.T, path string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(strings.TrimSpace(string(mustRun(t, "stat", "-c", "%s", path))), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPersistentIndex: a session read once is stat'ed after an eviction and after a remount without being
+// decoded again (counted, not timed); a tampered or truncated index file is detected and rebuilt; an
+// artifact replaced by one of the same size and mtime is not served from the old entry.
+func TestPersistentIndex(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "none")
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, "60")
+	cacheDir := t.TempDir()
+	// budgets of 0 cache nothing (every read decodes; a stat can only be served by the index), and the
+	// kernel caches no attribute, so every stat reaches the mount
+	cfg := writeConfig(t, "[fuse]\nentry_timeout = \"0s\"\nattr_timeout = \"0s\"\n[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", cacheDir)
+	files := []string{"header.json", "raw.jsonl", "events.jsonl", "surface.jsonl", "messages.jsonl", "shadowed.jsonl"}
+
+	m := startMount(t, "--read-only", "--config", cfg, store)
+	sess := filepath.Join(m.dir, "sessions", "s")
+	sizes := map[string]int64{}
+	for _, f := range files {
+		sizes[f] = int64(len(readFile(t, filepath.Join(sess, f))))
+	}
+	d0, _ := storeCounters(t, m.dir)
+	for _, f := range files { // the decoded session is not kept (budget 0): only the index knows the sizes
+		if got := statSize(t, filepath.Join(sess, f)); got != sizes[f] {
+			t.Errorf("%s: stat says %d bytes, the file holds %d", f, got, sizes[f])
+		}
+	}
+	d1, h1 := storeCounters(t, m.dir)
+	if d1 != d0 || h1 < len(files) {
+		t.Errorf("stats after an eviction: %d decodes (before %d), %d index hits", d1, d0, h1)
+	}
+	m.stop(t)
+
+	remount := func(what string) (decodes int) {
+		t.Helper()
+		m := startMount(t, "--read-only", "--config", cfg, store)
+		// (not ls -l: the session's status.json, which a listing stats too, is rendered from the
+		// decoded session by design — it reports live state)
+		for _, f := range files {
+			if got := statSize(t, filepath.Join(m.dir, "sessions", "s", f)); got != sizes[f] {
+				t.Errorf("%s: %s: stat says %d bytes, the file holds %d", what, f, got, sizes[f])
+			}
+		}
+		decodes, _ = storeCounters(t, m.dir)
+		m.stop(t)
+		return decodes
+	}
+	if d := remount("remount"); d != 0 {
+		t.Errorf("stats after a remount decoded %d times", d)
+	}
+
+	idx, _ := filepath.Glob(filepath.Join(cacheDir, "index", "*.idx"))
+	if len(idx) != 1 {
+		t.Fatalf("index files %v", idx)
+	}
+	good := readFile(t, idx[0])
+	// tampered: a size changed, the checksum not
+	bad := regexp.MustCompile(`view events (\d+)`).ReplaceAllFunc(good, func(b []byte) []byte {
+		n, _ := strconv.Atoi(string(b[len("view events "):]))
+		return []byte("view events " + strconv.Itoa(n+1))
+	})
+	if bytes.Equal(bad, good) {
+		t.Fatal("could not tamper with the index")
+	}
+	for _, c := range []struct {
+		what string
+		data []byte
+	}{{"tampered", bad}, {"truncated", good[:len(good)/2]}} {
+		if err := os.WriteFile(idx[0], c.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if d := remount(c.what + " index"); d == 0 {
+			t.Errorf("a %s index entry was served", c.what)
+		}
+		if d := remount("rebuilt after the " + c.what + " one"); d != 0 {
+			t.Errorf("the index was not rebuilt after a %s entry: %d decodes", c.what, d)
+		}
+	}
+
+	// replaced by an artifact of the same size and mtime: one byte of text changed
+	arts, _ := filepath.Glob(filepath.Join(store, "*", "s", "session.jsonl"))
+	if len(arts) != 1 {
+		t.Fatalf("artifact %v", arts)
+	}
+	old := readFile(t, arts[0])
+	i := bytes.Index(old, []byte(`"text":"`))
+	if i < 0 {
+		t.Fatal("no text to change")
+	}
+	i += len(`"text":"`)
+	repl := append([]byte(nil), old...)
+	if repl[i] == 'x' {
+		repl[i] = 'y'
+	} else {
+		repl[i] = 'x'
+	}
+	fi, _ := os.Stat(arts[0])
+	tmp := arts[0] + ".new"
+	if err := os.WriteFile(tmp, repl, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, time.Now(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, arts[0]); err != nil {
+		t.Fatal(err)
+	}
+	m = startMount(t, "--read-only", "--config", cfg, store)
+	statSize(t, filepath.Join(m.dir, "sessions", "s", "events.jsonl"))
+	if d, _ := storeCounters(t, m.dir); d == 0 {
+		t.Errorf("the entry of the replaced artifact (same size and mtime) was served")
+	}
+	if got := readFile(t, filepath.Join(m.dir, "sessions", "s", "raw.jsonl")); !bytes.Equal(got, repl) {
+		t.Errorf("raw.jsonl does not show the replacement")
+	}
+}
