@@ -157,22 +157,27 @@ func (c *cache) render(ctx context.Context, e *cached, view views.View, uncached
 	if uncached || e.rev == "" {
 		return r, nil
 	}
+	c.keep(e.id, view, r)
+	return r, nil
+}
+
+// keep puts a rendering in the view LRU (rendered now, or read back from the index).
+func (c *cache) keep(id string, view views.View, r nodes.Rendered) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := viewKey{e.id, view}
+	key := viewKey{id, view}
 	if old := c.views[key]; old != nil {
 		c.dropViewLocked(old)
 	}
 	v := &rendered{key: key, r: r}
 	v.elem = c.viewLRU.PushFront(v)
 	c.views[key] = v
-	c.viewBytes += int64(len(data))
+	c.viewBytes += int64(len(r.Data))
 	for el := c.viewLRU.Back(); el != nil && c.viewBytes > c.maxViews; {
 		prev := el.Prev()
 		c.dropViewLocked(el.Value.(*rendered)) // a single view larger than the budget is served, not kept
 		el = prev
 	}
-	return r, nil
 }
 
 // drop forgets a session and its views (its artifact changed or vanished).

@@ -220,10 +220,16 @@ func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rend
 	f.shown(id)
 	revision := f.revisionOf(ctx, id)
 	rev := revision.String()
+	key := indexKey(f.opts.Store, id, revision)
 	if view != views.Spill {
 		if r, ok := f.cache.view(id, rev, view); ok {
 			r.Identity = revision.Identity
 			return r, nil // rendered at this revision before: no need for the decoded session
+		}
+		if data, mtime, ok := f.index.content(id, key, view); ok {
+			r := nodes.Rendered{Data: data, ModTime: mtime, Revision: rev, Identity: revision.Identity}
+			f.cache.keep(id, view, r)
+			return r, nil // its bytes kept on disk at this revision
 		}
 	}
 	e, err := f.entry(ctx, id, rev)
@@ -232,8 +238,8 @@ func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rend
 	}
 	r, err := f.cache.render(ctx, e, view, view == views.Spill)
 	r.Identity = revision.Identity
-	if key := indexKey(f.opts.Store, id, revision); err == nil && key != "" && e.sess.Refusal == nil && e.rev == rev {
-		f.index.record(id, key, view, int64(len(r.Data)), r.ModTime)
+	if err == nil && key != "" && e.sess.Refusal == nil && e.rev == rev {
+		f.index.record(id, key, view, r.Data, r.ModTime)
 	}
 	return r, err
 }

@@ -24,6 +24,12 @@ import (
 // memory, and in one small file per session under the cache directory ([cache] dir, default
 // $XDG_CACHE_HOME/dshfs), so a remount or an evicted session is warm.
 //
+// The rendered bytes of those views are kept too, one file per view beside the entry, each named in the
+// entry with its SHA-256: with the small default memory budgets a 10k-session store's views do not fit in
+// memory, and a repeated grep would otherwise decode every session again. A view file is read whole and
+// checked against its checksum before it is served; the kernel's page cache, not the mount's heap, keeps
+// the hot ones. The cache directory can be deleted at any time (it is rebuilt as sessions are read).
+//
 // An entry is trusted only for the revision it was written at: the artifact's token (JSONL:
 // dev:ino:size:mtime:ctime, so an artifact replaced by one of the same size and mtime is a new revision
 // through its inode and ctime; SQLite: the session's incarnation and revision) and its storage identity.
@@ -55,6 +61,7 @@ type indexEntry struct {
 	rev   string // artifact token + identity
 	mtime time.Time
 	sizes map[views.View]int64
+	sums  map[views.View]string // SHA-256 (hex) of each view's bytes, kept in its file
 }
 
 func newIndex(dir, salt string) *index {
@@ -115,27 +122,60 @@ func (x *index) entry(id, rev string) *indexEntry {
 	return e
 }
 
-// record remembers a rendered view of a session that reads, at revision rev, and persists the entry.
-func (x *index) record(id, rev string, view views.View, size int64, mtime time.Time) {
+// record remembers a rendered view of a session that reads, at revision rev, and persists it: the view's
+// bytes first, then the entry naming them.
+func (x *index) record(id, rev string, view views.View, data []byte, mtime time.Time) {
 	if rev == "" || !indexed[view] {
 		return
 	}
+	sum := sha256.Sum256(data)
+	hexSum := hex.EncodeToString(sum[:])
 	x.mu.Lock()
 	e := x.entries[id]
 	if e == nil || e.rev != rev {
-		e = &indexEntry{rev: rev, mtime: mtime, sizes: map[views.View]int64{}}
+		e = &indexEntry{rev: rev, mtime: mtime, sizes: map[views.View]int64{}, sums: map[views.View]string{}}
 		x.entries[id] = e
 	}
-	if old, ok := e.sizes[view]; ok && old == size {
+	if old, ok := e.sizes[view]; ok && old == int64(len(data)) && e.sums[view] == hexSum {
 		x.mu.Unlock()
 		return
 	}
-	e.sizes[view] = size
+	e.sizes[view], e.sums[view] = int64(len(data)), hexSum
 	text := e.encode(id)
 	x.mu.Unlock()
-	if x.dir != "" {
-		x.write(id, text)
+	if x.dir != "" && x.writeFile(x.viewPath(id, view), data) {
+		x.writeFile(x.path(id), text)
 	}
+}
+
+// viewPath is the file holding a view's bytes.
+func (x *index) viewPath(id string, view views.View) string {
+	return strings.TrimSuffix(x.path(id), ".idx") + "." + view.String()
+}
+
+// content returns a view's bytes at revision rev from its file, when the entry names it and the file's
+// checksum matches.
+func (x *index) content(id, rev string, view views.View) ([]byte, time.Time, bool) {
+	e := x.entry(id, rev)
+	if e == nil || x.dir == "" {
+		return nil, time.Time{}, false
+	}
+	x.mu.Lock()
+	size, sum := e.sizes[view], e.sums[view]
+	x.mu.Unlock()
+	if sum == "" {
+		return nil, time.Time{}, false
+	}
+	data, err := os.ReadFile(x.viewPath(id, view))
+	if err != nil || int64(len(data)) != size {
+		return nil, time.Time{}, false
+	}
+	got := sha256.Sum256(data)
+	if hex.EncodeToString(got[:]) != sum {
+		return nil, time.Time{}, false
+	}
+	x.hits.Add(1)
+	return data, e.mtime, true
 }
 
 // forget drops a session's entry (its artifact changed or vanished).
@@ -154,7 +194,7 @@ func (e *indexEntry) encode(id string) []byte {
 	b.WriteString("mtime " + strconv.FormatInt(e.mtime.UnixNano(), 10) + "\n")
 	for _, v := range []views.View{views.Header, views.Raw, views.Events, views.Surface, views.Messages, views.Shadowed} {
 		if n, ok := e.sizes[v]; ok {
-			b.WriteString("view " + v.String() + " " + strconv.FormatInt(n, 10) + "\n")
+			b.WriteString("view " + v.String() + " " + strconv.FormatInt(n, 10) + " " + e.sums[v] + "\n")
 		}
 	}
 	sum := sha256.Sum256(b.Bytes())
@@ -162,17 +202,20 @@ func (e *indexEntry) encode(id string) []byte {
 	return b.Bytes()
 }
 
-// write persists an entry (temp file, rename): a crash leaves the old file or the new one, and a reader
-// that finds a torn one rejects it by its checksum anyway.
-func (x *index) write(id string, text []byte) {
-	path := x.path(id)
+// writeFile persists an entry or a view (temp file, rename): a crash leaves the old file or the new one,
+// and a reader that finds a torn one rejects it by its checksum anyway. false when it could not be written
+// (the index is a cache: that costs a decode later, nothing else).
+func (x *index) writeFile(path string, data []byte) bool {
 	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, text, 0o600); err != nil {
-		return // the index is a cache: a failure to persist costs a decode later, nothing else
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		os.Remove(tmp)
+		return false
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
+		return false
 	}
+	return true
 }
 
 // load reads and validates session id's file; nil when it is missing, malformed, tampered with or
@@ -190,7 +233,7 @@ func (x *index) load(id string) *indexEntry {
 	if sumLine[len("sha256 "):] != hex.EncodeToString(sum[:]) {
 		return nil
 	}
-	e := &indexEntry{sizes: map[views.View]int64{}}
+	e := &indexEntry{sizes: map[views.View]int64{}, sums: map[views.View]string{}}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	line := 0
@@ -220,13 +263,16 @@ func (x *index) load(id string) *indexEntry {
 			}
 			e.mtime = time.Unix(0, ns)
 		case key == "view":
-			name, n, _ := strings.Cut(val, " ")
-			v, ok := views.ParseView(name)
-			size, err := strconv.ParseInt(n, 10, 64)
+			f := strings.Fields(val)
+			if len(f) != 3 || len(f[2]) != 64 {
+				return nil
+			}
+			v, ok := views.ParseView(f[0])
+			size, err := strconv.ParseInt(f[1], 10, 64)
 			if !ok || !indexed[v] || err != nil || size < 0 {
 				return nil
 			}
-			e.sizes[v] = size
+			e.sizes[v], e.sums[v] = size, f[2]
 		default:
 			return nil
 		}

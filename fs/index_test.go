@@ -2,6 +2,7 @@ package fs
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,14 +15,25 @@ func TestIndexFile(t *testing.T) {
 	dir := t.TempDir()
 	x := newIndex(dir, "salt")
 	at := time.Unix(1778573701, 279000000)
-	x.record("s", "rev1", views.Events, 14265, at)
-	x.record("s", "rev1", views.Surface, 900, at)
-	x.record("s", "rev1", views.Status, 5, at) // not indexed: status changes without a new revision
+	events := []byte(strings.Repeat("{\"type\":\"x\"}\n", 1000))
+	x.record("s", "rev1", views.Events, events, at)
+	x.record("s", "rev1", views.Surface, make([]byte, 900), at)
+	x.record("s", "rev1", views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
 
 	fresh := func() *index { return newIndex(dir, "salt") }
-	if n, mt, ok := fresh().size("s", "rev1", views.Events); !ok || n != 14265 || !mt.Equal(at) {
+	if n, mt, ok := fresh().size("s", "rev1", views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) {
 		t.Fatalf("round trip: %d %v %v", n, mt, ok)
 	}
+	if data, _, ok := fresh().content("s", "rev1", views.Events); !ok || string(data) != string(events) {
+		t.Fatalf("the view's bytes do not come back")
+	}
+	// a view file changed behind the entry's back is not served
+	vp := x.viewPath("s", views.Events)
+	os.WriteFile(vp, []byte(strings.Replace(string(events), "x", "y", 1)), 0o600)
+	if _, _, ok := fresh().content("s", "rev1", views.Events); ok {
+		t.Fatal("a changed view file was served")
+	}
+	os.WriteFile(vp, events, 0o600)
 	if _, _, ok := fresh().size("s", "rev1", views.Status); ok {
 		t.Fatal("status.json was indexed")
 	}
@@ -49,7 +61,7 @@ func TestIndexFile(t *testing.T) {
 	}
 	// another session's file under this one's name
 	y := newIndex(dir, "salt")
-	y.record("t", "rev1", views.Events, 1, at)
+	y.record("t", "rev1", views.Events, []byte("x"), at)
 	other, _ := os.ReadFile(y.path("t"))
 	os.WriteFile(x.path("s"), other, 0o600)
 	if _, _, ok := fresh().size("s", "rev1", views.Events); ok {

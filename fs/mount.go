@@ -219,11 +219,29 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 	}
 	for _, id := range c.evicted {
 		if i, ok := l.ByID[id]; ok {
-			if dir := sessions.GetChild(l.Names[i]); dir != nil {
+			if dir := sessions.GetChild(l.Names[i]); dir != nil && countFiles(dir) > keptFiles {
 				dropFiles(dir)
 			}
 		}
 	}
+}
+
+// keptFiles is how many file nodes a session out of the bound may keep without a notification: the few
+// view files a grep -l or an ls -l touches cost less to keep than one notification each (a grep of every
+// events.jsonl would otherwise pay a kernel round trip per file); per-event files are what add up.
+const keptFiles = 16
+
+// countFiles counts the file nodes below n.
+func countFiles(n *gofs.Inode) int {
+	c := 0
+	for _, kid := range n.Children() {
+		if kid.IsDir() {
+			c += countFiles(kid)
+		} else {
+			c++
+		}
+	}
+	return c
 }
 
 // dropFiles asks the kernel to drop the entries of every file below n (trees.go): directories keep theirs.

@@ -12,7 +12,9 @@ import (
 // kernel to drop the file entries of the least recent one (notify_inval_entry). Their inodes are then
 // forgotten and go-fuse releases the nodes; the next lookup makes them again, served from the caches.
 //
-// Only files are dropped, never directories: a shell whose working directory is inside a session keeps
+// A session holding no more than a few file nodes (keptFiles: the views a grep or an ls -l looked at) is
+// left alone: keeping them costs less than a notification per file. Only files are dropped, never
+// directories: a shell whose working directory is inside a session keeps
 // it (dropping a directory's entry would unhash a working directory), and an open file keeps working
 // (its descriptor holds the inode, not the name).
 
