@@ -183,10 +183,14 @@ func (f *FS) Watch(ctx context.Context) {
 		if len(c.added)+len(c.removed)+len(c.replaced) > 0 {
 			watch()
 		}
-		// A large store takes a while to re-list; spacing polls to ten times their cost keeps the watcher
-		// under a tenth of a core. Files being read are re-checked at every access regardless, and inotify
-		// asks for a pass at once whatever the spacing.
-		wait = max(poll(), 10*time.Since(start))
+		// Polling (no inotify, or not everywhere), a change must show within refresh_interval, however long
+		// the last pass took. Under inotify the slow safety-net poll may be spaced to ten times a pass's cost
+		// (under a tenth of a core for a large store): inotify asks for a pass at once whatever the spacing,
+		// and files being read are re-checked at every access regardless.
+		wait = poll()
+		if iw != nil && iw.complete() {
+			wait = max(wait, 10*time.Since(start))
+		}
 	}
 }
 
