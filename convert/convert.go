@@ -117,7 +117,11 @@ func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e e
 	// Inspect applies every check the harness's load applies: a session it refuses is not converted.
 	ins, err := src.Inspect(ctx, e.ID)
 	if err != nil {
-		r.Outcome, r.Reason = Skipped, "refused by the source: "+err.Error()
+		if eventstore.Classify(err) == eventstore.KindIO {
+			r.Outcome, r.Reason = Failed, "the source cannot be read: "+err.Error()
+		} else {
+			r.Outcome, r.Reason = Skipped, "refused by the source: "+err.Error()
+		}
 		return r
 	}
 	p := ins.Prefix
@@ -139,8 +143,11 @@ func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e e
 		}
 		r.Outcome = Converted
 		return r
+	case err != nil && eventstore.Classify(err) == eventstore.KindIO:
+		r.Outcome, r.Reason = Failed, "the destination cannot be read: "+err.Error()
+		return r
 	case err != nil:
-		r.Outcome, r.Reason = Differs, "the destination holds a session of this id that cannot be read: "+err.Error()
+		r.Outcome, r.Reason = Differs, "the destination holds a session of this id that it refuses: "+err.Error()
 		return r
 	}
 	if !bytes.Equal(cur.Header.Meta(), p.Header.Meta()) {
