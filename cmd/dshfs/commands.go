@@ -27,8 +27,7 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writ
 	if err != nil {
 		return exitUsageErr, err
 	}
-	cfg.ReadOnly = true // reading never writes: a SQLite store is opened read-only
-	st, err := openExisting(pos[0], cfg)
+	st, err := openExisting(pos[0], readOnly(cfg)) // reading never writes: a SQLite store is opened read-only
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -125,8 +124,7 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if !ok {
 		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q (events, raw, header, status, surface, messages, shadowed, event:SEQ, turn:N, trace:SEQ, compactions, prunes, spill)", o.view)}
 	}
-	cfg.ReadOnly = true // reading never writes: a SQLite store is opened read-only
-	st, err := openExisting(pos[0], cfg)
+	st, err := openExisting(pos[0], readOnly(cfg)) // reading never writes: a SQLite store is opened read-only
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -166,8 +164,7 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer, stderr io.W
 	if err != nil {
 		return exitUsageErr, err
 	}
-	cfg.ReadOnly = true // reading never writes: a SQLite store is opened read-only
-	st, err := openExisting(pos[0], cfg)
+	st, err := openExisting(pos[0], readOnly(cfg)) // reading never writes: a SQLite store is opened read-only
 	if err != nil {
 		return exitUsageErr, err
 	}

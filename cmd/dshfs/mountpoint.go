@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/dshfs/dshfs/backup"
 )
 
 // prepareMountpoint checks a MOUNTPOINT before anything is mounted, so that a mistake is refused with the
@@ -88,7 +90,7 @@ func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
 	dshfs := false
 	for _, line := range strings.Split(string(mounts), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 3 && unescapeMountPath(f[1]) == mountpoint && f[2] == "fuse.dshfs" {
+		if len(f) >= 3 && backup.UnescapeMount(f[1]) == mountpoint && f[2] == "fuse.dshfs" {
 			dshfs = true
 		}
 	}
@@ -114,21 +116,4 @@ func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
 		return fmt.Errorf("mountpoint %s is a dead dshfs mount and clearing it failed (%v); clear it with: %s", mountpoint, err, how)
 	}
 	return nil
-}
-
-// unescapeMountPath undoes /proc/mounts' octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var n int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &n); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
