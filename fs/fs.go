@@ -218,7 +218,11 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 // outside the store).
 func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rendered, error) {
 	f.shown(id)
-	revision := f.revisionOf(ctx, id)
+	return f.renderAt(ctx, id, view, f.revisionOf(ctx, id))
+}
+
+// renderAt is Render at a revision already read.
+func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision eventstore.Revision) (nodes.Rendered, error) {
 	rev := revision.String()
 	key := indexKey(f.opts.Store, id, revision)
 	if view != views.Spill {
@@ -244,25 +248,23 @@ func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rend
 	return r, err
 }
 
-// Attr is a view's size and time without rendering it: from a rendering cached at the current revision,
-// else from the persistent index; ok is false when neither knows it (the caller renders).
-func (f *FS) Attr(ctx context.Context, id string, view views.View) (r nodes.Rendered, size int64, ok bool) {
+// Attr is a view's size and time: from a rendering cached at the current revision, else from the persistent
+// index, else by rendering it (one revision read for all three).
+func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Rendered, int64, error) {
 	f.shown(id)
 	revision := f.revisionOf(ctx, id)
 	rev := revision.String()
 	if c, ok := f.cache.view(id, rev, view); ok {
 		c.Identity = revision.Identity
-		return c, int64(len(c.Data)), true
+		return c, int64(len(c.Data)), nil
 	}
-	key := indexKey(f.opts.Store, id, revision)
-	if key == "" {
-		return nodes.Rendered{}, 0, false
+	if key := indexKey(f.opts.Store, id, revision); key != "" {
+		if n, mtime, ok := f.index.size(id, key, view); ok {
+			return nodes.Rendered{ModTime: mtime, Revision: rev, Identity: revision.Identity}, n, nil
+		}
 	}
-	n, mtime, ok := f.index.size(id, key, view)
-	if !ok {
-		return nodes.Rendered{}, 0, false
-	}
-	return nodes.Rendered{ModTime: mtime, Revision: rev, Identity: revision.Identity}, n, true
+	r, err := f.renderAt(ctx, id, view, revision)
+	return r, int64(len(r.Data)), err
 }
 
 // indexKey is the index's revision of a session: its artifact's token and identity, or "" when the index

@@ -30,9 +30,9 @@ type file struct {
 	volatile bool
 	what     string // for the log: which file failed
 	get      func(ctx context.Context) (Rendered, error)
-	// peek, when set, gives the size and time without rendering, when they are known (Source.Attr): a
-	// stat need not decode the session
-	peek   func(ctx context.Context) (Rendered, int64, bool)
+	// attr, when set, gives the size and time without rendering when they are known (Source.Attr): a stat
+	// need not decode the session
+	attr   func(ctx context.Context) (Rendered, int64, error)
 	kernel *kernelView
 
 	mu   sync.Mutex
@@ -132,19 +132,17 @@ var (
 func (f *file) OnForget() { f.kernel.forget(f.ino) }
 
 func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	var r Rendered
-	var n int64
-	ok := false
-	if f.peek != nil {
-		r, n, ok = f.peek(ctx)
-	}
-	if !ok {
-		var err error
-		if r, err = f.get(ctx); err != nil {
-			f.src.Logf("%s: %v", f.what, err)
-			return syscall.EIO
+	stat := f.attr
+	if stat == nil {
+		stat = func(ctx context.Context) (Rendered, int64, error) {
+			r, err := f.get(ctx)
+			return r, int64(len(r.Data)), err
 		}
-		n = int64(len(r.Data))
+	}
+	r, n, err := stat(ctx)
+	if err != nil {
+		f.src.Logf("%s: %v", f.what, err)
+		return syscall.EIO
 	}
 	size, mtime := f.attrsFor(r, n, fh)
 	fillFile(&out.Attr, size, mtime, f.ino)

@@ -27,9 +27,9 @@ type Source interface {
 	Refusal(ctx context.Context, id string) (error, error)
 	// Render returns one view of the current snapshot, cached by revision, and its modification time.
 	Render(ctx context.Context, id string, view views.View) (Rendered, error)
-	// Attr returns a view's size and time (Rendered without Data) when it is known without rendering
-	// (a rendering cached at the current revision, the persistent index); ok is false otherwise.
-	Attr(ctx context.Context, id string, view views.View) (r Rendered, size int64, ok bool)
+	// Attr returns a view's size and time, without rendering it when they are known (a rendering cached at
+	// the current revision, the persistent index): then the Rendered has no Data.
+	Attr(ctx context.Context, id string, view views.View) (r Rendered, size int64, err error)
 	// StoreStatus renders the store's status.json.
 	StoreStatus() []byte
 	// Spill is the spill-root policy.

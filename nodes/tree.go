@@ -112,12 +112,13 @@ func volatile(c child) child {
 	return c
 }
 
-// peeked lets a session view's file answer a stat without rendering when its size is known (Source.Attr).
-func peeked(c child, src Source, id string, view views.View) child {
+// withAttr lets a session view's file answer a stat without rendering when its size is known
+// (Source.Attr).
+func withAttr(c child, src Source, id string, view views.View) child {
 	mk := c.make
 	c.make = func() fs.InodeEmbedder {
 		n := mk().(*file)
-		n.peek = func(ctx context.Context) (Rendered, int64, bool) { return src.Attr(ctx, id, view) }
+		n.attr = func(ctx context.Context) (Rendered, int64, error) { return src.Attr(ctx, id, view) }
 		return n
 	}
 	return c
@@ -258,7 +259,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 				if f.view == views.Status {
 					c = volatile(c)
 				} else {
-					c = peeked(c, t.src, id, f.view)
+					c = withAttr(c, t.src, id, f.view)
 				}
 				kids = append(kids, c)
 			}
