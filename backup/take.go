@@ -101,12 +101,9 @@ func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opt
 		wait = 10 * time.Second
 	}
 	var arts []artifact
-	if db, ok := st.Backend().(interface {
-		MirrorEntry() (string, eventstore.Entry)
-	}); ok {
+	if name, e, ok := st.Database(); ok {
 		// a store that is one database: one consistent copy of it (SQLite's online backup API), which
 		// needs no session's lock
-		name, e := db.MirrorEntry()
 		arts = append(arts, artifact{rel: name, open: func(ctx context.Context) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
 			f, art, _, err := st.OpenArtifact(ctx, e.Path)
 			if err != nil {

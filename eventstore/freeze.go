@@ -33,6 +33,17 @@ func (s *Store) OpenArtifact(ctx context.Context, path string) (*os.File, Artifa
 	return f, art, true, err
 }
 
+// Database is, for a backend whose whole store is one database file (SQLite), the name a mirror or a backup
+// gives its consistent copy and the entry to freeze and open it by; ok is false for a tree of artifacts.
+func (s *Store) Database() (name string, e Entry, ok bool) {
+	db, ok := s.b.(interface{ MirrorEntry() (string, Entry) })
+	if !ok {
+		return "", Entry{}, false
+	}
+	name, e = db.MirrorEntry()
+	return name, e, true
+}
+
 // Mirrored reports whether the backend keeps artifact files a mirror can show.
 func (s *Store) Mirrored() bool {
 	_, ok := s.b.(Freezer)

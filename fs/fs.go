@@ -314,11 +314,8 @@ func (f *FS) refresh(ctx context.Context) (changes, error) {
 		return changes{}, err
 	}
 	next := buildListing(l, f.opts.Store.Backend().Name(), f.opts.Root)
-	if db, ok := f.opts.Store.Backend().(interface {
-		MirrorEntry() (string, eventstore.Entry)
-	}); ok {
+	if name, e, ok := f.opts.Store.Database(); ok {
 		// a store that is one database: store/ holds one consistent copy of it
-		name, e := db.MirrorEntry()
 		next.Mirror = &nodes.Mirror{Dirs: map[string][]string{"": {name}}, Files: map[string]eventstore.Entry{name: e}}
 	} else if f.opts.Store.Mirrored() {
 		next.Files = true
