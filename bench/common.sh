@@ -47,3 +47,10 @@ many_sessions() {
     touch "$MANY/.complete"
   fi
 }
+
+# load_session N: sets ROOT to a zstd root holding one session "bench" of >= N events, generated with
+# gensession once and cached under $WORK
+load_session() {
+  ROOT="$WORK/load-$1"
+  if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$1"; fi
+}

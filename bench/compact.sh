@@ -15,8 +15,7 @@ WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
 mkdir -p "$WORK"
 . bench/common.sh
 bench_setup inspect.mjs
-ROOT="$WORK/load-$N"
-if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$N"; fi
+load_session "$N"
 echo "session: $(find "$ROOT" -name session.jsonl.zstd) ($N events)"
 
 compact_once() {

@@ -12,8 +12,7 @@ WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
 mkdir -p "$WORK"
 . bench/common.sh
 bench_setup inspect.mjs
-ROOT="$WORK/load-$N"
-if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$N"; fi
+load_session "$N"
 FILE=$(find "$ROOT" -name session.jsonl.zstd)
 echo "session: $FILE ($(stat -c %s "$FILE") bytes compressed)"
 

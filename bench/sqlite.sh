@@ -21,8 +21,7 @@ go build -o "$WORK/dshfs" ./cmd/dshfs
 go build -o "$WORK/gensession" ./bench/gensession
 
 
-ROOT="$WORK/load-$N"
-if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$N"; fi
+load_session "$N"
 DB="$WORK/load-$N.db"
 if [ ! -f "$DB" ]; then "$WORK/dshfs" convert "$ROOT" "$DB" >/dev/null; fi
 echo "== 1. cold load of a $N-event session: $(du -h "$DB" | cut -f1) database vs $(du -h "$(find "$ROOT" -name 'session.jsonl.zstd')" | cut -f1) zstd transcript"
