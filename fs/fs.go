@@ -135,14 +135,24 @@ func (f *FS) revisionOf(ctx context.Context, id string) eventstore.Revision {
 	if w := f.opts.Store.Live(id); w != nil {
 		return w.Revision()
 	}
-	path := ""
-	l := f.Listing()
-	if i, ok := l.ByID[id]; ok {
-		path = l.Entries[i].Path
+	art, ok := eventstore.Artifact{}, false
+	memo := nodes.RequestArtifacts(ctx) // one stat per FUSE request (nodes/request.go)
+	if memo != nil {
+		art, ok = memo.Get(id)
 	}
-	art, err := f.opts.Store.Stat(ctx, id, path)
-	if err != nil {
-		return eventstore.Revision{}
+	if !ok {
+		path := ""
+		l := f.Listing()
+		if i, ok := l.ByID[id]; ok {
+			path = l.Entries[i].Path
+		}
+		var err error
+		if art, err = f.opts.Store.Stat(ctx, id, path); err != nil {
+			return eventstore.Revision{}
+		}
+		if memo != nil {
+			memo.Put(id, art)
+		}
 	}
 	_, _, gen := f.opts.Store.Results(id)
 	return eventstore.Revision{Artifact: art.Token, Results: gen, Identity: art.Identity}
@@ -259,8 +269,8 @@ func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Render
 		return c, int64(len(c.Data)), nil
 	}
 	if key := indexKey(f.opts.Store, id, revision); key != "" {
-		if n, mtime, ok := f.index.size(id, key, view); ok {
-			return nodes.Rendered{ModTime: mtime, Revision: rev, Identity: revision.Identity}, n, nil
+		if n, mtime, sum, ok := f.index.size(id, key, view); ok {
+			return nodes.Rendered{ModTime: mtime, Revision: rev, Identity: revision.Identity, Sum: sum}, n, nil
 		}
 	}
 	r, err := f.renderAt(ctx, id, view, revision)

@@ -74,19 +74,20 @@ func (x *index) path(id string) string {
 	return filepath.Join(x.dir, hex.EncodeToString(sum[:16])+".idx")
 }
 
-// size returns a view's size and time at revision rev, if the index holds it.
-func (x *index) size(id, rev string, view views.View) (int64, time.Time, bool) {
+// size returns a view's size, time and checksum (SHA-256, hex) at revision rev, if the index holds it.
+func (x *index) size(id, rev string, view views.View) (int64, time.Time, string, bool) {
 	e := x.entry(id, rev)
 	if e == nil {
-		return 0, time.Time{}, false
+		return 0, time.Time{}, "", false
 	}
 	x.mu.Lock()
 	n, ok := e.sizes[view]
+	sum := e.sums[view]
 	x.mu.Unlock()
 	if ok {
 		x.hits.Add(1)
 	}
-	return n, e.mtime, ok
+	return n, e.mtime, sum, ok
 }
 
 // reads reports whether the index knows that session id reads (is not refused) at revision rev.

@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
@@ -21,8 +23,9 @@ func TestIndexFile(t *testing.T) {
 	x.record("s", "rev1", views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
 
 	fresh := func() *index { return newIndex(dir, "salt") }
-	if n, mt, ok := fresh().size("s", "rev1", views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) {
-		t.Fatalf("round trip: %d %v %v", n, mt, ok)
+	want := sha256.Sum256(events)
+	if n, mt, sum, ok := fresh().size("s", "rev1", views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) || sum != hex.EncodeToString(want[:]) {
+		t.Fatalf("round trip: %d %v %s %v", n, mt, sum, ok)
 	}
 	if data, _, ok := fresh().content("s", "rev1", views.Events); !ok || string(data) != string(events) {
 		t.Fatalf("the view's bytes do not come back")
@@ -34,13 +37,13 @@ func TestIndexFile(t *testing.T) {
 		t.Fatal("a changed view file was served")
 	}
 	os.WriteFile(vp, events, 0o600)
-	if _, _, ok := fresh().size("s", "rev1", views.Status); ok {
+	if _, _, _, ok := fresh().size("s", "rev1", views.Status); ok {
 		t.Fatal("status.json was indexed")
 	}
-	if _, _, ok := fresh().size("s", "rev2", views.Events); ok {
+	if _, _, _, ok := fresh().size("s", "rev2", views.Events); ok {
 		t.Fatal("served at another revision")
 	}
-	if _, _, ok := newIndex(dir, "other store").size("s", "rev1", views.Events); ok {
+	if _, _, _, ok := newIndex(dir, "other store").size("s", "rev1", views.Events); ok {
 		t.Fatal("served for another store")
 	}
 	good, err := os.ReadFile(x.path("s"))
@@ -55,7 +58,7 @@ func TestIndexFile(t *testing.T) {
 		if err := os.WriteFile(x.path("s"), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, ok := fresh().size("s", "rev1", views.Events); ok {
+		if _, _, _, ok := fresh().size("s", "rev1", views.Events); ok {
 			t.Errorf("a %s file was served", name)
 		}
 	}
@@ -64,7 +67,7 @@ func TestIndexFile(t *testing.T) {
 	y.record("t", "rev1", views.Events, []byte("x"), at)
 	other, _ := os.ReadFile(y.path("t"))
 	os.WriteFile(x.path("s"), other, 0o600)
-	if _, _, ok := fresh().size("s", "rev1", views.Events); ok {
+	if _, _, _, ok := fresh().size("s", "rev1", views.Events); ok {
 		t.Error("another session's entry was served")
 	}
 }

@@ -86,6 +86,7 @@ func (d *dir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) 
 }
 
 func (d *dir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = oneRequest(ctx)
 	kids, err := d.list(ctx)
 	if err != nil {
 		d.src.Logf("%s: %v", d.what, err)
@@ -100,6 +101,7 @@ func (d *dir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = oneRequest(ctx)
 	var (
 		k   child
 		ok  bool

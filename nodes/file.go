@@ -3,6 +3,8 @@ package nodes
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"sync"
 	"syscall"
 	"time"
@@ -85,6 +87,15 @@ func (s *kernelView) load(ino uint64) seen {
 	return seen{size: -1}
 }
 
+// keeps reports whether an open of ino at revision rev, n bytes, will keep the kernel's page cache.
+func (s *kernelView) keeps(ino uint64, rev string, n int64) bool {
+	if s == nil || rev == "" {
+		return false
+	}
+	v := s.load(ino)
+	return v.opened == rev && (v.size < 0 || v.size == n)
+}
+
 func (s *kernelView) forget(ino uint64) {
 	if s != nil {
 		s.m.Delete(ino)
@@ -99,22 +110,22 @@ func (s *kernelView) reported(ino uint64, n int64) {
 	}
 }
 
-// openFlags decides how to serve an open of ino that renders r: direct I/O when the kernel may hold a
-// different size, the kept page cache when the previous open served the same revision of the same bytes.
-func (s *kernelView) openFlags(ino uint64, r Rendered) uint32 {
+// openFlags decides how to serve an open of ino at revision rev, n bytes: direct I/O when the kernel may
+// hold a different size, the kept page cache when the previous open served the same revision of the same
+// bytes.
+func (s *kernelView) openFlags(ino uint64, rev string, n int64) uint32 {
 	if s == nil {
 		return 0
 	}
 	v := s.load(ino)
-	n := int64(len(r.Data))
 	var flags uint32
 	switch {
 	case v.size >= 0 && v.size != n:
 		flags = fuse.FOPEN_DIRECT_IO
-	case r.Revision != "" && v.opened == r.Revision:
+	case rev != "" && v.opened == rev:
 		flags = fuse.FOPEN_KEEP_CACHE
 	}
-	v.opened = r.Revision
+	v.opened = rev
 	s.m.Store(ino, v)
 	return flags
 }
@@ -162,27 +173,46 @@ func writes(flags uint32) bool {
 }
 
 func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = oneRequest(ctx)
 	if writes(flags) {
 		if f.src.Writer() != nil {
 			return nil, 0, syscall.EACCES // a view on a writable mount: only ctl and append take writes
 		}
 		return nil, 0, syscall.EROFS
 	}
-	r, err := f.get(ctx)
-	if err != nil {
-		f.src.Logf("%s: %v", f.what, err)
-		return nil, 0, syscall.EIO
+	var r Rendered
+	n := int64(-1)
+	if f.attr != nil && !f.volatile {
+		// What a stat knows may be enough: a rendering cached at this revision, or — from the persistent
+		// index — the size and checksum of the bytes the kernel's page cache already holds, when the
+		// previous open served this very revision. Then the bytes are read only if the kernel asks for a
+		// page it no longer has: a repeated grep over a large store reads no view from disk.
+		if a, size, err := f.attr(ctx); err == nil && !f.stale(a) && (a.Data != nil || a.Sum != "") {
+			r, n = a, size
+		}
+	}
+	if n < 0 || (r.Data == nil && !f.kernel.keeps(f.ino, r.Revision, n)) {
+		var err error
+		if r, err = f.get(ctx); err != nil {
+			f.src.Logf("%s: %v", f.what, err)
+			return nil, 0, syscall.EIO
+		}
+		n = int64(len(r.Data))
 	}
 	if !f.stale(r) {
 		f.mu.Lock()
-		f.last = attrs{size: int64(len(r.Data)), mtime: r.ModTime, ok: true}
+		f.last = attrs{size: n, mtime: r.ModTime, ok: true}
 		f.mu.Unlock()
 	}
-	open := f.kernel.openFlags(f.ino, r)
+	open := f.kernel.openFlags(f.ino, r.Revision, n)
 	if f.volatile {
 		open = fuse.FOPEN_DIRECT_IO
 	}
-	return &handle{data: r.Data, gen: r.Identity, get: f.get}, open, 0
+	h := &handle{data: r.Data, gen: r.Identity, get: f.get, what: f.what, log: f.src.Logf}
+	if r.Data == nil {
+		h.lazy = &snapshot{rev: r.Revision, size: n, sum: r.Sum}
+	}
+	return h, open, 0
 }
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -190,41 +220,93 @@ func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 	if !ok {
 		return nil, syscall.EBADF
 	}
-	return fuse.ReadResultData(h.read(ctx, dest, off)), 0
+	data, errno := h.read(ctx, dest, off)
+	if errno != 0 {
+		return nil, errno
+	}
+	return fuse.ReadResultData(data), 0
 }
 
 // handle is one open snapshot. A read past its end looks at the current rendering and, when the snapshot
 // is a prefix of it (the log grew), continues with the longer bytes — so `tail -f` follows appends on one
 // descriptor, while bytes already read never change under a reader.
+//
+// A handle opened on the kernel's kept page cache starts without its bytes (lazy): it knows the revision,
+// size and checksum it was opened at, and renders only when the kernel asks for a page after all. What it
+// then renders is served only if it is those bytes (the same revision, or a later one of which the opened
+// bytes are a checksummed prefix); otherwise the read fails rather than mix two revisions in one file.
 type handle struct {
 	mu   sync.Mutex
 	data []byte
-	gen  string // the artifact identity data was rendered from: a replaced artifact is never followed
+	lazy *snapshot // set until the bytes are loaded
+	gen  string    // the artifact identity data was rendered from: a replaced artifact is never followed
 	get  func(ctx context.Context) (Rendered, error)
+	what string
+	log  func(format string, args ...any)
+}
+
+// snapshot is what a lazy handle was opened at.
+type snapshot struct {
+	rev  string
+	size int64
+	sum  string // SHA-256 (hex) of the size bytes
 }
 
 func (h *handle) size() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.lazy != nil {
+		return h.lazy.size
+	}
 	return int64(len(h.data))
 }
 
-func (h *handle) read(ctx context.Context, dest []byte, off int64) []byte {
+// load renders a lazy handle's bytes; the caller holds h.mu.
+func (h *handle) load(ctx context.Context) syscall.Errno {
+	s := h.lazy
+	r, err := h.get(ctx)
+	if err != nil {
+		h.log("%s: %v", h.what, err)
+		return syscall.EIO
+	}
+	switch n := int64(len(r.Data)); {
+	case r.Revision == s.rev && n == s.size:
+	case r.Identity == h.gen && n >= s.size && sha256Hex(r.Data[:s.size]) == s.sum:
+		// the log grew since the open: the opened bytes are its prefix
+	default:
+		h.log("%s: changed since it was opened and no longer holds the bytes opened (revision %s); reopen it", h.what, s.rev)
+		return syscall.EIO
+	}
+	h.data, h.lazy = r.Data[:s.size:s.size], nil
+	return 0
+}
+
+func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.lazy != nil {
+		if errno := h.load(ctx); errno != 0 {
+			return nil, errno
+		}
+	}
 	if off+int64(len(dest)) > int64(len(h.data)) {
 		if r, err := h.get(ctx); err == nil && r.Identity == h.gen && len(r.Data) > len(h.data) && bytes.HasPrefix(r.Data, h.data) {
 			h.data = r.Data
 		}
 	}
 	if off >= int64(len(h.data)) {
-		return nil
+		return nil, 0
 	}
 	end := off + int64(len(dest))
 	if end > int64(len(h.data)) {
 		end = int64(len(h.data))
 	}
-	return h.data[off:end]
+	return h.data[off:end], 0
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // link is a symlink inside the tree (forks/, parent, by-project/).

@@ -27,8 +27,9 @@ type Source interface {
 	Refusal(ctx context.Context, id string) (error, error)
 	// Render returns one view of the current snapshot, cached by revision, and its modification time.
 	Render(ctx context.Context, id string, view views.View) (Rendered, error)
-	// Attr returns a view's size and time, without rendering it when they are known (a rendering cached at
-	// the current revision, the persistent index): then the Rendered has no Data.
+	// Attr returns a view's size and time, without rendering it when they are known: a rendering cached at
+	// the current revision comes back whole, one known from the persistent index without Data but with its
+	// Sum.
 	Attr(ctx context.Context, id string, view views.View) (r Rendered, size int64, err error)
 	// StoreStatus renders the store's status.json.
 	StoreStatus() []byte
@@ -62,6 +63,10 @@ type Rendered struct {
 	// Identity is the storage identity of the artifact the bytes were rendered from (Artifact.Identity);
 	// "" when they come from no artifact.
 	Identity string
+	// Sum is the SHA-256 (hex) of the bytes at Revision when they are known without Data (Source.Attr
+	// served from the persistent index); "" otherwise. An open that keeps the kernel's page cache need not
+	// read the bytes, and a later read checks whatever it renders against it.
+	Sum string
 }
 
 // Listing is a store listing prepared for the tree: sessions by their directory name.

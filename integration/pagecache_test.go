@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readChars is what process pid has read through read(2) and its kind so far (/proc/PID/io rchar).
+func readChars(t *testing.T, pid int) int64 {
+	t.Helper()
+	for _, line := range strings.Split(string(readFile(t, fmt.Sprintf("/proc/%d/io", pid))), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no rchar in /proc/PID/io")
+	return 0
+}
+
+// TestKeptPageCache: a repeated open of an unchanged view keeps the kernel's page cache and reads none of
+// the view's bytes (a repeated grep over a large store reads no view from disk); pages the kernel dropped
+// are served again byte-identical from the index, without a decode; and a descriptor opened on the kept
+// cache, whose session then grows, reads the bytes it opened followed by the growth, never an error.
+func TestKeptPageCache(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "none")
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, "300")
+	// budgets of 0: no rendering stays in memory, so a view's bytes come from the index files or a decode
+	cfg := writeConfig(t, "[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
+	m := startMount(t, "--read-only", "--config", cfg, store)
+	pid := m.cmd.Process.Pid
+	f := filepath.Join(m.dir, "sessions", "s", "events.jsonl")
+	want := cli(t, 0, "cat", "--view", "events", store, "s")
+
+	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) { // the first open renders
+		t.Fatalf("events.jsonl differs from dshfs cat (%d bytes, want %d)", len(got), len(want))
+	}
+	d0, _ := storeCounters(t, m.dir)
+	before := readChars(t, pid)
+	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) {
+		t.Fatalf("a repeated cat differs from dshfs cat")
+	}
+	if n := readChars(t, pid) - before; n >= int64(len(want))/2 {
+		t.Errorf("a repeated open of the unchanged view read %d bytes (the view has %d)", n, len(want))
+	}
+
+	// the kernel drops the file's pages: the next reads reach the mount, which serves them from the index
+	mustRun(t, "dd", "if="+f, "iflag=nocache", "count=0", "status=none")
+	before = readChars(t, pid)
+	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) {
+		t.Fatalf("cat after the page cache was dropped differs from dshfs cat")
+	}
+	if n := readChars(t, pid) - before; n < int64(len(want)) {
+		t.Errorf("after the page cache was dropped the mount read %d bytes, less than the view's %d: were the pages dropped?", n, len(want))
+	}
+	if d, _ := storeCounters(t, m.dir); d != d0 {
+		t.Errorf("serving dropped pages decoded the session (%d decodes, %d before)", d, d0)
+	}
+
+	// a descriptor opened on the kept cache; the pages dropped; the session grows; then the descriptor reads
+	fd, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	mustRun(t, "dd", "if="+f, "iflag=nocache", "count=0", "status=none")
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", "-append", store, "1")
+	grown := cli(t, 0, "cat", "--view", "events", store, "s")
+	if len(grown) <= len(want) || !bytes.HasPrefix(grown, want) {
+		t.Fatal("gensession -append did not extend the log")
+	}
+	got, err := io.ReadAll(fd)
+	if err != nil {
+		t.Fatalf("reading a descriptor opened before the session grew: %v; log:\n%s", err, m.log)
+	}
+	// the opened bytes, and — once the kernel learned the new size — the growth after them
+	if !bytes.Equal(got, want) && !bytes.Equal(got, grown) {
+		t.Errorf("the descriptor read %d bytes: neither the %d opened nor the %d grown", len(got), len(want), len(grown))
+	}
+	if strings.Contains(m.log.String(), "changed since it was opened") {
+		t.Errorf("log:\n%s", m.log)
+	}
+}
