@@ -6,13 +6,16 @@
 #      bytes copied to tmpfs (/dev/shm): throughput and ratios.
 #   2. a SESSIONS-session store (default 10000 sessions of at least PER=50 events — whole turns, so 93 —
 #      generated once in parallel and cached under $BENCH_DIR): ls -l MNT/sessions/ and grep -rl PATTERN
-#      MNT/sessions/*/events.jsonl (cold = first after a fresh mount, warm = median of RUNS) vs the same over
-#      a mirror tree of the decompressed artifacts on disk (zstd -d of every session.jsonl.zstd into
-#      MIRROR/<name>/events.jsonl, page cache warm); listing time (dshfs ls, ls/ls -l over the mount, mount
-#      start-up) vs the harness's own list() (inspect.mjs ROOT - list, Node 22 with the pinned packages).
-#   3. the dshfs process's peak RSS (VmHWM from /proc/PID/status, sampled every 0.5 s) while grep -r
-#      PATTERN MNT/sessions/ walks the whole mount (every view file; stopped after GREP_TIMEOUT seconds), and
-#      its CPU use while idle (the watcher's listing refresh) with SESSIONS sessions mounted.
+#      MNT/sessions/*/events.jsonl vs the same over a mirror tree of the decompressed artifacts on disk (zstd
+#      -d of every session.jsonl.zstd into MIRROR/<name>/events.jsonl). "first" = a fresh mount with an empty
+#      [cache] dir (the mounts here use $BENCH_DIR/xdg as XDG_CACHE_HOME) and, when this runs as root, the
+#      page caches dropped (the disk baseline's first run likewise); "repeated" = median of RUNS after it.
+#      Listing time (dshfs ls, ls/ls -l over the mount, mount start-up) vs the harness's own list()
+#      (inspect.mjs ROOT - list, Node 22 with the pinned packages).
+#   3. grep -r PATTERN MNT/sessions/ over the whole mount (every view file; stopped after GREP_TIMEOUT
+#      seconds), with the dshfs process's peak RSS (VmHWM from /proc/PID/status, sampled every 0.5 s), vs
+#      grep -r of an rsync -a copy of the mount on local disk (made once and cached); and the mount's CPU
+#      use while idle (the watcher) with SESSIONS sessions mounted.
 #   4. latency from an external append (gensession -append, one whole turn) until tail -f on the mounted
 #      events.jsonl prints the turn's last line: median of APPENDS appends, with tail's default 1 s poll and
 #      with -s 0.1, on a one-session store and on the SESSIONS-session store.
@@ -30,7 +33,7 @@ RUNS=${RUNS:-5}
 COLD_RUNS=${COLD_RUNS:-3}
 APPENDS=${APPENDS:-5}
 PATTERN=${PATTERN:-FAIL: TestC}
-GREP_TIMEOUT=${GREP_TIMEOUT:-300}
+GREP_TIMEOUT=${GREP_TIMEOUT:-1800}
 OP_TIMEOUT=${OP_TIMEOUT:-600}
 SKIP=${SKIP:-}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
@@ -74,6 +77,17 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 SUMMARY=()
 row() { SUMMARY+=("$(printf '%-52s| %-14s| %-14s| %s' "$1" "$2" "$3" "$4")"); }
 
+# the mounts' index cache ([cache] dir defaults to $XDG_CACHE_HOME/dshfs): emptied for every "first" run
+XDG="$WORK/xdg"
+# cold_caches: an empty index cache, and the kernel's page, dentry and inode caches dropped when this runs
+# as root (otherwise said once: the "first" figures then have a warm page cache)
+cold_caches() {
+  rm -rf "$XDG/dshfs"
+  sync
+  if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
+    if [ -z "${WARNED_DROP:-}" ]; then echo "  note: not root: page caches not dropped before first runs" >&2; WARNED_DROP=1; fi
+  fi
+}
 declare -A MOUNT_PID=()
 MPID=
 # mount_store ROOT MNT: starts `dshfs mount` in the background, waits until the kernel lists the mount (read
@@ -82,7 +96,7 @@ mount_store() {
   local root=$1 mnt=$2 log="$WORK/mount-$(basename "$2").log" s e
   mkdir -p "$mnt"
   s=$(now)
-  "$DSHFS" mount "$root" "$mnt" 2>"$log" &
+  XDG_CACHE_HOME="$XDG" "$DSHFS" mount "$root" "$mnt" 2>"$log" &
   MPID=$!
   MOUNT_PID[$mnt]=$MPID
   while ! awk -v m="$mnt" '$2 == m {f=1} END {exit !f}' /proc/mounts; do
@@ -130,6 +144,7 @@ if ! skip big; then
   F="$MNT/sessions/bench/events.jsonl"
   cold=()
   for i in $(seq "$COLD_RUNS"); do
+    cold_caches
     mount_store "$ROOT" "$MNT"
     cold+=("$(timeit cat "$F")")
     if [ "$i" -lt "$COLD_RUNS" ]; then unmount_store "$MNT"; fi
@@ -202,7 +217,8 @@ if ! skip many; then
   echo "  harness list() (node inspect.mjs ROOT - list, median of $RUNS): $hlist s (of which $hboot s is start-up over an empty root)"
   echo "  dshfs ls ROOT (median of $RUNS): $dls s"
 
-  # ls -l: a fresh mount, the first ls -l, then RUNS more
+  # ls -l: a fresh mount on cold caches, the first ls -l, then RUNS more
+  cold_caches
   mount_store "$MANY" "$MNT"
   startup=$(cat "$WORK/.startup")
   echo "  mount start-up (launch until mounted; includes the first listing): $startup s"
@@ -212,15 +228,17 @@ if ! skip many; then
   ls_warm=$(runs "$RUNS" ls "$MNT/sessions/" | median)
   echo "  dshfs RSS after ls -l: VmHWM $(( $(hwm "$MPID") / 1024 )) MiB"
   unmount_store "$MNT"
-  timeit ls -l "$MIRROR/" >/dev/null
+  cold_caches
+  lsl_disk_cold=$(timeit ls -l "$MIRROR/")
   lsl_disk=$(runs "$RUNS" ls -l "$MIRROR/" | median)
   ls_disk=$(runs "$RUNS" ls "$MIRROR/" | median)
   echo "  ls -l MNT/sessions/ ($lsl_n entries): cold $lsl_cold s, warm $lsl_warm s (median of $RUNS); ls (names only) warm $ls_warm s"
   echo "  ls -l MIRROR/ on disk: $lsl_disk s; ls: $ls_disk s"
 
-  # grep -rl over every events.jsonl: a fresh mount, the first grep, then RUNS more
+  # grep -rl over every events.jsonl: a fresh mount on cold caches, the first grep, then RUNS more
   GREP_MNT=(bash -c 'grep -rl -- "$1" "$2"/*/events.jsonl' grep "$PATTERN" "$MNT/sessions")
   GREP_DISK=(bash -c 'grep -rl -- "$1" "$2"/*/events.jsonl' grep "$PATTERN" "$MIRROR")
+  cold_caches
   mount_store "$MANY" "$MNT"
   grep_cold=$(timeit "${GREP_MNT[@]}")
   grep_warm=$(runs "$RUNS" "${GREP_MNT[@]}" | median)
@@ -229,20 +247,22 @@ if ! skip many; then
   hits_m=$("${GREP_MNT[@]}" | wc -l || true)
   hits_d=$("${GREP_DISK[@]}" | wc -l || true)
   grep_hwm=$(( $(hwm "$MPID") / 1024 ))
-  # the watcher's listing refresh with every session mounted: CPU while nothing reads the mount
+  # the watcher with every session mounted: CPU while nothing reads the mount
   t0=$(cputicks "$MPID"); sleep 10; t1=$(cputicks "$MPID")
   idle=$(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.1f%%", (b-a)/hz/10*100}')
   unmount_store "$MNT"
-  timeit "${GREP_DISK[@]}" >/dev/null
+  cold_caches
+  grep_disk_cold=$(timeit "${GREP_DISK[@]}")
   grep_disk=$(runs "$RUNS" "${GREP_DISK[@]}" | median)
-  echo "  grep -rl '$PATTERN' */events.jsonl: mount cold $grep_cold s, warm $grep_warm s; disk $grep_disk s; files matched: mount $hits_m, disk $hits_d"
+  echo "  grep -rl '$PATTERN' */events.jsonl: mount first $grep_cold s, repeated $grep_warm s; disk first $grep_disk_cold s, repeated $grep_disk s; files matched: mount $hits_m, disk $hits_d"
   echo "  bytes searched: mount $mbytes (events.jsonl: rows expanded, no header), disk $dbytes (decompressed artifacts)"
   echo "  dshfs VmHWM after the grep -rl runs: $grep_hwm MiB; idle CPU with $NSESS sessions mounted: $idle of one core (10 s)"
-  row "ls -l sessions/ ($NSESS), cold (s)" "$lsl_cold" "$lsl_disk" "$(ratio "$lsl_cold" "$lsl_disk") disk time"
-  row "ls -l sessions/ ($NSESS), warm (s)" "$lsl_warm" "$lsl_disk" "$(ratio "$lsl_warm" "$lsl_disk") disk time"
+  row "ls -l sessions/ ($NSESS), first (s)" "$lsl_cold" "$lsl_disk_cold" "$(ratio "$lsl_cold" "$lsl_disk_cold") disk time"
+  row "ls -l sessions/ ($NSESS), repeated (s)" "$lsl_warm" "$lsl_disk" "$(ratio "$lsl_warm" "$lsl_disk") disk time"
   row "ls sessions/ (names only), warm (s)" "$ls_warm" "$ls_disk" "$(ratio "$ls_warm" "$ls_disk") disk time"
-  row "grep -rl */events.jsonl ($NSESS), cold (s)" "$grep_cold" "$grep_disk" "$(ratio "$grep_cold" "$grep_disk") disk time"
-  row "grep -rl */events.jsonl ($NSESS), warm (s)" "$grep_warm" "$grep_disk" "$(ratio "$grep_warm" "$grep_disk") disk time"
+  row "grep -rl */events.jsonl ($NSESS), first (s)" "$grep_cold" "$grep_disk_cold" "$(ratio "$grep_cold" "$grep_disk_cold") disk time"
+  row "grep -rl */events.jsonl ($NSESS), repeated (s)" "$grep_warm" "$grep_disk" "$(ratio "$grep_warm" "$grep_disk") disk time"
+  row "dshfs VmHWM after those greps" "$grep_hwm MiB" "-" "-"
   row "listing: dshfs ls vs harness list() (s)" "$dls" "$hlist" "$(ratio "$hlist" "$dls") faster"
   row "listing: mount start-up vs list() (s)" "$startup" "$hlist" "$(ratio "$hlist" "$startup") faster"
   row "listing: ls -l MNT warm vs list() (s)" "$lsl_warm" "$hlist" "$(ratio "$hlist" "$lsl_warm") faster"
@@ -250,10 +270,12 @@ if ! skip many; then
   row "dshfs idle CPU, $NSESS sessions mounted" "$idle" "-" "-"
 fi
 
-# --- 3. RSS under grep -r over the whole mount -----------------------------------------------------------------
+# --- 3. grep -r over the whole mount, and its RSS ------------------------------------------------------------
 if ! skip rss; then
   echo
-  echo "== 3. dshfs RSS while grep -r '$PATTERN' MNT/sessions/ runs (stopped after ${GREP_TIMEOUT}s)"
+  echo "== 3. grep -r '$PATTERN' MNT/sessions/ (stopped after ${GREP_TIMEOUT}s) vs grep -r of an rsync -a copy of the mount"
+  COPY="$WORK/many-$SESSIONS-$PER.rsync"
+  cold_caches
   mount_store "$MANY" "$MNT"
   base=$(( $(hwm "$MPID") / 1024 ))
   s=$(now)
@@ -267,14 +289,28 @@ if ! skip rss; then
   done
   rc=0; wait "$GPID" || rc=$?
   e=$(now)
+  grep_r=$(secs "$s" "$e")
   files=$(cat "$WORK/grep-r.files")
   errs=$(wc -l <"$WORK/grep-r.err")
   peak=$(( $(hwm "$MPID") / 1024 ))
   state="finished"; [ "$rc" -eq 124 ] && state="stopped at the time limit"
-  echo "  grep -r $state after $(secs "$s" "$e") s: $files files read ($(awk -v f="$files" -v t="$(secs "$s" "$e")" 'BEGIN{printf "%.0f", f/t}') files/s), $errs error lines (see $WORK/grep-r.err)"
+  echo "  grep -r $state after $grep_r s: $files files read ($(awk -v f="$files" -v t="$grep_r" 'BEGIN{printf "%.0f", f/t}') files/s), $errs error lines (see $WORK/grep-r.err)"
   echo "  dshfs VmHWM: $base MiB after mount, $peak MiB after grep -r (sampled VmRSS peak $((peak_rss / 1024)) MiB)"
   row "dshfs VmHWM under grep -r ($files files)" "${peak} MiB" "-" "-"
+  if [ ! -f "$COPY/.complete" ]; then
+    echo "  copying the mount with rsync -a into $COPY (once; cached)"
+    rm -rf "$COPY"; mkdir -p "$COPY"
+    rsync -a "$MNT/sessions/" "$COPY/" || echo "  warning: rsync -a of the mount exited $?" >&2
+    touch "$COPY/.complete"
+  fi
   unmount_store "$MNT"
+  if [ "$rc" -ne 124 ]; then
+    cold_caches
+    grep_r_disk=$(timeit grep -rc -- "$PATTERN" "$COPY/")
+    cfiles=$(grep -rc -- "$PATTERN" "$COPY/" | grep -vc '/\.complete:' || true)
+    echo "  grep -r of the copy (first, caches dropped): $grep_r_disk s, $cfiles files"
+    row "grep -r sessions/ ($files files), first (s)" "$grep_r" "$grep_r_disk" "$(ratio "$grep_r" "$grep_r_disk") disk time"
+  fi
 fi
 
 # --- 4. tail -f latency after an external append ---------------------------------------------------------------
