@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 
 	"github.com/dshfs/dshfs/eventstore"
 	dfs "github.com/dshfs/dshfs/fs"
@@ -52,8 +51,9 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	// The caches are bounded by their budgets and the node tree by session (fs/trees.go); a soft memory
 	// limit of the budgets plus 112 MiB for the rest (the working set of the requests in flight, the node
 	// tree, the runtime) keeps the garbage collector from doubling that in idle heap under a long walk
-	// (grep -r): with the default budgets the process stays within 256 MiB (tested).
-	debug.SetMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)
+	// (grep -r): with the default budgets the process stays within 256 MiB (tested). It follows the live
+	// heap above that (a large session's decode), so it never makes the collector run back to back.
+	defer dfs.SoftMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)()
 	roots := spill.NewRoots(cfg.Spill.Roots)
 	if o.demo {
 		dir, err := os.MkdirTemp("", "dshfs-demo-")
