@@ -198,8 +198,9 @@ type StoreState struct {
 	LastQuiesce   *QuiesceEnd // how the last quiesce ended; nil when none has
 	SchemaVersion int         // the backend's physical schema version (SQLite: 17); 0 when it has none
 	// Decodes counts the sessions a mount decoded (loaded and validated); IndexHits the stats and
-	// verdicts it answered from its persistent index instead.
-	Decodes, IndexHits int64
+	// verdicts it answered from its persistent index instead; Readahead the views it rendered ahead of a
+	// walk.
+	Decodes, IndexHits, Readahead int64
 }
 
 // timeText is a time as status.json prints it: RFC 3339 in UTC, to the millisecond.
@@ -252,6 +253,7 @@ func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 		event.Member{Key: "lastQuiesce", Value: lastQuiesce},
 		event.Member{Key: "decodes", Value: event.Number(float64(st.Decodes))},
 		event.Member{Key: "indexHits", Value: event.Number(float64(st.IndexHits))},
+		event.Member{Key: "readahead", Value: event.Number(float64(st.Readahead))},
 	)
 }
 

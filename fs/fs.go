@@ -57,7 +57,9 @@ type FS struct {
 	// index exists to avoid (status.json "index").
 	index   *index
 	decodes atomic.Int64
-	root    *gofs.Inode // set by Mount
+	// ahead renders the next sessions of a walk in the background (readahead.go).
+	ahead *readahead
+	root  *gofs.Inode // set by Mount
 }
 
 var _ nodes.Source = (*FS)(nil)
@@ -72,7 +74,8 @@ func New(opts Options) (*FS, error) {
 		opts.Spill = spill.NewRoots(opts.Config.Spill.Roots)
 	}
 	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes),
-		notes: make(chan changes, 1024), trees: newTrees(maxTrees), index: newIndex(indexDir(opts), indexSalt(opts))}
+		notes: make(chan changes, 1024), trees: newTrees(maxTrees), index: newIndex(indexDir(opts), indexSalt(opts)),
+		ahead: newReadahead()}
 	if _, err := f.refresh(context.Background()); err != nil {
 		return nil, err
 	}
@@ -109,7 +112,7 @@ func (f *FS) StoreStatus() []byte {
 	if sv, ok := f.opts.Store.Backend().(interface{ SchemaVersion() int }); ok {
 		st.SchemaVersion = sv.SchemaVersion()
 	}
-	st.Decodes, st.IndexHits = f.decodes.Load(), f.index.hits.Load()
+	st.Decodes, st.IndexHits, st.Readahead = f.decodes.Load(), f.index.hits.Load(), f.ahead.done.Load()
 	if until, ok := f.opts.Store.Quiesced(); ok {
 		st.QuiescedUntil = &until
 	}
@@ -228,6 +231,7 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 // outside the store).
 func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rendered, error) {
 	f.shown(id)
+	f.sawView(id, view)
 	return f.renderAt(ctx, id, view, f.revisionOf(ctx, id))
 }
 
@@ -262,6 +266,7 @@ func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision 
 // index, else by rendering it (one revision read for all three).
 func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Rendered, int64, error) {
 	f.shown(id)
+	f.sawView(id, view)
 	revision := f.revisionOf(ctx, id)
 	rev := revision.String()
 	if c, ok := f.cache.view(id, rev, view); ok {

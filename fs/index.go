@@ -90,6 +90,18 @@ func (x *index) size(id, rev string, view views.View) (int64, time.Time, string,
 	return n, e.mtime, sum, ok
 }
 
+// knows reports whether the index holds a view at revision rev, without counting a hit (readahead asks).
+func (x *index) knows(id, rev string, view views.View) bool {
+	e := x.entry(id, rev)
+	if e == nil {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, ok := e.sizes[view]
+	return ok
+}
+
 // reads reports whether the index knows that session id reads (is not refused) at revision rev.
 func (x *index) reads(id, rev string) bool {
 	if x.entry(id, rev) != nil {
@@ -207,13 +219,20 @@ func (e *indexEntry) encode(id string) []byte {
 // and a reader that finds a torn one rejects it by its checksum anyway. false when it could not be written
 // (the index is a cache: that costs a decode later, nothing else).
 func (x *index) writeFile(path string, data []byte) bool {
-	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		os.Remove(tmp)
+	// a temporary name of its own: the readahead worker and a request may record one session at once
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
 		return false
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 		return false
 	}
 	return true

@@ -113,6 +113,7 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	closeFuseOnExec()
 	f.root = root.EmbeddedInode()
 	go f.notifier(ctx)
+	go f.readaheadLoop(ctx)
 	return server, nil
 }
 
