@@ -60,6 +60,10 @@ type FS struct {
 	// ahead renders the next sessions of a walk in the background (readahead.go).
 	ahead *readahead
 	root  *gofs.Inode // set by Mount
+	// evicted counts the sessions whose nodes the kernel was asked to drop (trees.go)
+	evicted atomic.Int64
+	// mountpoint is where Mount mounted the tree (for the working directories below it, trees.go)
+	mountpoint string
 }
 
 var _ nodes.Source = (*FS)(nil)
@@ -112,7 +116,7 @@ func (f *FS) StoreStatus() []byte {
 	if sv, ok := f.opts.Store.Backend().(interface{ SchemaVersion() int }); ok {
 		st.SchemaVersion = sv.SchemaVersion()
 	}
-	st.Decodes, st.IndexHits, st.Readahead = f.decodes.Load(), f.index.hits.Load(), f.ahead.done.Load()
+	st.Decodes, st.IndexHits, st.Readahead, st.Evicted = f.decodes.Load(), f.index.hits.Load(), f.ahead.done.Load(), f.evicted.Load()
 	if until, ok := f.opts.Store.Quiesced(); ok {
 		st.QuiescedUntil = &until
 	}

@@ -106,6 +106,7 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 			MaxWrite: 1 << 20,
 		},
 	}
+	f.mountpoint = canonicalMountpoint(mountpoint)
 	server, err := gofs.Mount(mountpoint, root, opts)
 	if err != nil {
 		return nil, err
@@ -115,6 +116,21 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	go f.notifier(ctx)
 	go f.readaheadLoop(ctx)
 	return server, nil
+}
+
+// canonicalMountpoint is mountpoint as /proc/PID/cwd shows paths below it: absolute, its parent's
+// symbolic links resolved (resolved before the mount, and never the mountpoint itself: the serving
+// process must not look at its own mount).
+func canonicalMountpoint(mountpoint string) string {
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return ""
+	}
+	parent, base := filepath.Split(abs)
+	if p, err := filepath.EvalSymlinks(parent); err == nil {
+		parent = p
+	}
+	return filepath.Join(parent, base)
 }
 
 // closeFuseOnExec marks this process's /dev/fuse descriptors close-on-exec. go-fuse's direct mount (as
@@ -222,34 +238,31 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 		}
 		invalidateTree(dir, slices.Contains(c.replaced, id))
 	}
+	var cwds *workingDirs
 	for _, id := range c.evicted {
-		if i, ok := l.ByID[id]; ok {
-			if dir := sessions.GetChild(l.Names[i]); dir != nil && countFiles(dir) > keptFiles {
-				dropFiles(dir)
-			}
+		i, ok := l.ByID[id]
+		if !ok {
+			continue
 		}
-	}
-}
-
-// keptFiles is how many file nodes a session out of the bound may keep without a notification: the few
-// view files a grep -l or an ls -l touches cost less to keep than one notification each (a grep of every
-// events.jsonl would otherwise pay a kernel round trip per file); per-event files are what add up.
-const keptFiles = 16
-
-// countFiles counts the file nodes below n.
-func countFiles(n *gofs.Inode) int {
-	c := 0
-	for _, kid := range n.Children() {
-		if kid.IsDir() {
-			c += countFiles(kid)
+		name := l.Names[i]
+		dir := sessions.GetChild(name)
+		if dir == nil {
+			continue
+		}
+		nodes.DropListings(dir)
+		if cwds == nil {
+			cwds = f.workingDirs()
+		}
+		if cwds.inside(name) {
+			dropFiles(dir) // a process works in it: its directories stay (trees.go)
 		} else {
-			c++
+			sessions.NotifyEntry(name)
 		}
+		f.evicted.Add(1)
 	}
-	return c
 }
 
-// dropFiles asks the kernel to drop the entries of every file below n (trees.go): directories keep theirs.
+// dropFiles asks the kernel to drop the entries of every file below n: directories keep theirs.
 func dropFiles(n *gofs.Inode) {
 	for name, kid := range n.Children() {
 		if kid.IsDir() {

@@ -2,21 +2,26 @@ package fs
 
 import (
 	"container/list"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 )
 
 // The node tree is bounded by sessions, not by the kernel. go-fuse keeps a node for every inode the kernel
 // holds, and the kernel holds every dentry a walk looked up (find, grep -r, rsync) until memory pressure —
-// a 2,000-session walk left 224k file nodes, about 190 MiB. So the mount remembers which sessions' files
-// the kernel was last shown, and when more than maxTrees sessions have been shown since, it asks the
-// kernel to drop the file entries of the least recent one (notify_inval_entry). Their inodes are then
-// forgotten and go-fuse releases the nodes; the next lookup makes them again, served from the caches.
+// a 2,000-session walk left 224k file nodes, about 190 MiB; and a directory node, once it had children,
+// keeps their table's room after they go (a Go map does not shrink), so the directories of 10k sessions
+// walked by grep -r held over 70 MiB. So the mount remembers which sessions' files the kernel was last
+// shown, and when more than maxTrees sessions have been shown since, it asks the kernel to drop the least
+// recent session's entry (notify_inval_entry on its directory, which drops everything below it). The
+// kernel then forgets those inodes and go-fuse releases the nodes; the next lookup makes them again,
+// served from the caches and the index. Open descriptors keep working: they hold their inodes, not names.
 //
-// A session holding no more than a few file nodes (keptFiles: the views a grep or an ls -l looked at) is
-// left alone: keeping them costs less than a notification per file. Only files are dropped, never
-// directories: a shell whose working directory is inside a session keeps
-// it (dropping a directory's entry would unhash a working directory), and an open file keeps working
-// (its descriptor holds the inode, not the name).
+// One exception: a session directory with a process working in it (its current directory, read from
+// /proc/PID/cwd) keeps its directories, and only its files are dropped: unhashing a working directory's
+// dentry would make getcwd(3) fail there ("No such file or directory") until the shell cd's again.
 
 // maxTrees is how many sessions keep their file nodes: enough for any interactive use and for a walk's
 // working set, small enough that the nodes of maxTrees ordinary sessions stay a few MiB.
@@ -51,4 +56,54 @@ func (t *trees) touch(id string) (evicted []string) {
 		evicted = append(evicted, old)
 	}
 	return evicted
+}
+
+// workingDirs are the current directories of this machine's processes below the mount's sessions/.
+type workingDirs struct {
+	sessions string   // MOUNTPOINT/sessions/
+	dirs     []string // below it
+}
+
+// cwdScan caches the last scan of /proc: a walk evicts a session per session it reaches, and a scan of
+// every process's cwd (a readlink each) once a second is enough — a process that enters a session makes it
+// the most recent one, far from eviction.
+var cwdScan struct {
+	sync.Mutex
+	at   time.Time
+	root string
+	dirs []string
+}
+
+// workingDirs returns the working directories below the mount's sessions (scanned at most once a second).
+func (f *FS) workingDirs() *workingDirs {
+	w := &workingDirs{sessions: filepath.Join(f.mountpoint, "sessions") + "/"}
+	if f.mountpoint == "" {
+		return w
+	}
+	cwdScan.Lock()
+	defer cwdScan.Unlock()
+	if cwdScan.root != w.sessions || time.Since(cwdScan.at) > time.Second {
+		cwdScan.root, cwdScan.at, cwdScan.dirs = w.sessions, time.Now(), nil
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			if p.Name()[0] < '0' || p.Name()[0] > '9' {
+				continue
+			}
+			if cwd, err := os.Readlink("/proc/" + p.Name() + "/cwd"); err == nil && strings.HasPrefix(cwd, w.sessions) {
+				cwdScan.dirs = append(cwdScan.dirs, cwd)
+			}
+		}
+	}
+	w.dirs = cwdScan.dirs
+	return w
+}
+
+// inside reports whether a process works in session directory name or below it.
+func (w *workingDirs) inside(name string) bool {
+	for _, d := range w.dirs {
+		if rest := strings.TrimPrefix(d, w.sessions); rest == name || strings.HasPrefix(rest, name+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -69,6 +69,27 @@ func (d *dir) indexed(ctx context.Context) (map[string]child, error) {
 	return idx, nil
 }
 
+// DropListings makes the directories at and below n forget the listings they remember for lookups. The
+// mount calls it for a session that fell out of its working set (fs/trees.go): the directory nodes stay
+// (a shell may be working in one), but the entries they listed — a child per event in events/ — go, and
+// the next lookup lists again.
+func DropListings(n *fs.Inode) {
+	if d, ok := n.Operations().(interface{ dropListing() }); ok {
+		d.dropListing()
+	}
+	for _, kid := range n.Children() {
+		if kid.IsDir() {
+			DropListings(kid)
+		}
+	}
+}
+
+func (d *dir) dropListing() {
+	d.mu.Lock()
+	d.indexKey, d.index = nil, nil
+	d.mu.Unlock()
+}
+
 var (
 	_ fs.NodeGetattrer = (*dir)(nil)
 	_ fs.NodeLookuper  = (*dir)(nil)

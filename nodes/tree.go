@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"weak"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
@@ -134,8 +135,9 @@ func (t *tree) linkChild(name string, inode uint64, target string, mtime func() 
 	}}
 }
 
-// listingKey keys a directory listed from the store listing alone: each refresh publishes a new one.
-func (t *tree) listingKey(context.Context) (any, error) { return t.src.Listing(), nil }
+// listingKey keys a directory listed from the store listing alone: each refresh publishes a new one. (A
+// weak pointer, so that no directory keeps an old listing alive.)
+func (t *tree) listingKey(context.Context) (any, error) { return weak.Make(t.src.Listing()), nil }
 
 // sessionsDir lists every session by its encoded name.
 func (t *tree) sessionsDir() *dir {
@@ -362,8 +364,16 @@ func (t *tree) itemDir(id, sname, name string, list func(it item, s *views.Sessi
 			it.gen = s.Identity // the snapshot's own artifact: no second stat
 			return list(it, s)
 		},
-		// one snapshot, one listing: the loaded session is the same value until the session changes
-		key: func(ctx context.Context) (any, error) { return t.loaded(ctx, id) }}
+		// one snapshot, one listing: the loaded session is the same value until the session changes. The
+		// key is a weak pointer: a directory node outlives the session's stay in the caches (directories
+		// are never dropped, trees.go), and must not keep a decoded session alive after a walk passed it.
+		key: func(ctx context.Context) (any, error) {
+			s, err := t.loaded(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return weak.Make(s), nil
+		}}
 	if find != nil {
 		d.find = func(ctx context.Context, n string) (child, bool, error) {
 			s, err := t.loaded(ctx, id)
