@@ -19,9 +19,13 @@ import (
 // kernel then forgets those inodes and go-fuse releases the nodes; the next lookup makes them again,
 // served from the caches and the index. Open descriptors keep working: they hold their inodes, not names.
 //
-// One exception: a session directory with a process working in it (its current directory, read from
-// /proc/PID/cwd) keeps its directories, and only its files are dropped: unhashing a working directory's
-// dentry would make getcwd(3) fail there ("No such file or directory") until the shell cd's again.
+// A session whose nodes are only the view or two a grep -l or a stat looked at (keptNodes) is left alone:
+// they take little room, and a dropped inode loses its page cache, so a repeated grep over every session
+// would read every file through the mount again.
+//
+// A session directory with a process working in it (its current directory, read from /proc/PID/cwd) keeps
+// its directories, and only its files are dropped: unhashing a working directory's dentry would make
+// getcwd(3) fail there ("No such file or directory") until the shell cd's again.
 
 // maxTrees is how many sessions keep their file nodes: enough for any interactive use and for a walk's
 // working set, small enough that the nodes of maxTrees ordinary sessions stay a few MiB.
