@@ -70,9 +70,9 @@ func (d *dir) indexed(ctx context.Context) (map[string]child, error) {
 }
 
 // DropListings makes the directories at and below n forget the listings they remember for lookups. The
-// mount calls it for a session that fell out of its working set (fs/trees.go): the directory nodes stay
-// (a shell may be working in one), but the entries they listed — a child per event in events/ — go, and
-// the next lookup lists again.
+// mount calls it for a session that fell out of its working set (fs/trees.go): its directory nodes may
+// live on for a while (until the kernel forgets them; a working directory's for as long as it is one),
+// but the entries they listed — a child per event in events/ — go, and the next lookup lists again.
 func DropListings(n *fs.Inode) {
 	if d, ok := n.Operations().(interface{ dropListing() }); ok {
 		d.dropListing()
