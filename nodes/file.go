@@ -89,11 +89,7 @@ func (s *kernelView) load(ino uint64) seen {
 
 // keeps reports whether an open of ino at revision rev, n bytes, will keep the kernel's page cache.
 func (s *kernelView) keeps(ino uint64, rev string, n int64) bool {
-	if s == nil || rev == "" {
-		return false
-	}
-	v := s.load(ino)
-	return v.opened == rev && (v.size < 0 || v.size == n)
+	return s != nil && s.load(ino).flags(rev, n) == fuse.FOPEN_KEEP_CACHE
 }
 
 func (s *kernelView) forget(ino uint64) {
@@ -110,21 +106,25 @@ func (s *kernelView) reported(ino uint64, n int64) {
 	}
 }
 
-// openFlags decides how to serve an open of ino at revision rev, n bytes: direct I/O when the kernel may
-// hold a different size, the kept page cache when the previous open served the same revision of the same
-// bytes.
+// flags decides how to serve an open at revision rev, n bytes: direct I/O when the kernel may hold a
+// different size, the kept page cache when the previous open served the same revision of the same bytes.
+func (v seen) flags(rev string, n int64) uint32 {
+	switch {
+	case v.size >= 0 && v.size != n:
+		return fuse.FOPEN_DIRECT_IO
+	case rev != "" && v.opened == rev:
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
+}
+
+// openFlags records an open of ino at revision rev, n bytes, and returns its flags.
 func (s *kernelView) openFlags(ino uint64, rev string, n int64) uint32 {
 	if s == nil {
 		return 0
 	}
 	v := s.load(ino)
-	var flags uint32
-	switch {
-	case v.size >= 0 && v.size != n:
-		flags = fuse.FOPEN_DIRECT_IO
-	case rev != "" && v.opened == rev:
-		flags = fuse.FOPEN_KEEP_CACHE
-	}
+	flags := v.flags(rev, n)
 	v.opened = rev
 	s.m.Store(ino, v)
 	return flags
