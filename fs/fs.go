@@ -161,6 +161,11 @@ func (f *FS) revisionOf(ctx context.Context, id string) eventstore.Revision {
 			memo.Put(id, art)
 		}
 	}
+	return f.revisionAt(id, art)
+}
+
+// revisionAt is the revision of a session that is not live whose artifact was stat'ed as art.
+func (f *FS) revisionAt(id string, art eventstore.Artifact) eventstore.Revision {
 	_, _, gen := f.opts.Store.Results(id)
 	return eventstore.Revision{Artifact: art.Token, Results: gen, Identity: art.Identity}
 }

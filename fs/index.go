@@ -74,32 +74,26 @@ func (x *index) path(id string) string {
 	return filepath.Join(x.dir, hex.EncodeToString(sum[:16])+".idx")
 }
 
-// size returns a view's size, time and checksum (SHA-256, hex) at revision rev, if the index holds it.
+// size returns a view's size, time and checksum (SHA-256, hex) at revision rev, if the index holds it,
+// and counts the hit.
 func (x *index) size(id, rev string, view views.View) (int64, time.Time, string, bool) {
+	n, mtime, sum, ok := x.lookup(id, rev, view)
+	if ok {
+		x.hits.Add(1)
+	}
+	return n, mtime, sum, ok
+}
+
+// lookup is size without counting a hit (readahead asks whether there is work to do).
+func (x *index) lookup(id, rev string, view views.View) (int64, time.Time, string, bool) {
 	e := x.entry(id, rev)
 	if e == nil {
 		return 0, time.Time{}, "", false
 	}
 	x.mu.Lock()
-	n, ok := e.sizes[view]
-	sum := e.sums[view]
-	x.mu.Unlock()
-	if ok {
-		x.hits.Add(1)
-	}
-	return n, e.mtime, sum, ok
-}
-
-// knows reports whether the index holds a view at revision rev, without counting a hit (readahead asks).
-func (x *index) knows(id, rev string, view views.View) bool {
-	e := x.entry(id, rev)
-	if e == nil {
-		return false
-	}
-	x.mu.Lock()
 	defer x.mu.Unlock()
-	_, ok := e.sizes[view]
-	return ok
+	n, ok := e.sizes[view]
+	return n, e.mtime, e.sums[view], ok
 }
 
 // reads reports whether the index knows that session id reads (is not refused) at revision rev.

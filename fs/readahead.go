@@ -114,12 +114,11 @@ func (f *FS) prefetchView(ctx context.Context, j prefetch) {
 	if err != nil || art.Size > readaheadMax {
 		return
 	}
-	revision := f.revisionOf(ctx, j.id)
-	key := indexKey(f.opts.Store, j.id, revision)
+	revision := f.revisionAt(j.id, art)
 	if _, ok := f.cache.view(j.id, revision.String(), j.view); ok {
 		return
 	}
-	if f.index.knows(j.id, key, j.view) {
+	if _, _, _, ok := f.index.lookup(j.id, indexKey(f.opts.Store, j.id, revision), j.view); ok {
 		return
 	}
 	if _, err := f.renderAt(ctx, j.id, j.view, revision); err == nil {
