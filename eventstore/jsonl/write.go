@@ -139,15 +139,7 @@ func (b *Backend) syncDir(dir string) error {
 	if err := b.step(OpDirSync, dir); err != nil {
 		return err
 	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	return nil
+	return eventstore.SyncDir(dir)
 }
 
 // conflict is the refusal of a write whose artifact is no longer what the writer last saw.

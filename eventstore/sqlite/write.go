@@ -367,13 +367,5 @@ func writeSynced(path string, content []byte) error {
 		os.Remove(path)
 		return &eventstore.IOError{Err: err}
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	return nil
+	return eventstore.SyncDir(filepath.Dir(path))
 }
