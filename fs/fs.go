@@ -64,6 +64,7 @@ type FS struct {
 	evicted atomic.Int64
 	// mountpoint is where Mount mounted the tree (for the working directories below it, trees.go)
 	mountpoint string
+	cwds       cwdScan
 }
 
 var _ nodes.Source = (*FS)(nil)

@@ -68,13 +68,12 @@ type workingDirs struct {
 	dirs     []string // below it
 }
 
-// cwdScan caches the last scan of /proc: a walk evicts a session per session it reaches, and a scan of
-// every process's cwd (a readlink each) once a second is enough — a process that enters a session makes it
-// the most recent one, far from eviction.
-var cwdScan struct {
+// cwdScan is the last scan of /proc: a walk evicts a session per session it reaches, and a scan of every
+// process's cwd (a readlink each) once a second is enough — a process that enters a session makes it the
+// most recent one, far from eviction.
+type cwdScan struct {
 	sync.Mutex
 	at   time.Time
-	root string
 	dirs []string
 }
 
@@ -84,21 +83,22 @@ func (f *FS) workingDirs() *workingDirs {
 	if f.mountpoint == "" {
 		return w
 	}
-	cwdScan.Lock()
-	defer cwdScan.Unlock()
-	if cwdScan.root != w.sessions || time.Since(cwdScan.at) > time.Second {
-		cwdScan.root, cwdScan.at, cwdScan.dirs = w.sessions, time.Now(), nil
+	c := &f.cwds
+	c.Lock()
+	defer c.Unlock()
+	if time.Since(c.at) > time.Second {
+		c.at, c.dirs = time.Now(), nil
 		procs, _ := os.ReadDir("/proc")
 		for _, p := range procs {
 			if p.Name()[0] < '0' || p.Name()[0] > '9' {
 				continue
 			}
 			if cwd, err := os.Readlink("/proc/" + p.Name() + "/cwd"); err == nil && strings.HasPrefix(cwd, w.sessions) {
-				cwdScan.dirs = append(cwdScan.dirs, cwd)
+				c.dirs = append(c.dirs, cwd)
 			}
 		}
 	}
-	w.dirs = cwdScan.dirs
+	w.dirs = c.dirs
 	return w
 }
 
