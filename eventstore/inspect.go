@@ -2,7 +2,6 @@ package eventstore
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -22,25 +21,29 @@ type SurfaceChecker interface{ Next(e event.Event) error }
 // then the vocabulary check. Errors are not wrapped: plain errors with the harness's text, a *TypeError
 // where the harness would raise one, or *UnsupportedError. It returns the normalized events.
 func ReadStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
-	events, _, err := readStored(id, h, stored, path)
-	return events, err
+	return readStored(id, h, stored, path)
 }
 
-func readStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, *parsedLog, error) {
+func readStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
+	c, err := checkStored(id, h, stored, path, passTurns, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.events(), nil
+}
+
+// checkStored runs the passes before end over stored (sc checking the surface in passSeed), after the
+// header checks that precede them.
+func checkStored(id string, h event.Header, stored []event.Event, path string, end pass, sc SurfaceChecker) (*logCheck, error) {
 	if err := checkStoredID(id, h); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := checkVersion(h, path); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	events, parsed, err := normalizeStored(stored, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkVocabulary(h, events, path); err != nil {
-		return nil, nil, err
-	}
-	return events, parsed, nil
+	c := newLogCheck(id, h, stored, path, end)
+	c.sc = sc
+	return c, c.run()
 }
 
 // Inspect is the harness's prepareCore: the ReadStored steps, then the closers (PlanClosers, each
@@ -62,66 +65,15 @@ func Inspect(id string, h event.Header, stored []event.Event, path string, sc Su
 }
 
 func inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
-	events, parsed, err := readStored(id, h, stored, path)
+	c, err := checkStored(id, h, stored, path, passCount, sc)
 	if err != nil {
 		return nil, nil, err
 	}
-	recs := parsed.recs
-	closers, err := planClosers(events, recs)
+	closers, err := c.closers()
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, c := range closers {
-		rec, err := c.Record()
-		if err != nil {
-			return nil, nil, err
-		}
-		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
-			return nil, nil, err
-		}
-	}
-	if err := checkRestoredHeader(id, h); err != nil {
-		return nil, nil, err
-	}
-	all := make([]event.Event, 0, len(events)+len(closers))
-	all = append(append(all, events...), closers...)
-	for index, e := range all {
-		if index < len(recs) && parsed.plain[index] {
-			// Its envelope already passed checkEnvelope's rules; only the position remains to check.
-			if e.Seq != int64(index) {
-				return nil, nil, errors.New("seed event at index " + strconv.Itoa(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
-			}
-			if sc != nil {
-				if err := sc.Next(e); err != nil {
-					return nil, nil, errors.New("invalid seed event at index " + strconv.Itoa(index) + ": " + err.Error())
-				}
-			}
-			continue
-		}
-		var rec event.Value
-		if index < len(recs) {
-			rec = recs[index]
-		} else if rec, err = e.Record(); err != nil {
-			return nil, nil, err
-		}
-		if err := checkEnvelope(rec, index); err != nil {
-			return nil, nil, err
-		}
-		at := "seed event at index " + strconv.Itoa(index)
-		if err := checkSupportedRequestHeader(rec, at); err != nil {
-			return nil, nil, err
-		}
-		if seq, _ := rec.Get("seq"); seq.Num != float64(index) {
-			return nil, nil, errors.New(at + " has seq " + event.FormatNumber(seq.Num) + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
-		}
-		if sc != nil {
-			if err := sc.Next(e); err != nil {
-				return nil, nil, errors.New("invalid " + at + ": " + err.Error())
-			}
-		}
-	}
-	return events, closers, nil
+	return c.events(), closers, nil
 }
 
 // checkStoredID is assertStoredId: the backend's header must name the requested session.
@@ -144,22 +96,28 @@ func checkVersion(h event.Header, path string) error {
 // the event ignorable. It runs on normalized events, after the legacy refusals had their say.
 func checkVocabulary(h event.Header, events []event.Event, path string) error {
 	for _, e := range events {
-		if event.IsKnownType(e.Type) {
-			continue
-		}
-		if ign, ok := e.Member("ignorable"); ok && string(ign) == "true" {
-			continue
-		}
-		rec, err := e.Record()
-		if err != nil {
+		if err := checkKnownType(h, e, path); err != nil {
 			return err
 		}
-		typ, typOK := rec.Get("type")
-		seq, seqOK := rec.Get("seq")
-		return unsupported(`session "`+h.ID+`" contains event type "`+jsString(typ, typOK)+`" (seq `+jsString(seq, seqOK)+
-			`) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness`, path)
 	}
 	return nil
+}
+
+func checkKnownType(h event.Header, e event.Event, path string) error {
+	if event.IsKnownType(e.Type) {
+		return nil
+	}
+	if ign, ok := e.Member("ignorable"); ok && string(ign) == "true" {
+		return nil
+	}
+	rec, err := e.Record()
+	if err != nil {
+		return err
+	}
+	typ, typOK := rec.Get("type")
+	seq, seqOK := rec.Get("seq")
+	return unsupported(`session "`+h.ID+`" contains event type "`+jsString(typ, typOK)+`" (seq `+jsString(seq, seqOK)+
+		`) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness`, path)
 }
 
 // unsupported builds the coordinator's format refusal, pointing at the raw artifact when there is one.

@@ -18,27 +18,45 @@ import (
 // The fallback scan reads data.reason and so raises the harness's TypeError on a request/header without
 // object-like data.
 func checkSupportedEvents(events []event.Event, recs []event.Value, id string) error {
-	for _, t := range []string{"request/header-delta", "mode/set"} {
+	for _, check := range retiredChecks {
 		for i, e := range events {
-			if e.Type == t {
-				seq, ok := recs[i].Get("seq")
-				return errors.New(`session "` + id + `" contains unsupported legacy ` + t + ` event at seq ` + jsString(seq, ok))
+			if err := check(e, recs[i], id); err != nil {
+				return err
 			}
 		}
 	}
-	for i, e := range events {
-		if e.Type != "request/header" {
-			continue
-		}
-		data, dataOK := recs[i].Get("data")
-		reason, reasonOK, err := jsGet(data, dataOK, "reason")
-		if err != nil {
-			return err
-		}
-		if strEq(reason, reasonOK, "fallback") {
-			seq, ok := recs[i].Get("seq")
-			return errors.New(`session "` + id + `" contains unsupported legacy request/header reason "fallback" at seq ` + jsString(seq, ok))
-		}
+	return nil
+}
+
+// retiredChecks are assertSupportedEvents' scans, in order, each as a check of one event and its record.
+var retiredChecks = [...]func(e event.Event, rec event.Value, id string) error{
+	func(e event.Event, rec event.Value, id string) error {
+		return retiredType(e, rec, id, "request/header-delta")
+	},
+	func(e event.Event, rec event.Value, id string) error { return retiredType(e, rec, id, "mode/set") },
+	fallbackHeader,
+}
+
+func retiredType(e event.Event, rec event.Value, id, t string) error {
+	if e.Type != t {
+		return nil
+	}
+	seq, ok := rec.Get("seq")
+	return errors.New(`session "` + id + `" contains unsupported legacy ` + t + ` event at seq ` + jsString(seq, ok))
+}
+
+func fallbackHeader(e event.Event, rec event.Value, id string) error {
+	if e.Type != "request/header" {
+		return nil
+	}
+	data, dataOK := rec.Get("data")
+	reason, reasonOK, err := jsGet(data, dataOK, "reason")
+	if err != nil {
+		return err
+	}
+	if strEq(reason, reasonOK, "fallback") {
+		seq, ok := rec.Get("seq")
+		return errors.New(`session "` + id + `" contains unsupported legacy request/header reason "fallback" at seq ` + jsString(seq, ok))
 	}
 	return nil
 }
@@ -359,88 +377,6 @@ func eventMessageID(rec event.Value) (string, bool) {
 		return "", false
 	}
 	return id.Str, true
-}
-
-// normalizeStored is snapshotStoredEvents/adoptStoredEvents: refuse retired vocabulary, then upgrade
-// each event in log order and check its message shape before moving on, so the first offending event
-// decides the error. Unchanged events keep their original bytes.
-//
-// It also returns each normalized event's parsed record (see loadRecord) so later checks need not parse
-// again.
-func normalizeStored(stored []event.Event, id string) ([]event.Event, *parsedLog, error) {
-	recs := make([]event.Value, len(stored))
-	plain := make([]bool, len(stored))
-	// Parsing is independent per event and is most of a large load, so it is spread over the cores; the
-	// first failing index wins, as in a sequential pass.
-	err := parallelRanges(len(stored), func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			e := stored[i]
-			if plainEnvelope(e) {
-				plain[i] = true
-				continue // recs[i] stays the zero Value: nothing below reads more than e.Type and e.Seq
-			}
-			rec, err := loadRecord(e)
-			if err != nil {
-				return err
-			}
-			recs[i] = rec
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkSupportedEvents(stored, recs, id); err != nil {
-		return nil, nil, err
-	}
-	messageIDs := make(map[float64]string)
-	out := make([]event.Event, len(stored))
-	for i, rec := range recs {
-		if plain[i] {
-			out[i] = stored[i]
-			continue
-		}
-		rec, changed, err := migrateEvent(rec, id, messageIDs)
-		if err != nil {
-			return nil, nil, err
-		}
-		if changed {
-			// The record may have been parsed shallowly; an upgrade re-encodes it, so redo it on the whole
-			// record. The migrations decide from members near the top, so the outcome is the same.
-			full, err := stored[i].Record()
-			if err != nil {
-				return nil, nil, err
-			}
-			if rec, _, err = migrateEvent(full, id, messageIDs); err != nil {
-				return nil, nil, err
-			}
-		}
-		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
-			return nil, nil, err
-		}
-		if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
-			messageIDs[seq.Num] = mid
-		}
-		recs[i] = rec
-		if !changed {
-			out[i] = stored[i]
-			continue
-		}
-		e, err := event.NewEvent(event.Stringify(rec))
-		if err != nil {
-			return nil, nil, err
-		}
-		out[i] = e
-	}
-	return out, &parsedLog{recs: recs, plain: plain}, nil
-}
-
-// parsedLog is what normalization parsed, kept for the later checks of the same load: records of the
-// events that needed one, and which events took the unparsed plainEnvelope path.
-type parsedLog struct {
-	recs  []event.Value
-	plain []bool
 }
 
 // migrateEvent applies the coordinator's upgrades in its order: turn/start, turn/end, steering, message.

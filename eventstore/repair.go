@@ -122,100 +122,118 @@ type turnScan struct {
 //
 // recs, when not nil, holds already parsed records (at least recordDepth deep) for the events it covers.
 func scanTurns(events []event.Event, recs []event.Value) (*turnScan, error) {
-	s := &turnScan{openTurn: jsSlot{null: true, defined: true}, openStep: jsSlot{null: true, defined: true}}
-	s.pending.clear()
+	s := newTurnScan()
 	for i, e := range events {
-		switch e.Type {
-		case "turn/start", "turn/end", "step/start", "step/end", "assistant/message", "tool/call", "tool/result":
-		default:
-			continue
-		}
-		var rec event.Value
+		var rec *event.Value
 		if i < len(recs) {
-			rec = recs[i]
-		} else {
-			var err error
-			if rec, err = e.Shallow(recordDepth, unreadMembers...); err != nil {
-				return nil, err
-			}
+			rec = &recs[i]
 		}
-		data, dataOK := rec.Get("data")
-		switch e.Type {
-		case "turn/start":
-			turn, ok, err := jsGet(data, dataOK, "turn")
-			if err != nil {
-				return nil, err
-			}
-			s.openTurn = slotOf(turn, ok)
-			s.openStep = jsSlot{null: true, defined: true}
-			s.pending.clear()
-		case "turn/end":
-			s.openTurn = jsSlot{null: true, defined: true}
-			s.openStep = jsSlot{null: true, defined: true}
-			s.pending.clear()
-		case "step/start":
-			step, ok, err := jsGet(data, dataOK, "step")
-			if err != nil {
-				return nil, err
-			}
-			s.openStep = slotOf(step, ok)
-		case "step/end":
-			s.pending.clear()
-			s.openStep = jsSlot{null: true, defined: true}
-		case "assistant/message":
-			msg, msgOK, err := jsGet(data, dataOK, "message")
-			if err != nil {
-				return nil, err
-			}
-			content, contentOK, err := jsGet(msg, msgOK, "content")
-			if err != nil {
-				return nil, err
-			}
-			if contentOK && content.Kind == event.KindString {
-				continue // iterating a string yields characters, none of them a tool-call block
-			}
-			if !contentOK || content.Kind != event.KindArray {
-				// The harness iterates content with for…of; the shape check has already guaranteed an
-				// array on every path that reaches the planner.
-				return nil, &TypeError{Message: "event.data.message.content is not iterable"}
-			}
-			for _, block := range content.Arr {
-				bt, btOK, err := jsGet(block, true, "type")
-				if err != nil {
-					return nil, err
-				}
-				if !strEq(bt, btOK, "tool-call") {
-					continue
-				}
-				id, idOK := block.Get("id")
-				step, stepOK := data.Get("step")
-				s.pending.set(s.pending.key(id, idOK), &pendingCall{id: id, idOK: idOK, step: slotOf(step, stepOK)})
-			}
-		case "tool/call":
-			callID, ok, err := jsGet(data, dataOK, "callId")
-			if err != nil {
-				return nil, err
-			}
-			if c := s.pending.calls[s.pending.key(callID, ok)]; c != nil {
-				c.callSeq, c.started = rec.Get("seq")
-			}
-		case "tool/result":
-			msg, msgOK, err := jsGet(data, dataOK, "message")
-			if err != nil {
-				return nil, err
-			}
-			source, sourceOK, err := jsGet(msg, msgOK, "source")
-			if err != nil {
-				return nil, err
-			}
-			callID, ok, err := jsGet(source, sourceOK, "callId")
-			if err != nil {
-				return nil, err
-			}
-			s.pending.delete(s.pending.key(callID, ok))
+		if err := s.step(e, rec); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
+}
+
+func newTurnScan() *turnScan {
+	s := &turnScan{openTurn: jsSlot{null: true, defined: true}, openStep: jsSlot{null: true, defined: true}}
+	s.pending.clear()
+	return s
+}
+
+// step moves the scan over the next event; rec is its parsed record (at least recordDepth deep), or nil
+// to parse it here when the planner reads it.
+func (s *turnScan) step(e event.Event, parsed *event.Value) error {
+	switch e.Type {
+	case "turn/start", "turn/end", "step/start", "step/end", "assistant/message", "tool/call", "tool/result":
+	default:
+		return nil
+	}
+	var rec event.Value
+	if parsed != nil {
+		rec = *parsed
+	} else {
+		var err error
+		if rec, err = e.Shallow(recordDepth, unreadMembers...); err != nil {
+			return err
+		}
+	}
+	data, dataOK := rec.Get("data")
+	switch e.Type {
+	case "turn/start":
+		turn, ok, err := jsGet(data, dataOK, "turn")
+		if err != nil {
+			return err
+		}
+		s.openTurn = slotOf(turn, ok)
+		s.openStep = jsSlot{null: true, defined: true}
+		s.pending.clear()
+	case "turn/end":
+		s.openTurn = jsSlot{null: true, defined: true}
+		s.openStep = jsSlot{null: true, defined: true}
+		s.pending.clear()
+	case "step/start":
+		step, ok, err := jsGet(data, dataOK, "step")
+		if err != nil {
+			return err
+		}
+		s.openStep = slotOf(step, ok)
+	case "step/end":
+		s.pending.clear()
+		s.openStep = jsSlot{null: true, defined: true}
+	case "assistant/message":
+		msg, msgOK, err := jsGet(data, dataOK, "message")
+		if err != nil {
+			return err
+		}
+		content, contentOK, err := jsGet(msg, msgOK, "content")
+		if err != nil {
+			return err
+		}
+		if contentOK && content.Kind == event.KindString {
+			return nil // iterating a string yields characters, none of them a tool-call block
+		}
+		if !contentOK || content.Kind != event.KindArray {
+			// The harness iterates content with for…of; the shape check has already guaranteed an
+			// array on every path that reaches the planner.
+			return &TypeError{Message: "event.data.message.content is not iterable"}
+		}
+		for _, block := range content.Arr {
+			bt, btOK, err := jsGet(block, true, "type")
+			if err != nil {
+				return err
+			}
+			if !strEq(bt, btOK, "tool-call") {
+				continue
+			}
+			id, idOK := block.Get("id")
+			step, stepOK := data.Get("step")
+			s.pending.set(s.pending.key(id, idOK), &pendingCall{id: id, idOK: idOK, step: slotOf(step, stepOK)})
+		}
+	case "tool/call":
+		callID, ok, err := jsGet(data, dataOK, "callId")
+		if err != nil {
+			return err
+		}
+		if c := s.pending.calls[s.pending.key(callID, ok)]; c != nil {
+			c.callSeq, c.started = rec.Get("seq")
+		}
+	case "tool/result":
+		msg, msgOK, err := jsGet(data, dataOK, "message")
+		if err != nil {
+			return err
+		}
+		source, sourceOK, err := jsGet(msg, msgOK, "source")
+		if err != nil {
+			return err
+		}
+		callID, ok, err := jsGet(source, sourceOK, "callId")
+		if err != nil {
+			return err
+		}
+		s.pending.delete(s.pending.key(callID, ok))
+	}
+	return nil
 }
 
 // open reports whether the scan ended inside a turn (the harness's `openTurn !== null`).
@@ -233,6 +251,11 @@ func planClosers(events []event.Event, recs []event.Value) ([]event.Event, error
 	if err != nil {
 		return nil, err
 	}
+	return s.closers(events)
+}
+
+// closers are the events that balance the scanned log (events, the log the scan walked).
+func (s *turnScan) closers(events []event.Event) ([]event.Event, error) {
 	if !s.open() || len(events) == 0 {
 		return nil, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,16 +288,14 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 	if s.Refusal != nil {
 		return nil, s.Refusal
 	}
-	n := view.N
-	switch view.Kind {
-	case KindEvents:
-		return lines(s.Events), nil
-	case KindSurface:
-		fold, err := s.Fold()
+	if evs, ok, err := s.logLines(view); ok {
 		if err != nil {
 			return nil, err
 		}
-		return lines(s.pick(fold.Nodes)), nil
+		return lines(evs), nil
+	}
+	n := view.N
+	switch view.Kind {
 	case KindMessages:
 		fold, err := s.Fold()
 		if err != nil {
@@ -311,12 +310,6 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 			out = append(append(out, m...), '\n')
 		}
 		return out, nil
-	case KindShadowed:
-		evs, err := s.Shadowed()
-		if err != nil {
-			return nil, err
-		}
-		return lines(evs), nil
 	case KindCompactions:
 		recs, _, err := s.Compactions()
 		if err != nil {
@@ -348,12 +341,6 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 			return nil, fmt.Errorf("%w: event %d", ErrNotFound, n)
 		}
 		return append(bytes.Clone(s.Events[n].Raw), '\n'), nil
-	case KindTurn:
-		evs, ok := eventstore.TurnEvents(s.Events, n)
-		if !ok {
-			return nil, fmt.Errorf("%w: turn %d", ErrNotFound, n)
-		}
-		return lines(evs), nil
 	case KindTrace:
 		tr, err := s.Tracer()
 		if err != nil {
@@ -371,6 +358,71 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownView, view.String())
 }
+
+// logLines is, for a view that is a list of the log's own lines (events, surface, shadowed, turn:N),
+// that list; ok is false for every other view. The session must not be refused.
+func (s *Session) logLines(view View) (evs []event.Event, ok bool, err error) {
+	switch view.Kind {
+	case KindEvents:
+		return s.Events, true, nil
+	case KindSurface:
+		fold, err := s.Fold()
+		if err != nil {
+			return nil, true, err
+		}
+		return s.pick(fold.Nodes), true, nil
+	case KindShadowed:
+		evs, err := s.Shadowed()
+		return evs, true, err
+	case KindTurn:
+		evs, found := eventstore.TurnEvents(s.Events, view.N)
+		if !found {
+			return nil, true, fmt.Errorf("%w: turn %d", ErrNotFound, view.N)
+		}
+		return evs, true, nil
+	}
+	return nil, false, nil
+}
+
+// WriteView writes the bytes Render returns to w, and on failure what Render returned with its error (a
+// refused session's header view). A view that is a list of the log's lines is written line by line
+// instead of rendered first, so `dshfs cat` of a large session does not hold its text twice (78 MB for
+// the events view of a 500k-event session). Errors from w come back wrapped in *WriteError.
+func (s *Session) WriteView(ctx context.Context, w io.Writer, view View) error {
+	var evs []event.Event
+	ok := false
+	if s.Refusal == nil {
+		var err error
+		if evs, ok, err = s.logLines(view); ok && err != nil {
+			return err
+		}
+	}
+	if !ok {
+		b, err := s.Render(ctx, view)
+		if _, werr := w.Write(b); werr != nil {
+			return &WriteError{werr}
+		}
+		return err
+	}
+	nl := []byte{'\n'}
+	for _, e := range evs {
+		if _, err := w.Write(e.Raw); err != nil {
+			return &WriteError{err}
+		}
+		if _, err := w.Write(nl); err != nil {
+			return &WriteError{err}
+		}
+	}
+	return nil
+}
+
+// WriteError is a failure to write a view out, as opposed to a failure to read or render it.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return "writing output: " + e.Err.Error() }
+
+// Unwrap returns the writer's error.
+func (e *WriteError) Unwrap() error { return e.Err }
 
 // Shadowed lists the events that replacements shadowed, in seq order.
 func (s *Session) Shadowed() ([]event.Event, error) {

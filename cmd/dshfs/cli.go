@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	dfs "github.com/dshfs/dshfs/fs"
 	"io"
 	"os"
 	"path/filepath"
@@ -127,6 +128,13 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 	return o, pos, nil
 }
 
+// cliMemoryBase is the soft memory limit of the commands other than mount while what they hold alive is
+// below it. Left to the collector's default pacing, a command's heap grows to twice what it holds: a cold
+// `dshfs cat` of a 500k-event session, which holds at most 139 MB, reached 290 MB of RSS. Above the base
+// the limit follows one and a half times the live heap (see dfs.SoftMemoryLimit), so a larger session is
+// read as fast as before.
+const cliMemoryBase = 128 << 20
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -143,6 +151,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsageErr
 		}
 		return exitOK
+	}
+	if args[0] != "mount" { // a mount sets its own, from its cache budgets
+		defer dfs.SoftMemoryLimit(cliMemoryBase)()
 	}
 	switch args[0] {
 	case "ls":

@@ -132,10 +132,11 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if err != nil {
 		return failCode(err), err
 	}
-	b, err := sess.Render(ctx, view)
-	out.Write(b) // a refused session's header view still shows its first line
-	if err != nil {
-		if errors.Is(err, views.ErrNotFound) {
+	// streamed, so a large session's text is not held twice; a refused session's header view still
+	// shows its first line
+	if err := sess.WriteView(ctx, out, view); err != nil {
+		var we *views.WriteError
+		if errors.Is(err, views.ErrNotFound) || errors.As(err, &we) {
 			return exitUsageErr, err
 		}
 		return failCode(err), err

@@ -1,0 +1,250 @@
+package eventstore
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// The harness checks a stored log in whole-log passes, one after another (parse, the retired-vocabulary
+// scans, upgrade and message shape, vocabulary, the repair planner's scan, the restore-mode seed checks),
+// so the error it reports is the first failing event of the first failing pass. Running the passes that
+// way here meant holding every parsed record from the first pass to the last: 131 MB of records for a
+// 500k-event log, more than the session itself. So the passes run block by block instead, and an error
+// is kept with its pass. A later block still runs the passes before the failed one, because an earlier
+// pass failing anywhere wins; the passes after it are skipped, because none of their errors can. A parse
+// error wins outright. The result is the same error, and the same events, as whole-log passes give.
+
+// pass is one of the load's whole-log checks, in the harness's order.
+type pass int
+
+const (
+	passParse       pass = iota // what the checks read of each event (loadRecord)
+	passHeaderDelta             // assertSupportedEvents' three scans, one pass each
+	passModeSet                 //
+	passFallback                //
+	passMigrate                 // upgrades and the message-shape check, in log order (adoptStoredEvents)
+	passVocabulary              // assertEventsSupported
+	passTurns                   // the repair planner's scan (interruptedTurnClosers)
+	passSeed                    // the restore-mode constructor's checks of each seed event
+	passCount
+)
+
+// checkBlock is how many events one block of the passes covers; a variable so tests can make blocks tiny.
+var checkBlock = 16384
+
+// logCheck runs the passes over one stored log.
+type logCheck struct {
+	id, path string
+	h        event.Header
+	sc       SurfaceChecker
+	stored   []event.Event
+	out      []event.Event // the normalized log; stored itself until an upgrade changes an event
+	copied   bool          // out is a copy of stored
+
+	end    pass  // the passes run are those before end: passTurns for ReadStored, passCount for Inspect
+	failed pass  // the earliest pass that failed so far (end when none)
+	err    error // that pass's first error
+
+	messageIDs map[float64]string // the upgrade pass's memory of message ids, by seq
+	turns      *turnScan
+
+	// the current block's parsed records and which events took the unparsed plainEnvelope path
+	recs  []event.Value
+	plain []bool
+}
+
+func newLogCheck(id string, h event.Header, stored []event.Event, path string, end pass) *logCheck {
+	return &logCheck{id: id, path: path, h: h, stored: stored, out: stored, end: end, failed: end,
+		messageIDs: map[float64]string{}, turns: newTurnScan()}
+}
+
+// run runs the passes over every block, and returns the first error whole-log passes would report
+// before passSeed (whose errors rank after the checks of closers; see closers).
+func (c *logCheck) run() error {
+	for lo := 0; lo < len(c.stored) && c.failed > passParse; lo += checkBlock {
+		c.block(lo, min(len(c.stored), lo+checkBlock))
+	}
+	if c.failed < min(c.end, passSeed) {
+		return c.err
+	}
+	return nil
+}
+
+func (c *logCheck) fail(p pass, err error) {
+	if p < c.failed {
+		c.failed, c.err = p, err
+	}
+}
+
+func (c *logCheck) block(lo, hi int) {
+	n := hi - lo
+	c.recs = append(c.recs[:0], make([]event.Value, n)...)
+	c.plain = append(c.plain[:0], make([]bool, n)...)
+	// Parsing is independent per event and is most of a large load, so it is spread over the cores; the
+	// first failing index wins, as in a sequential pass.
+	err := parallelRanges(n, func(a, b int) error {
+		for i := a; i < b; i++ {
+			e := c.stored[lo+i]
+			if plainEnvelope(e) {
+				c.plain[i] = true
+				continue // recs[i] stays the zero Value: nothing below reads more than e.Type and e.Seq
+			}
+			rec, err := loadRecord(e)
+			if err != nil {
+				return err
+			}
+			c.recs[i] = rec
+		}
+		return nil
+	})
+	if err != nil {
+		c.fail(passParse, err)
+		return
+	}
+	for p := passHeaderDelta; p < c.failed; p++ {
+		for i := lo; i < hi; i++ {
+			if err := c.check(p, i, i-lo); err != nil {
+				c.fail(p, err)
+				return
+			}
+		}
+	}
+}
+
+// check runs pass p on stored event i, whose record is the block's k-th.
+func (c *logCheck) check(p pass, i, k int) error {
+	switch p {
+	case passHeaderDelta, passModeSet, passFallback:
+		return retiredChecks[p-passHeaderDelta](c.stored[i], c.recs[k], c.id)
+	case passMigrate:
+		if c.plain[k] {
+			return nil
+		}
+		return c.migrate(i, k)
+	case passVocabulary:
+		return checkKnownType(c.h, c.out[i], c.path)
+	case passTurns:
+		return c.turns.step(c.out[i], &c.recs[k])
+	case passSeed:
+		if c.plain[k] {
+			return c.seedPlain(i, c.out[i])
+		}
+		return c.seed(i, c.out[i], c.recs[k])
+	}
+	return nil
+}
+
+// migrate upgrades stored event i and checks its message shape; the block's record becomes the upgraded one.
+func (c *logCheck) migrate(i, k int) error {
+	rec, changed, err := migrateEvent(c.recs[k], c.id, c.messageIDs)
+	if err != nil {
+		return err
+	}
+	if changed {
+		// The record may have been parsed shallowly; an upgrade re-encodes it, so redo it on the whole
+		// record. The migrations decide from members near the top, so the outcome is the same.
+		full, err := c.stored[i].Record()
+		if err != nil {
+			return err
+		}
+		if rec, _, err = migrateEvent(full, c.id, c.messageIDs); err != nil {
+			return err
+		}
+	}
+	seq, seqOK := rec.Get("seq")
+	if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
+		return err
+	}
+	if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
+		c.messageIDs[seq.Num] = mid
+	}
+	c.recs[k] = rec
+	if !changed {
+		return nil
+	}
+	e, err := event.NewEvent(event.Stringify(rec))
+	if err != nil {
+		return err
+	}
+	if !c.copied {
+		c.out, c.copied = append([]event.Event(nil), c.stored...), true // the stored slice stays as it was
+	}
+	c.out[i] = e
+	return nil
+}
+
+// seedPlain is the seed check of an event whose envelope already passed checkEnvelope's rules
+// (plainEnvelope): only its position remains to check.
+func (c *logCheck) seedPlain(index int, e event.Event) error {
+	if e.Seq != int64(index) {
+		return errors.New("seed event at index " + strconv.Itoa(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
+	}
+	return c.surface(index, e, "seed event at index "+strconv.Itoa(index))
+}
+
+// seed is the restore-mode constructor's check of seed event index: its envelope, request header and
+// message shape, its position, and the surface.
+func (c *logCheck) seed(index int, e event.Event, rec event.Value) error {
+	if err := checkEnvelope(rec, index); err != nil {
+		return err
+	}
+	at := "seed event at index " + strconv.Itoa(index)
+	if err := checkSupportedRequestHeader(rec, at); err != nil {
+		return err
+	}
+	if seq, _ := rec.Get("seq"); seq.Num != float64(index) {
+		return errors.New(at + " has seq " + event.FormatNumber(seq.Num) + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
+	}
+	return c.surface(index, e, at)
+}
+
+func (c *logCheck) surface(index int, e event.Event, at string) error {
+	if c.sc == nil {
+		return nil
+	}
+	if err := c.sc.Next(e); err != nil {
+		return errors.New("invalid " + at + ": " + err.Error())
+	}
+	return nil
+}
+
+// events is the normalized log, capped so that an append by a caller never writes into stored.
+func (c *logCheck) events() []event.Event { return c.out[:len(c.out):len(c.out)] }
+
+// closers finishes an Inspect run: the repair plan and the checks after it (the closers' message shape,
+// the header, the closers' seed checks), with a stored event's seed error ranking after the header's.
+func (c *logCheck) closers() ([]event.Event, error) {
+	events := c.events()
+	closers, err := c.turns.closers(events)
+	if err != nil {
+		return nil, err
+	}
+	for _, cl := range closers {
+		rec, err := cl.Record()
+		if err != nil {
+			return nil, err
+		}
+		seq, seqOK := rec.Get("seq")
+		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkRestoredHeader(c.id, c.h); err != nil {
+		return nil, err
+	}
+	if c.failed == passSeed {
+		return nil, c.err
+	}
+	for j, cl := range closers {
+		rec, err := cl.Record()
+		if err != nil {
+			return nil, err
+		}
+		if err := c.seed(len(events)+j, cl, rec); err != nil {
+			return nil, err
+		}
+	}
+	return closers, nil
+}
