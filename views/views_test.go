@@ -1,7 +1,9 @@
 package views_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -78,3 +80,41 @@ func TestParseView(t *testing.T) {
 		}
 	}
 }
+
+// WriteView writes what Render returns, streaming the views that are lists of the log's lines, and
+// reports a failing writer as a *WriteError.
+func TestWriteViewIsRender(t *testing.T) {
+	st := store(t,
+		`{"type":"turn/start","seq":0,"time":5,"data":{"turn":1}}`,
+		`{"type":"user/message","seq":1,"time":5,"data":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,
+		`{"type":"user/message","seq":2,"time":6,"data":{"id":"u2","role":"user","content":[{"type":"text","text":"again"}],"source":{"kind":"user"}},"sourceEventSeqs":[1],"surfaceOp":{"op":"replace","start":1,"end":1}}`,
+		`{"type":"turn/end","seq":3,"time":7,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
+	)
+	ctx := context.Background()
+	s, err := views.Load(ctx, st, "s", views.Options{})
+	if err != nil || s.Refusal != nil {
+		t.Fatal(err, s.Refusal)
+	}
+	for _, view := range []views.View{views.Events, views.Surface, views.Shadowed, views.Turn(1), views.Messages, views.Header, views.Status, views.Event(2), views.Turn(9)} {
+		want, wantErr := s.Render(ctx, view)
+		var got bytes.Buffer
+		err := s.WriteView(ctx, &got, view)
+		if !bytes.Equal(got.Bytes(), want) || (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+			t.Errorf("%s: WriteView %q, %v; Render %q, %v", view, got.Bytes(), err, want, wantErr)
+		}
+		if (view == views.Events || view == views.Shadowed || view == views.Surface) && got.Len() == 0 {
+			t.Fatalf("empty %s view: the streamed path was not exercised", view)
+		}
+	}
+	err = s.WriteView(ctx, failingWriter{}, views.Events)
+	var we *views.WriteError
+	if !errors.As(err, &we) || !errors.Is(err, errDiskFull) {
+		t.Fatalf("failing writer: %v", err)
+	}
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
