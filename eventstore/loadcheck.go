@@ -50,7 +50,7 @@ type logCheck struct {
 	messageIDs map[float64]string // the upgrade pass's memory of message ids, by seq
 	turns      *turnScan
 
-	// the current block's parsed records and which events took the unparsed plainEnvelope path
+	// the current block's parse (parsedBlock)
 	recs  []event.Value
 	plain []bool
 }
@@ -62,9 +62,33 @@ func newLogCheck(id string, h event.Header, stored []event.Event, path string, e
 
 // run runs the passes over every block, and returns the first error whole-log passes would report
 // before passSeed (whose errors rank after the checks of closers; see closers).
+//
+// The next block is parsed while the passes run over this one: parsing is spread over the cores, the
+// passes are serial, and on their own they would leave the other cores idle for a sixth of a large load.
 func (c *logCheck) run() error {
-	for lo := 0; lo < len(c.stored) && c.failed > passParse; lo += checkBlock {
-		c.block(lo, min(len(c.stored), lo+checkBlock))
+	n := len(c.stored)
+	next := make(chan parsedBlock, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(next)
+		for lo := 0; lo < n; lo += checkBlock {
+			b := c.parse(lo, min(n, lo+checkBlock))
+			select {
+			case next <- b:
+			case <-stop:
+				return
+			}
+			if b.err != nil {
+				return // nothing after a parse error can be reported
+			}
+		}
+	}()
+	for b := range next {
+		c.passes(b)
+		if c.failed == passParse {
+			break
+		}
 	}
 	if c.failed < min(c.end, passSeed) {
 		return c.err
@@ -78,34 +102,47 @@ func (c *logCheck) fail(p pass, err error) {
 	}
 }
 
-func (c *logCheck) block(lo, hi int) {
-	n := hi - lo
-	c.recs = append(c.recs[:0], make([]event.Value, n)...)
-	c.plain = append(c.plain[:0], make([]bool, n)...)
+// parsedBlock is the parse pass over stored events lo..hi: the records the later passes read, and which
+// events took the unparsed plainEnvelope path.
+type parsedBlock struct {
+	lo, hi int
+	recs   []event.Value
+	plain  []bool
+	err    error
+}
+
+func (c *logCheck) parse(lo, hi int) parsedBlock {
+	b := parsedBlock{lo: lo, hi: hi, recs: make([]event.Value, hi-lo), plain: make([]bool, hi-lo)}
 	// Parsing is independent per event and is most of a large load, so it is spread over the cores; the
 	// first failing index wins, as in a sequential pass.
-	err := parallelRanges(n, func(a, b int) error {
-		for i := a; i < b; i++ {
+	b.err = parallelRanges(hi-lo, func(x, y int) error {
+		for i := x; i < y; i++ {
 			e := c.stored[lo+i]
 			if plainEnvelope(e) {
-				c.plain[i] = true
+				b.plain[i] = true
 				continue // recs[i] stays the zero Value: nothing below reads more than e.Type and e.Seq
 			}
 			rec, err := loadRecord(e)
 			if err != nil {
 				return err
 			}
-			c.recs[i] = rec
+			b.recs[i] = rec
 		}
 		return nil
 	})
-	if err != nil {
-		c.fail(passParse, err)
+	return b
+}
+
+// passes runs the passes after parsing over a parsed block, each over the whole block before the next.
+func (c *logCheck) passes(b parsedBlock) {
+	if b.err != nil {
+		c.fail(passParse, b.err)
 		return
 	}
+	c.recs, c.plain = b.recs, b.plain
 	for p := passHeaderDelta; p < c.failed; p++ {
-		for i := lo; i < hi; i++ {
-			if err := c.check(p, i, i-lo); err != nil {
+		for i := b.lo; i < b.hi; i++ {
+			if err := c.check(p, i, i-b.lo); err != nil {
 				c.fail(p, err)
 				return
 			}
