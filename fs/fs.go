@@ -65,6 +65,10 @@ type FS struct {
 	// mountpoint is where Mount mounted the tree (for the working directories below it, trees.go)
 	mountpoint string
 	cwds       cwdScan
+	// watcher is the inotify watcher of a store of session directories (nil without one), and stats the
+	// artifact stats it vouches for (stats.go).
+	watcher atomic.Pointer[inotifyWatcher]
+	stats   *statCache
 }
 
 var _ nodes.Source = (*FS)(nil)
@@ -80,7 +84,7 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes),
 		notes: make(chan changes, 1024), trees: newTrees(maxTrees), index: newIndex(indexDir(opts), indexSalt(opts)),
-		ahead: newReadahead()}
+		ahead: newReadahead(), stats: newStatCache()}
 	if _, err := f.refresh(context.Background()); err != nil {
 		return nil, err
 	}
@@ -155,7 +159,7 @@ func (f *FS) revisionOf(ctx context.Context, id string) eventstore.Revision {
 			path = l.Entries[i].Path
 		}
 		var err error
-		if art, err = f.opts.Store.Stat(ctx, id, path); err != nil {
+		if art, err = f.statArtifact(ctx, id, path); err != nil {
 			return eventstore.Revision{}
 		}
 		if memo != nil {
@@ -446,7 +450,7 @@ func (f *FS) Frozen(ctx context.Context, e eventstore.Entry) (eventstore.Frozen,
 		// one stat tells whether anything changed (the answer is kept per revision): a rerun of rsync
 		// stats every file, and most have not changed
 		if f.opts.Store.Live(e.ID) == nil {
-			if art, err := f.opts.Store.Stat(ctx, e.ID, e.Path); err == nil && art.Token == prev.Token {
+			if art, err := f.statArtifact(ctx, e.ID, e.Path); err == nil && art.Token == prev.Token {
 				return prev, nil
 			}
 		}
@@ -517,6 +521,9 @@ func (f *FS) touch(id string) {
 func (f *FS) queue(c changes) {
 	if len(c.changed)+len(c.added)+len(c.removed)+len(c.evicted) == 0 {
 		return
+	}
+	for _, id := range c.changed {
+		f.stats.drop(id) // now, not when the notifier gets to it
 	}
 	select {
 	case f.notes <- c:

@@ -175,6 +175,14 @@ func (w *inotifyWatcher) run(changed func(id string), structural func()) {
 	}
 }
 
+// watching reports whether dir is watched (and so a change in it will be reported).
+func (w *inotifyWatcher) watching(dir string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.byDir[dir]
+	return ok
+}
+
 // artifactName tells the transcript files from sidecars and temp files in a session directory.
 func artifactName(name string) bool { return name == "session.jsonl" || name == "session.jsonl.zstd" }
 
@@ -211,13 +219,18 @@ func (f *FS) watchInotify(ctx context.Context) (passNow <-chan struct{}, w *inot
 		w.watchFiles(fw.WatchFiles(), f.log.Info)
 	}
 	pass := make(chan struct{}, 1)
+	if w.files == nil {
+		f.watcher.Store(w) // its watches vouch for artifact stats (stats.go)
+	}
 	go func() {
 		<-ctx.Done()
+		f.watcher.Store(nil)
 		w.close()
 	}()
 	go w.run(func(id string) {
-		f.queue(changes{changed: []string{id}})
+		f.queue(changes{changed: []string{id}}) // drops the session's stat first
 	}, func() {
+		f.stats.dropAll() // a listing pass finds what changed; until then no stat is trusted
 		select {
 		case pass <- struct{}{}:
 		default: // a pass is already asked for: bursts coalesce

@@ -213,6 +213,9 @@ func (f *FS) Watch(ctx context.Context) {
 
 // apply drops changed snapshots and tells the kernel which files and names are stale.
 func (f *FS) apply(c changes, root *gofs.Inode) {
+	for _, id := range c.changed {
+		f.stats.drop(id)
+	}
 	if root == nil {
 		return
 	}

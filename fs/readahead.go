@@ -110,7 +110,7 @@ func (f *FS) prefetchView(ctx context.Context, j prefetch) {
 	if !ok {
 		return
 	}
-	art, err := f.opts.Store.Stat(ctx, j.id, l.Entries[i].Path)
+	art, err := f.statArtifact(ctx, j.id, l.Entries[i].Path)
 	if err != nil || art.Size > readaheadMax {
 		return
 	}

@@ -4,8 +4,10 @@ package main
 
 import (
 	"os"
+	"os/signal"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/dshfs/dshfs/eventstore/jsonl"
@@ -45,12 +47,16 @@ func installFaults(b *jsonl.Backend) {
 	})
 }
 
-// startProfile writes a CPU profile of the whole run to $DSHFS_CPUPROFILE, and a heap profile at the end of
-// the run to $DSHFS_MEMPROFILE (bench scripts profile the mount with them).
+// startProfile writes a CPU profile of the whole run to $DSHFS_CPUPROFILE (with $DSHFS_CPUPROFILE_ON_SIGNAL
+// set, of the part of the run after a SIGUSR1), and a heap profile at the end of the run to $DSHFS_MEMPROFILE
+// (bench scripts profile the mount with them).
 func startProfile() (stop func()) {
+	var mu sync.Mutex
 	stopCPU := func() {}
-	if path := os.Getenv("DSHFS_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil {
+	start := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if f, err := os.Create(os.Getenv("DSHFS_CPUPROFILE")); err == nil {
 			if err := pprof.StartCPUProfile(f); err != nil {
 				f.Close()
 			} else {
@@ -58,8 +64,20 @@ func startProfile() (stop func()) {
 			}
 		}
 	}
+	switch {
+	case os.Getenv("DSHFS_CPUPROFILE") == "":
+	case os.Getenv("DSHFS_CPUPROFILE_ON_SIGNAL") != "":
+		// profile only what follows a SIGUSR1 (a repeated run after a warm-up, say)
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGUSR1)
+		go func() { <-sig; start() }()
+	default:
+		start()
+	}
 	return func() {
+		mu.Lock()
 		stopCPU()
+		mu.Unlock()
 		if path := os.Getenv("DSHFS_MEMPROFILE"); path != "" {
 			if f, err := os.Create(path); err == nil {
 				pprof.Lookup("heap").WriteTo(f, 0)
