@@ -112,3 +112,28 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Stable names get a minute only while inotify watches every directory, and never when the configured
+// entry timeout asks for no caching.
+func TestStableTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		entry   time.Duration
+		watcher *inotifyWatcher
+		want    time.Duration
+	}{
+		{"polling", time.Second, nil, time.Second},
+		{"inotify", time.Second, &inotifyWatcher{}, stableTimeout},
+		{"inotify out of watches", time.Second, &inotifyWatcher{full: true}, time.Second},
+		{"no caching asked for", 0, &inotifyWatcher{}, 0},
+		{"longer configured", time.Hour, &inotifyWatcher{}, time.Hour},
+	} {
+		cfg := config.Default()
+		cfg.FUSE.EntryTimeout = c.entry
+		f := &FS{opts: Options{Config: cfg}}
+		f.watcher.Store(c.watcher)
+		if got := f.StableTimeout(); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -66,4 +69,64 @@ func followExternalWriters(t *testing.T, cfg string, prefix []string) *mountProc
 	}
 	m.stop(t)
 	return m
+}
+
+// TestStableNamesFollowChanges: while inotify watches the store, the kernel keeps a session's directory and
+// its view files, names and attributes, for a minute (StableTimeout), so a repeated walk costs no lookups;
+// a change must still show at once, well within the minute. A session refused by an external append stops
+// serving events.jsonl (EIO, with the reason in the log, as a refused session's views always do: not the
+// old size from the kernel's cache) and stops listing it; a session deleted by another process loses its
+// directory.
+func TestStableNamesFollowChanges(t *testing.T) {
+	t.Parallel()
+	store, cfg := emptyStore(t, "none")
+	cli(t, 0, "create", "--config", cfg, "--cwd", "/p", store, "x")
+	cli(t, 0, "create", "--config", cfg, "--cwd", "/p", store, "y")
+	m := startMount(t, "--read-only", "--config", cfg, store)
+	events := filepath.Join(m.dir, "sessions", "x", "events.jsonl")
+	if _, err := os.Stat(events); err != nil {
+		t.Fatal(err)
+	}
+	arts, _ := filepath.Glob(filepath.Join(store, "*", "x", "session.jsonl"))
+	if len(arts) != 1 {
+		t.Fatalf("artifact %v", arts)
+	}
+	f, err := os.OpenFile(arts[0], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"type":"plugin/unknown","seq":0,"time":1,"data":null}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitFor(t, "events.jsonl of the refused session to fail", func() (bool, string) {
+		_, err := os.Stat(events)
+		return errors.Is(err, syscall.EIO), fmt.Sprint(err)
+	})
+	if ls := string(mustRun(t, "ls", filepath.Join(m.dir, "sessions", "x"))); strings.Contains(ls, "events.jsonl") {
+		t.Errorf("the refused session still lists events.jsonl:\n%s", ls)
+	}
+	if !strings.Contains(m.log.String(), "unknown to this harness") {
+		t.Errorf("the log does not say why events.jsonl fails:\n%s", m.log.String())
+	}
+	if _, err := os.Stat(filepath.Join(m.dir, "sessions", "x", "status.json")); err != nil {
+		t.Errorf("the refused session's status.json: %v", err)
+	}
+
+	dir := filepath.Join(m.dir, "sessions", "y")
+	if _, err := os.Stat(filepath.Join(dir, "events.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	yArt, _ := filepath.Glob(filepath.Join(store, "*", "y"))
+	if len(yArt) != 1 {
+		t.Fatalf("session directory %v", yArt)
+	}
+	if err := os.RemoveAll(yArt[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted session's directory to go", func() (bool, string) {
+		_, err := os.Stat(dir)
+		return os.IsNotExist(err), fmt.Sprint(err)
+	})
+	m.stop(t)
 }

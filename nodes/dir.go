@@ -18,6 +18,9 @@ type child struct {
 	mode uint32 // S_IFREG, S_IFDIR or S_IFLNK
 	ino  uint64
 	make func() fs.InodeEmbedder
+	// stable: the name stands for the same node until the mount tells the kernel otherwise (a session's
+	// directory, its whole-view files), so the kernel may keep it for Source.StableTimeout
+	stable bool
 }
 
 // dir is a directory whose entries are computed on demand: list gives them all (sorted by name), find
@@ -30,8 +33,10 @@ type dir struct {
 	sess  string // the session whose owner the directory takes; "" above the sessions
 	what  string
 	mtime func(ctx context.Context) time.Time
-	list  func(ctx context.Context) ([]child, error)
-	find  func(ctx context.Context, name string) (child, bool, error)
+	// stable: a session's directory (see stable)
+	stable bool
+	list   func(ctx context.Context) ([]child, error)
+	find   func(ctx context.Context, name string) (child, bool, error)
 	// key, when set (for a directory without find), names the state list answers for — a session
 	// snapshot, a store listing. Lookup then answers from an index of the last listing made for the same
 	// state, so the lookup READDIRPLUS makes of every entry costs O(1), not a listing each.
@@ -101,9 +106,17 @@ func (d *dir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) 
 	if d.sess != "" {
 		applyOwner(&out.Attr, d.src.Owner(d.sess))
 	}
-	_, attr := d.src.Timeouts()
-	out.SetTimeout(attr)
+	out.SetTimeout(d.attrTimeout())
 	return 0
+}
+
+// attrTimeout is how long the kernel may keep the directory's attributes.
+func (d *dir) attrTimeout() time.Duration {
+	if d.stable {
+		return d.src.StableTimeout()
+	}
+	_, attr := d.src.Timeouts()
+	return attr
 }
 
 func (d *dir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -163,5 +176,11 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 		out.Attr = a.Attr
 	}
 	entryTimes(d.src, out)
+	if k.stable {
+		out.SetEntryTimeout(d.src.StableTimeout())
+	}
+	if a, ok := node.(interface{ attrTimeout() time.Duration }); ok {
+		out.SetAttrTimeout(a.attrTimeout())
+	}
 	return d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: k.ino}), 0
 }

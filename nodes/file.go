@@ -30,6 +30,7 @@ type file struct {
 	gen  string // the artifact identity this inode belongs to; "" when unknown (never stale)
 	// volatile: always direct I/O (see volatile)
 	volatile bool
+	stable   bool   // see stable
 	what     string // for the log: which file failed
 	get      func(ctx context.Context) (Rendered, error)
 	// attr, when set, gives the size and time without rendering when they are known (Source.Attr): a stat
@@ -161,9 +162,17 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		applyOwner(&out.Attr, f.src.Owner(f.sess))
 	}
 	f.kernel.reported(f.ino, size)
-	_, attr := f.src.Timeouts()
-	out.SetTimeout(attr)
+	out.SetTimeout(f.attrTimeout())
 	return 0
+}
+
+// attrTimeout is how long the kernel may keep the file's attributes.
+func (f *file) attrTimeout() time.Duration {
+	if f.stable && !f.volatile {
+		return f.src.StableTimeout()
+	}
+	_, attr := f.src.Timeouts()
+	return attr
 }
 
 // writes reports whether open flags ask for writing; the kernel's read-only mount refuses those before

@@ -99,6 +99,25 @@ func (t *tree) fileChild(sess, gen, name string, inode uint64, what string, get 
 	}}
 }
 
+// stable marks a child whose name and attributes change only with a notification from the mount (a
+// session's directory, its whole-view files): the kernel may keep them for Source.StableTimeout. A volatile
+// file's attributes still get the attribute timeout.
+func stable(c child) child {
+	mk := c.make
+	c.stable = true
+	c.make = func() fs.InodeEmbedder {
+		n := mk()
+		switch n := n.(type) {
+		case *file:
+			n.stable = true
+		case *dir:
+			n.stable = true
+		}
+		return n
+	}
+	return c
+}
+
 // volatile marks a file whose bytes change in place and in both directions (status.json: counts, states,
 // the last command) at any moment: it is always served with direct I/O. A page-cache read trusts the size
 // of the last GETATTR, and a rendering one byte shorter than that size — taken a moment later — would
@@ -163,7 +182,7 @@ func (t *tree) sessionsDir() *dir {
 func (t *tree) sessionChild(l *Listing, i int) child {
 	e := l.Entries[i]
 	name := l.Names[i]
-	return t.dirChild(name, ino(e.ID), func() fs.InodeEmbedder { return t.sessionDir(e, name) })
+	return stable(t.dirChild(name, ino(e.ID), func() fs.InodeEmbedder { return t.sessionDir(e, name) }))
 }
 
 // projectsDir groups sessions by their project directory (JSONL stores), as symlinks into sessions/.
@@ -257,7 +276,7 @@ func (t *tree) sessionDir(e eventstore.Entry, name string) *dir {
 						continue
 					}
 				}
-				c := t.fileChild(id, gen, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view))
+				c := stable(t.fileChild(id, gen, f.name, ino(id, f.name), base+"/"+f.name, t.view(id, f.view)))
 				if f.view == views.Status {
 					c = volatile(c)
 				} else {
