@@ -113,9 +113,13 @@ func (r *newlines) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if r.reads++; r.reads%16 == 0 {
+		// what the scan holds alive, not what the collector has yet to free: the heap in use depends on
+		// how far behind the collector runs, which under a busy machine (the whole suite in parallel, the
+		// race detector) went past the bound with the scan itself unchanged
+		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		r.peak = max(r.peak, ms.HeapInuse)
+		r.peak = max(r.peak, ms.HeapAlloc)
 	}
 	k := min(uint64(len(p)), uint64(len(newlineBlock)), r.n)
 	copy(p, newlineBlock[:k])
@@ -140,7 +144,7 @@ func TestRawScanBoundedMemory(t *testing.T) {
 	if len(p.Events) != 0 || p.Torn == nil || p.Torn.Bytes != size {
 		t.Fatalf("%d events, torn %+v", len(p.Events), p.Torn)
 	}
-	if r.peak > 48<<20 { // the file read whole would take 256
+	if r.peak > 32<<20 { // the file read whole would take 256 (live: about 9)
 		t.Fatalf("scanning 256 MiB of empty lines used %d MiB of heap", r.peak>>20)
 	}
 }
