@@ -203,6 +203,24 @@ func (w *inotifyWatcher) watchFiles(files []string, log func(string, ...any)) {
 	}
 }
 
+// remoteFS names the network filesystem dir is on ("" for a local one, or when it cannot tell): inotify
+// reports only the changes made through this host's kernel, so what another host writes there is found
+// by polling alone.
+func remoteFS(dir string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return ""
+	}
+	return networkFS[int64(st.Type)]
+}
+
+// networkFS are the statfs magic numbers of filesystems another host can write to.
+var networkFS = map[int64]string{
+	0x6969: "nfs", 0x517b: "smb", 0xff534d42: "cifs", 0xfe534d42: "smb2", 0x01021997: "9p",
+	0x00c36400: "ceph", 0x5346414f: "afs", 0x73757245: "coda", 0x01161970: "gfs2", 0x7461636f: "ocfs2",
+	0x0bd00bd0: "lustre", 0x65735546: "fuse", 0x564c: "ncp",
+}
+
 // watchInotify runs inotify beside the polling loop: it returns a channel that asks the loop for a listing
 // pass now, and whether inotify covers the store (then the loop polls at the slower safety-net pace).
 func (f *FS) watchInotify(ctx context.Context) (passNow <-chan struct{}, w *inotifyWatcher) {
@@ -219,8 +237,14 @@ func (f *FS) watchInotify(ctx context.Context) (passNow <-chan struct{}, w *inot
 		w.watchFiles(fw.WatchFiles(), f.log.Info)
 	}
 	pass := make(chan struct{}, 1)
-	if w.files == nil {
-		f.watcher.Store(w) // its watches vouch for artifact stats (stats.go)
+	switch remote := remoteFS(f.opts.Root); {
+	case w.files != nil:
+	case remote != "":
+		// another host's writes to a network filesystem raise no inotify event here: every access keeps
+		// stat'ing the artifact, and names keep the configured timeouts
+		f.log.Info("the store is on a network filesystem: inotify sees only this host's changes; the polling safety net finds the others", "fs", remote)
+	default:
+		f.watcher.Store(w) // its watches vouch for artifact stats and stable names (stats.go)
 	}
 	go func() {
 		<-ctx.Done()

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 )
 
-// SoftMemoryLimit keeps the heap of a mount near base while what it holds alive is below base, and lets
-// it grow with what it holds alive beyond that.
+// SoftMemoryLimit keeps the heap of a mount (and, from a smaller base, of the other commands) near base
+// while what it holds alive is below base, and lets it grow with what it holds alive beyond that.
 //
 // A walk over a large store (grep -r) keeps little alive at any moment — the caches' budgets, the node
 // tree, the requests in flight — but allocates fast, and with the collector's default pacing the idle heap

@@ -14,8 +14,9 @@ import (
 // (written, replaced, renamed, chmod'ed) as it happens, so the last stat stays the truth until an event
 // drops it. statCache keeps those stats. It only keeps a stat taken while the directory was already
 // watched, and a generation per session makes a stat that raced with a change (started before the event
-// dropped the session) be thrown away instead of kept. Without inotify, or for a directory it could not
-// watch, every access stats as before.
+// dropped the session) be thrown away instead of kept. Without inotify, for a directory it could not
+// watch, or on a network filesystem (whose other writers raise no event here; remoteFS), every access
+// stats as before.
 
 // statCache holds artifact stats that inotify vouches for.
 type statCache struct {
