@@ -114,19 +114,25 @@ func (f *FS) Timeouts() (time.Duration, time.Duration) {
 // stableTimeout is how long the kernel may keep a stable name while inotify covers the store.
 const stableTimeout = time.Minute
 
-// StableTimeout lets the kernel keep a session's directory and its whole-view files, names and attributes,
+// StableTimeouts let the kernel keep a session's directory and its whole-view files, names and attributes,
 // for a minute while inotify watches every directory of a store on a local filesystem: every change
 // reaches the watcher at once, and the mount tells the kernel then (apply: a removed, renamed or replaced
 // session's names go, a changed one's attributes and pages; trees.go: an evicted one's names). A repeated
 // walk (grep -l of every events.jsonl) then costs no lookup and no attribute request per file. Without
-// inotify, or on a network filesystem, changes are found by polling, and names keep the configured
-// timeout; a configured timeout of 0 (no caching) is kept as it is.
-func (f *FS) StableTimeout() time.Duration {
-	entry := f.opts.Config.FUSE.EntryTimeout
-	if w := f.watcher.Load(); w == nil || !w.complete() || entry <= 0 {
-		return entry
+// inotify, or on a network filesystem, changes are found by polling, and the configured timeouts apply; a
+// configured timeout of 0 (no caching) is kept as it is.
+func (f *FS) StableTimeouts() (time.Duration, time.Duration) {
+	entry, attr := f.Timeouts()
+	if w := f.watcher.Load(); w == nil || !w.complete() {
+		return entry, attr
 	}
-	return max(entry, stableTimeout)
+	stretch := func(d time.Duration) time.Duration {
+		if d <= 0 {
+			return d
+		}
+		return max(d, stableTimeout)
+	}
+	return stretch(entry), stretch(attr)
 }
 
 // Logf logs a failure a user saw as an errno.

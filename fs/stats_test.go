@@ -113,27 +113,29 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Stable names get a minute only while inotify watches every directory, and never when the configured
-// entry timeout asks for no caching.
-func TestStableTimeout(t *testing.T) {
+// Stable names and attributes get a minute only while inotify watches every directory, and a configured
+// timeout of 0 (no caching) stays 0.
+func TestStableTimeouts(t *testing.T) {
+	m := stableTimeout
 	for _, c := range []struct {
-		name    string
-		entry   time.Duration
-		watcher *inotifyWatcher
-		want    time.Duration
+		name              string
+		entry, attr       time.Duration
+		watcher           *inotifyWatcher
+		wantEntry, wantAt time.Duration
 	}{
-		{"polling", time.Second, nil, time.Second},
-		{"inotify", time.Second, &inotifyWatcher{}, stableTimeout},
-		{"inotify out of watches", time.Second, &inotifyWatcher{full: true}, time.Second},
-		{"no caching asked for", 0, &inotifyWatcher{}, 0},
-		{"longer configured", time.Hour, &inotifyWatcher{}, time.Hour},
+		{"polling", time.Second, 0, nil, time.Second, 0},
+		{"inotify", time.Second, time.Second, &inotifyWatcher{}, m, m},
+		{"inotify out of watches", time.Second, 2 * time.Second, &inotifyWatcher{full: true}, time.Second, 2 * time.Second},
+		{"no attribute caching asked for", time.Second, 0, &inotifyWatcher{}, m, 0},
+		{"no entry caching asked for", 0, time.Second, &inotifyWatcher{}, 0, m},
+		{"longer configured", time.Hour, time.Hour, &inotifyWatcher{}, time.Hour, time.Hour},
 	} {
 		cfg := config.Default()
-		cfg.FUSE.EntryTimeout = c.entry
+		cfg.FUSE.EntryTimeout, cfg.FUSE.AttrTimeout = c.entry, c.attr
 		f := &FS{opts: Options{Config: cfg}}
 		f.watcher.Store(c.watcher)
-		if got := f.StableTimeout(); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		if e, a := f.StableTimeouts(); e != c.wantEntry || a != c.wantAt {
+			t.Errorf("%s: %v, %v; want %v, %v", c.name, e, a, c.wantEntry, c.wantAt)
 		}
 	}
 }

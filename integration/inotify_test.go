@@ -72,7 +72,7 @@ func followExternalWriters(t *testing.T, cfg string, prefix []string) *mountProc
 }
 
 // TestStableNamesFollowChanges: while inotify watches the store, the kernel keeps a session's directory and
-// its view files, names and attributes, for a minute (StableTimeout), so a repeated walk costs no lookups;
+// its view files, names and attributes, for a minute (StableTimeouts), so a repeated walk costs no lookups;
 // a change must still show at once, well within the minute. A session refused by an external append stops
 // serving events.jsonl (EIO, with the reason in the log, as a refused session's views always do: not the
 // old size from the kernel's cache) and stops listing it; a session deleted by another process loses its

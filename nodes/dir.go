@@ -19,7 +19,7 @@ type child struct {
 	ino  uint64
 	make func() fs.InodeEmbedder
 	// stable: the name stands for the same node until the mount tells the kernel otherwise (a session's
-	// directory, its whole-view files), so the kernel may keep it for Source.StableTimeout
+	// directory, its whole-view files), so the kernel may keep it for Source.StableTimeouts
 	stable bool
 }
 
@@ -112,10 +112,10 @@ func (d *dir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) 
 
 // attrTimeout is how long the kernel may keep the directory's attributes.
 func (d *dir) attrTimeout() time.Duration {
-	if d.stable {
-		return d.src.StableTimeout()
-	}
 	_, attr := d.src.Timeouts()
+	if d.stable {
+		_, attr = d.src.StableTimeouts()
+	}
 	return attr
 }
 
@@ -177,7 +177,8 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 	}
 	entryTimes(d.src, out)
 	if k.stable {
-		out.SetEntryTimeout(d.src.StableTimeout())
+		entry, _ := d.src.StableTimeouts()
+		out.SetEntryTimeout(entry)
 	}
 	if a, ok := node.(interface{ attrTimeout() time.Duration }); ok {
 		out.SetAttrTimeout(a.attrTimeout())

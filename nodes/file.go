@@ -168,10 +168,10 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // attrTimeout is how long the kernel may keep the file's attributes.
 func (f *file) attrTimeout() time.Duration {
-	if f.stable && !f.volatile {
-		return f.src.StableTimeout()
-	}
 	_, attr := f.src.Timeouts()
+	if f.stable && !f.volatile {
+		_, attr = f.src.StableTimeouts()
+	}
 	return attr
 }
 

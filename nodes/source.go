@@ -37,10 +37,10 @@ type Source interface {
 	Spill() *spill.Roots
 	// Timeouts are the kernel cache timeouts for entries and attributes.
 	Timeouts() (entry, attr time.Duration)
-	// StableTimeout is the entry timeout of a stable name (child.stable): longer than the entry timeout
-	// while the mount hears of every change to the store as it happens (and tells the kernel), the entry
-	// timeout otherwise.
-	StableTimeout() time.Duration
+	// StableTimeouts are the entry timeout of a stable child (child.stable) and the attribute timeout of
+	// one that is not volatile: longer than Timeouts while the mount hears of every change to the store as
+	// it happens (and tells the kernel), Timeouts otherwise.
+	StableTimeouts() (entry, attr time.Duration)
 	// Logf records a refusal or failure a user saw as an errno, so that its reason is in the log.
 	Logf(format string, args ...any)
 	// Writer is the write side; nil on a read-only mount (ctl and append are absent then).

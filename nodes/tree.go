@@ -100,7 +100,7 @@ func (t *tree) fileChild(sess, gen, name string, inode uint64, what string, get 
 }
 
 // stable marks a child whose name and attributes change only with a notification from the mount (a
-// session's directory, its whole-view files): the kernel may keep them for Source.StableTimeout. A volatile
+// session's directory, its whole-view files): the kernel may keep them for Source.StableTimeouts. A volatile
 // file's attributes still get the attribute timeout.
 func stable(c child) child {
 	mk := c.make
