@@ -55,13 +55,19 @@ func checkStored(id string, h event.Header, stored []event.Event, path string, e
 func Inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) (events, closers []event.Event, err error) {
 	events, closers, err = inspect(id, h, stored, path, sc)
 	if err != nil {
-		var u *UnsupportedError
-		if errors.As(err, &u) {
-			return nil, nil, err
-		}
-		return nil, nil, &CorruptionError{ID: id, Cause: err}
+		return nil, nil, inspectError(id, err)
 	}
 	return events, closers, nil
+}
+
+// inspectError is how Inspect reports a failed check: a format refusal as it is, anything else as the
+// session's corruption.
+func inspectError(id string, err error) error {
+	var u *UnsupportedError
+	if errors.As(err, &u) {
+		return err
+	}
+	return &CorruptionError{ID: id, Cause: err}
 }
 
 func inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {

@@ -223,11 +223,7 @@ func oracleRead(id string, h event.Header, stored []event.Event, path string) ([
 func oracleInspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
 	events, closers, err := oracleInspectRaw(id, h, stored, path, sc)
 	if err != nil {
-		var u *UnsupportedError
-		if errors.As(err, &u) {
-			return nil, nil, err
-		}
-		return nil, nil, &CorruptionError{ID: id, Cause: err}
+		return nil, nil, inspectError(id, err)
 	}
 	return events, closers, nil
 }
