@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dshfs/dshfs/internal/atomicfile"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -213,23 +214,9 @@ func (e *indexEntry) encode(id string) []byte {
 // and a reader that finds a torn one rejects it by its checksum anyway. false when it could not be written
 // (the index is a cache: that costs a decode later, nothing else).
 func (x *index) writeFile(path string, data []byte) bool {
-	// a temporary name of its own: the readahead worker and a request may record one session at once
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return false
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return false
-	}
-	return true
+	// each writer has a temporary name of its own: the readahead worker and a request may record one
+	// session at once
+	return atomicfile.Write(path, data) == nil
 }
 
 // load reads and validates session id's file; nil when it is missing, malformed, tampered with or

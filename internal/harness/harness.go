@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/atomicfile"
 	"github.com/dshfs/dshfs/internal/fixtures"
 )
 
@@ -164,20 +165,8 @@ func (h *Harness) AppendRate(t testing.TB, eventsFile, root, mode string, every 
 	// ESM resolves the packages beside the script; written under a temp name and renamed, so parallel
 	// tests never run a half-written copy
 	dst := filepath.Join(h.Cache, "appendrate.mjs")
-	tmp, err := os.CreateTemp(h.Cache, "appendrate-*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(dst, script); err != nil {
 		t.Fatal(err)
-	}
-	_, werr := tmp.Write(script)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), dst)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		t.Fatal(werr)
 	}
 	cmd := exec.Command(h.Node, dst, eventsFile, root, mode, "--every", fmt.Sprint(every))
 	var stderr bytes.Buffer
