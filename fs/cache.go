@@ -172,12 +172,24 @@ func (c *cache) keep(id string, view views.View, r nodes.Rendered) {
 	v := &rendered{key: key, r: r}
 	v.elem = c.viewLRU.PushFront(v)
 	c.views[key] = v
-	c.viewBytes += int64(len(r.Data))
+	c.viewBytes += viewWeight(r)
 	for el := c.viewLRU.Back(); el != nil && c.viewBytes > c.maxViews; {
 		prev := el.Prev()
 		c.dropViewLocked(el.Value.(*rendered)) // a single view larger than the budget is served, not kept
 		el = prev
 	}
+}
+
+// blobWeight is what a view served from its index file (a Blob) counts against the views budget: not its
+// size, which is in the kernel's page cache rather than the heap, but enough that the budget bounds the
+// files the LRU keeps open.
+const blobWeight = 256 << 10
+
+func viewWeight(r nodes.Rendered) int64 {
+	if r.Blob != nil {
+		return blobWeight
+	}
+	return int64(len(r.Data))
 }
 
 // drop forgets a session and its views (its artifact changed or vanished).
@@ -214,7 +226,7 @@ func (c *cache) dropViewLocked(v *rendered) {
 	if v.elem != nil {
 		c.viewLRU.Remove(v.elem)
 		v.elem = nil
-		c.viewBytes -= int64(len(v.r.Data))
+		c.viewBytes -= viewWeight(v.r)
 	}
 }
 

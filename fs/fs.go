@@ -9,6 +9,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path"
@@ -282,8 +283,8 @@ func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision 
 			r.Identity = revision.Identity
 			return r, nil // rendered at this revision before: no need for the decoded session
 		}
-		if data, mtime, ok := f.index.content(id, key, view); ok {
-			r := nodes.Rendered{Data: data, ModTime: mtime, Revision: rev, Identity: revision.Identity}
+		if r, ok := f.index.content(id, key, view); ok {
+			r.Revision, r.Identity = rev, revision.Identity
 			f.cache.keep(id, view, r)
 			return r, nil // its bytes kept on disk at this revision
 		}
@@ -292,9 +293,23 @@ func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision 
 	if err != nil {
 		return nodes.Rendered{}, err
 	}
+	indexable := key != "" && e.sess.Refusal == nil && e.rev == rev
+	if indexable {
+		// rendered into the index's file as it is written: a large view is then served from there and
+		// never held whole in memory
+		r, ok, err := f.index.write(id, key, view, e.mtime, func(w io.Writer) error { return e.sess.WriteView(ctx, w, view) })
+		if ok {
+			if err != nil {
+				return nodes.Rendered{}, err
+			}
+			r.Revision, r.Identity = rev, revision.Identity
+			f.cache.keep(id, view, r)
+			return r, nil
+		}
+	}
 	r, err := f.cache.render(ctx, e, view, view == views.Spill)
 	r.Identity = revision.Identity
-	if err == nil && key != "" && e.sess.Refusal == nil && e.rev == rev {
+	if err == nil && indexable {
 		f.index.record(id, key, view, r.Data, r.ModTime)
 	}
 	return r, err
@@ -309,7 +324,7 @@ func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Render
 	rev := revision.String()
 	if c, ok := f.cache.view(id, rev, view); ok {
 		c.Identity = revision.Identity
-		return c, int64(len(c.Data)), nil
+		return c, c.Size(), nil
 	}
 	if key := indexKey(f.opts.Store, id, revision); key != "" {
 		if n, mtime, sum, ok := f.index.size(id, key, view); ok {
@@ -317,7 +332,7 @@ func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Render
 		}
 	}
 	r, err := f.renderAt(ctx, id, view, revision)
-	return r, int64(len(r.Data)), err
+	return r, r.Size(), err
 }
 
 // indexKey is the index's revision of a session: its artifact's token and identity, or "" when the index

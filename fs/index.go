@@ -5,15 +5,20 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dshfs/dshfs/internal/atomicfile"
+	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -27,9 +32,16 @@ import (
 //
 // The rendered bytes of those views are kept too, one file per view beside the entry, each named in the
 // entry with its SHA-256: with the small default memory budgets a 10k-session store's views do not fit in
-// memory, and a repeated grep would otherwise decode every session again. A view file is read whole and
-// checked against its checksum before it is served; the kernel's page cache, not the mount's heap, keeps
-// the hot ones. The cache directory can be deleted at any time (it is rebuilt as sessions are read).
+// memory, and a repeated grep would otherwise decode every session again. A view is rendered straight into
+// its file (a temporary one, renamed into place), and one of blobMin bytes or more is then served from that
+// file rather than from memory: the events view of a 500k-event session is 80 MB, which would otherwise sit
+// on the heap beside the decoded session. The kernel's page cache, not the mount's heap, keeps the hot
+// ones. The cache directory can be deleted at any time (it is rebuilt as sessions are read).
+//
+// A view file is served only while it is the file the entry names: the entry keeps its checksum and the
+// stamp (device, inode, size, mtime, ctime) the file had when it was written or last verified. A file whose
+// stamp differs — rewritten in place, replaced, copied — is hashed again and served only if the checksum
+// still matches; no one can set a file's ctime, so an unchanged stamp means unchanged bytes.
 //
 // An entry is trusted only for the revision it was written at: the artifact's token (JSONL:
 // dev:ino:size:mtime:ctime, so an artifact replaced by one of the same size and mtime is a new revision
@@ -44,7 +56,15 @@ import (
 var indexed = map[views.View]bool{views.Events: true, views.Raw: true, views.Header: true,
 	views.Surface: true, views.Messages: true, views.Shadowed: true}
 
-const indexMagic = "dshfs-index 1"
+const indexMagic = "dshfs-index 2"
+
+// blobMin is the size from which a view is served from its index file instead of from memory: below it a
+// copy on the heap is cheaper than a file read per request, above it the copy is what breaks the mount's
+// memory bound.
+const blobMin = 1 << 20
+
+// viewWriteBuffer is the buffer between a rendering (two writes per event line) and its file.
+const viewWriteBuffer = 256 << 10
 
 // index is the in-memory copy of the entries and the directory they persist in ("" when disabled).
 type index struct {
@@ -53,16 +73,25 @@ type index struct {
 
 	mu      sync.Mutex
 	entries map[string]*indexEntry // by session id
+	// files orders the renames of view files and the writes of entries naming them, so that an entry never
+	// names the stamp of a file another writer has since renamed over it
+	files sync.Mutex
 
 	hits atomic.Int64 // stats served from the index (status.json "index")
 }
 
 // indexEntry is one session at one revision.
 type indexEntry struct {
-	rev   string // artifact token + identity
-	mtime time.Time
-	sizes map[views.View]int64
-	sums  map[views.View]string // SHA-256 (hex) of each view's bytes, kept in its file
+	rev    string // artifact token + identity
+	mtime  time.Time
+	sizes  map[views.View]int64
+	sums   map[views.View]string // SHA-256 (hex) of each view's bytes, kept in its file
+	stamps map[views.View]string // the view file's stamp (fileStamp) when written or last verified
+}
+
+func newEntry(rev string, mtime time.Time) *indexEntry {
+	return &indexEntry{rev: rev, mtime: mtime, sizes: map[views.View]int64{}, sums: map[views.View]string{},
+		stamps: map[views.View]string{}}
 }
 
 func newIndex(dir, salt string) *index {
@@ -130,30 +159,130 @@ func (x *index) entry(id, rev string) *indexEntry {
 	return e
 }
 
-// record remembers a rendered view of a session that reads, at revision rev, and persists it: the view's
-// bytes first, then the entry naming them.
+// record remembers a view rendered in memory, of a session that reads, at revision rev, and persists it:
+// the view's bytes first, then the entry naming them.
 func (x *index) record(id, rev string, view views.View, data []byte, mtime time.Time) {
 	if rev == "" || !indexed[view] {
 		return
 	}
+	if x.dir != "" {
+		if _, ok, _ := x.write(id, rev, view, mtime, func(w io.Writer) error { _, err := w.Write(data); return err }); ok {
+			return
+		}
+	}
 	sum := sha256.Sum256(data)
-	hexSum := hex.EncodeToString(sum[:])
 	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.current(id, rev, mtime)
+	e.sizes[view], e.sums[view] = int64(len(data)), hex.EncodeToString(sum[:])
+	delete(e.stamps, view) // no file holds these bytes
+}
+
+// current is session id's in-memory entry at rev, replaced by an empty one when it is of another
+// revision; the caller holds x.mu.
+func (x *index) current(id, rev string, mtime time.Time) *indexEntry {
 	e := x.entries[id]
 	if e == nil || e.rev != rev {
-		e = &indexEntry{rev: rev, mtime: mtime, sizes: map[views.View]int64{}, sums: map[views.View]string{}}
+		e = newEntry(rev, mtime)
 		x.entries[id] = e
 	}
-	if old, ok := e.sizes[view]; ok && old == int64(len(data)) && e.sums[view] == hexSum {
-		x.mu.Unlock()
-		return
+	return e
+}
+
+// write renders a view of a session that reads, at revision rev, into its file (render writes the bytes),
+// and records it in the entry. The result holds the bytes in memory below blobMin and in the file (a Blob)
+// from there. ok is false when the index directory could not take the view (disabled, full, unwritable):
+// then nothing was recorded and the caller renders in memory. err is render's own failure.
+func (x *index) write(id, rev string, view views.View, mtime time.Time, render func(io.Writer) error) (r nodes.Rendered, ok bool, err error) {
+	if x.dir == "" || rev == "" || !indexed[view] {
+		return r, false, nil
 	}
-	e.sizes[view], e.sums[view] = int64(len(data)), hexSum
+	path := x.viewPath(id, view)
+	tmp, err := os.CreateTemp(x.dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return r, false, nil
+	}
+	sink := &viewSink{out: bufio.NewWriterSize(tmp, viewWriteBuffer), sum: sha256.New()}
+	keep, renamed := false, false
+	defer func() {
+		if !keep {
+			tmp.Close()
+		}
+		if !renamed {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := render(sink); err != nil {
+		if sink.failed != nil {
+			return r, false, nil
+		}
+		return r, true, err
+	}
+	if sink.out.Flush() != nil {
+		return r, false, nil
+	}
+	sum := hex.EncodeToString(sink.sum.Sum(nil))
+
+	x.files.Lock()
+	defer x.files.Unlock()
+	if os.Rename(tmp.Name(), path) != nil {
+		return r, false, nil
+	}
+	renamed = true
+	info, err := tmp.Stat() // after the rename, which changes the ctime
+	if err != nil {
+		os.Remove(path)
+		return r, false, nil
+	}
+	x.mu.Lock()
+	e := x.current(id, rev, mtime)
+	e.sizes[view], e.sums[view], e.stamps[view] = sink.n, sum, fileStamp(info)
 	text := e.encode(id)
 	x.mu.Unlock()
-	if x.dir != "" && x.writeFile(x.viewPath(id, view), data) {
-		x.writeFile(x.path(id), text)
+	x.writeFile(x.path(id), text)
+
+	r = nodes.Rendered{ModTime: mtime, Sum: sum}
+	if sink.n < blobMin {
+		r.Data = sink.mem
+		return r, true, nil
 	}
+	keep = true // the Blob reads the file through tmp, closed when the Blob is collected
+	r.Blob = io.NewSectionReader(tmp, 0, sink.n)
+	return r, true, nil
+}
+
+// viewSink takes a rendering on its way to its file: it checksums it and keeps the bytes of a view shorter
+// than blobMin.
+type viewSink struct {
+	out    *bufio.Writer
+	sum    hash.Hash
+	mem    []byte
+	n      int64
+	failed error // the file's write error
+}
+
+func (s *viewSink) Write(p []byte) (int, error) {
+	if _, err := s.out.Write(p); err != nil {
+		s.failed = err
+		return 0, err
+	}
+	s.sum.Write(p)
+	s.n += int64(len(p))
+	if s.n < blobMin {
+		s.mem = append(s.mem, p...)
+	} else {
+		s.mem = nil
+	}
+	return len(p), nil
+}
+
+// fileStamp names a file's storage and its last change: equal stamps mean the same bytes.
+func fileStamp(info os.FileInfo) string {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
 }
 
 // viewPath is the file holding a view's bytes.
@@ -161,29 +290,71 @@ func (x *index) viewPath(id string, view views.View) string {
 	return strings.TrimSuffix(x.path(id), ".idx") + "." + view.String()
 }
 
-// content returns a view's bytes at revision rev from its file, when the entry names it and the file's
-// checksum matches.
-func (x *index) content(id, rev string, view views.View) ([]byte, time.Time, bool) {
+// content returns a view's bytes at revision rev from its file, when the entry names it and the file holds
+// the bytes it names: the same stamp, or the same checksum (then the new stamp is remembered). A view of
+// blobMin bytes or more comes back as a Blob over the open file.
+func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) {
 	e := x.entry(id, rev)
 	if e == nil || x.dir == "" {
-		return nil, time.Time{}, false
+		return nodes.Rendered{}, false
 	}
 	x.mu.Lock()
-	size, sum := e.sizes[view], e.sums[view]
+	size, sum, stamp := e.sizes[view], e.sums[view], e.stamps[view]
 	x.mu.Unlock()
 	if sum == "" {
-		return nil, time.Time{}, false
+		return nodes.Rendered{}, false
 	}
-	data, err := os.ReadFile(x.viewPath(id, view))
-	if err != nil || int64(len(data)) != size {
-		return nil, time.Time{}, false
+	f, err := os.Open(x.viewPath(id, view))
+	if err != nil {
+		return nodes.Rendered{}, false
 	}
-	got := sha256.Sum256(data)
-	if hex.EncodeToString(got[:]) != sum {
-		return nil, time.Time{}, false
+	r, ok := x.verified(f, e, view, size, sum, stamp)
+	if !ok || r.Blob == nil {
+		f.Close()
 	}
-	x.hits.Add(1)
-	return data, e.mtime, true
+	if ok {
+		x.hits.Add(1)
+	}
+	return r, ok
+}
+
+// verified reads an open view file that should hold size bytes with checksum sum, as its entry last saw it
+// (stamp).
+func (x *index) verified(f *os.File, e *indexEntry, view views.View, size int64, sum, stamp string) (nodes.Rendered, bool) {
+	info, err := f.Stat()
+	if err != nil || info.Size() != size {
+		return nodes.Rendered{}, false
+	}
+	r := nodes.Rendered{ModTime: e.mtime, Sum: sum}
+	var data []byte
+	if size < blobMin {
+		data = make([]byte, size)
+		if _, err := io.ReadFull(f, data); err != nil {
+			return nodes.Rendered{}, false
+		}
+	}
+	if now := fileStamp(info); now == "" || now != stamp {
+		h := sha256.New()
+		if data != nil {
+			h.Write(data)
+		} else if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
+			return nodes.Rendered{}, false
+		}
+		if hex.EncodeToString(h.Sum(nil)) != sum {
+			return nodes.Rendered{}, false
+		}
+		x.mu.Lock()
+		if e.sums[view] == sum {
+			e.stamps[view] = now // verified: the next use need not hash it again
+		}
+		x.mu.Unlock()
+	}
+	if data != nil {
+		r.Data = data
+	} else {
+		r.Blob = io.NewSectionReader(f, 0, size)
+	}
+	return r, true
 }
 
 // forget drops a session's entry (its artifact changed or vanished).
@@ -202,7 +373,11 @@ func (e *indexEntry) encode(id string) []byte {
 	b.WriteString("mtime " + strconv.FormatInt(e.mtime.UnixNano(), 10) + "\n")
 	for _, v := range []views.View{views.Header, views.Raw, views.Events, views.Surface, views.Messages, views.Shadowed} {
 		if n, ok := e.sizes[v]; ok {
-			b.WriteString("view " + v.String() + " " + strconv.FormatInt(n, 10) + " " + e.sums[v] + "\n")
+			stamp := e.stamps[v]
+			if stamp == "" {
+				stamp = "-"
+			}
+			b.WriteString("view " + v.String() + " " + strconv.FormatInt(n, 10) + " " + e.sums[v] + " " + stamp + "\n")
 		}
 	}
 	sum := sha256.Sum256(b.Bytes())
@@ -234,7 +409,7 @@ func (x *index) load(id string) *indexEntry {
 	if sumLine[len("sha256 "):] != hex.EncodeToString(sum[:]) {
 		return nil
 	}
-	e := &indexEntry{sizes: map[views.View]int64{}, sums: map[views.View]string{}}
+	e := newEntry("", time.Time{})
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	line := 0
@@ -265,7 +440,7 @@ func (x *index) load(id string) *indexEntry {
 			e.mtime = time.Unix(0, ns)
 		case key == "view":
 			f := strings.Fields(val)
-			if len(f) != 3 || len(f[2]) != 64 {
+			if len(f) != 4 || len(f[2]) != 64 {
 				return nil
 			}
 			v, ok := views.ParseView(f[0])
@@ -274,6 +449,9 @@ func (x *index) load(id string) *indexEntry {
 				return nil
 			}
 			e.sizes[v], e.sums[v] = size, f[2]
+			if f[3] != "-" {
+				e.stamps[v] = f[3]
+			}
 		default:
 			return nil
 		}

@@ -1,13 +1,19 @@
 package fs
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -27,13 +33,13 @@ func TestIndexFile(t *testing.T) {
 	if n, mt, sum, ok := fresh().size("s", "rev1", views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) || sum != hex.EncodeToString(want[:]) {
 		t.Fatalf("round trip: %d %v %s %v", n, mt, sum, ok)
 	}
-	if data, _, ok := fresh().content("s", "rev1", views.Events); !ok || string(data) != string(events) {
+	if r, ok := fresh().content("s", "rev1", views.Events); !ok || string(r.Data) != string(events) || r.Blob != nil {
 		t.Fatalf("the view's bytes do not come back")
 	}
 	// a view file changed behind the entry's back is not served
 	vp := x.viewPath("s", views.Events)
 	os.WriteFile(vp, []byte(strings.Replace(string(events), "x", "y", 1)), 0o600)
-	if _, _, ok := fresh().content("s", "rev1", views.Events); ok {
+	if _, ok := fresh().content("s", "rev1", views.Events); ok {
 		t.Fatal("a changed view file was served")
 	}
 	os.WriteFile(vp, events, 0o600)
@@ -69,6 +75,124 @@ func TestIndexFile(t *testing.T) {
 	os.WriteFile(x.path("s"), other, 0o600)
 	if _, _, _, ok := fresh().size("s", "rev1", views.Events); ok {
 		t.Error("another session's entry was served")
+	}
+}
+
+// TestIndexBlob: a view of blobMin bytes or more is written to its file as it is rendered and served from
+// there, never whole in memory; the file is served again only while it holds the bytes the entry names.
+func TestIndexBlob(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	at := time.Unix(1778573701, 279000000)
+	line := []byte("{\"type\":\"x\",\"pad\":\"" + strings.Repeat("p", 100) + "\"}\n")
+	n := blobMin/len(line) + 1
+	render := func(w io.Writer) error {
+		for i := 0; i < n; i++ {
+			if _, err := w.Write(line); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	want := bytes.Repeat(line, n)
+	r, ok, err := x.write("s", "rev1", views.Events, at, render)
+	if !ok || err != nil || r.Blob == nil || r.Data != nil || r.Size() != int64(len(want)) {
+		t.Fatalf("write: ok %v, err %v, blob %v, data %d bytes", ok, err, r.Blob != nil, len(r.Data))
+	}
+	readBlob := func(r nodes.Rendered) []byte {
+		t.Helper()
+		got := make([]byte, r.Size())
+		if _, err := r.Blob.ReadAt(got, 0); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if !bytes.Equal(readBlob(r), want) {
+		t.Fatal("the blob is not the rendering")
+	}
+	sum := sha256.Sum256(want)
+	if r.Sum != hex.EncodeToString(sum[:]) {
+		t.Fatalf("sum %s", r.Sum)
+	}
+	fresh := func() *index { return newIndex(dir, "salt") }
+	got, ok := fresh().content("s", "rev1", views.Events)
+	if !ok || got.Blob == nil || !bytes.Equal(readBlob(got), want) {
+		t.Fatal("the blob does not come back from the file")
+	}
+	// the blob read from before a replacement keeps its bytes: view files are renamed over, never rewritten
+	if _, _, err := x.write("s", "rev2", views.Events, at, func(w io.Writer) error { _, err := w.Write([]byte("short\n")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readBlob(got), want) {
+		t.Fatal("an open blob changed under its reader")
+	}
+	if _, ok := fresh().content("s", "rev1", views.Events); ok {
+		t.Fatal("served the old revision")
+	}
+
+	// a copy of the bytes (a new stamp) is hashed and served; a change in place is not
+	if _, _, err := x.write("s", "rev3", views.Events, at, render); err != nil {
+		t.Fatal(err)
+	}
+	vp := x.viewPath("s", views.Events)
+	if err := os.WriteFile(vp+".copy", want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(vp+".copy", vp); err != nil {
+		t.Fatal(err)
+	}
+	y := fresh()
+	if got, ok := y.content("s", "rev3", views.Events); !ok || !bytes.Equal(readBlob(got), want) {
+		t.Fatal("a copy with the same bytes was not served")
+	}
+	if e := y.entry("s", "rev3"); e == nil || e.stamps[views.Events] == "" {
+		t.Fatal("the verified copy's stamp was not remembered")
+	} else if info, err := os.Stat(vp); err != nil || fileStamp(info) != e.stamps[views.Events] {
+		t.Fatalf("remembered stamp %q, file %v", e.stamps[views.Events], err)
+	}
+	f, err := os.OpenFile(vp, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("X"), 100)
+	f.Close()
+	if _, ok := y.content("s", "rev3", views.Events); ok {
+		t.Fatal("a view file changed in place was served")
+	}
+
+	// a rendering that fails records nothing and leaves no file behind
+	boom := errors.New("boom")
+	if _, ok, err := x.write("s", "rev4", views.Surface, at, func(w io.Writer) error { w.Write(line); return boom }); !ok || err != boom {
+		t.Fatalf("failed rendering: ok %v, err %v", ok, err)
+	}
+	if _, _, _, ok := fresh().size("s", "rev4", views.Surface); ok {
+		t.Fatal("a failed rendering was recorded")
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*"))
+	if len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+	// an entry of the previous format (no stamps), with a valid checksum, is not read
+	body, _, _ := cutLastLine(x.entries["s"].encode("s"))
+	old := strings.Replace(string(body), indexMagic, "dshfs-index 1", 1)
+	old = regexp.MustCompile(` \S+\n`).ReplaceAllStringFunc(old, func(m string) string {
+		if strings.Contains(m, ":") {
+			return "\n" // drop the stamp of each view line
+		}
+		return m
+	})
+	oldSum := sha256.Sum256([]byte(old))
+	os.WriteFile(x.path("s"), []byte(old+"sha256 "+hex.EncodeToString(oldSum[:])+"\n"), 0o600)
+	if fresh().load("s") != nil {
+		t.Fatal("read an entry of another format")
+	}
+	for _, l := range strings.Split(old, "\n") {
+		if strings.HasPrefix(l, "view ") && len(strings.Fields(l)) != 4 { // "view" name size sum
+			t.Fatalf("not the old format: %q", l)
+		}
+	}
+	if !strings.Contains(old, "view events ") {
+		t.Fatalf("the old-format entry lost its views: %q", old)
 	}
 }
 

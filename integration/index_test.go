@@ -3,11 +3,14 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -144,4 +147,69 @@ func TestPersistentIndex(t *testing.T) {
 	if got := readFile(t, filepath.Join(m.dir, "sessions", "s", "raw.jsonl")); !bytes.Equal(got, repl) {
 		t.Errorf("raw.jsonl does not show the replacement")
 	}
+}
+
+// TestLargeViewServedFromIndexFile: a view of 1 MiB or more is rendered into its index file and served from
+// there (not held in the mount's memory): cat, stat and reads at any offset give the CLI's bytes, the file
+// in the cache directory holds exactly them, and `tail -f` on one descriptor follows an external append
+// from the old file onto the new one.
+func TestLargeViewServedFromIndexFile(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "none")
+	const id = "large"
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", id, store, "9000")
+	cacheDir := t.TempDir()
+	cfg := writeConfig(t, "[cache]\ndir = %q\n", cacheDir)
+	m := startMount(t, "--read-only", "--config", cfg, store)
+	file := filepath.Join(m.dir, "sessions", id, "events.jsonl")
+	want := cli(t, 0, "cat", "--view", "events", store, id)
+	if len(want) < 1<<20 {
+		t.Fatalf("the events view is %d bytes: the test needs one of 1 MiB or more", len(want))
+	}
+	if got := readFile(t, file); !bytes.Equal(got, want) {
+		t.Fatalf("events.jsonl through the mount (%d bytes) differs from the CLI view (%d bytes)", len(got), len(want))
+	}
+	if n := statSize(t, file); n != int64(len(want)) {
+		t.Errorf("stat says %d bytes, the view is %d", n, len(want))
+	}
+	// a read in the middle, across the kernel's read size
+	off := len(want)/2 + 12345
+	got := mustRun(t, "dd", "if="+file, "bs=65536", "skip="+strconv.Itoa(off), "count=300000", "status=none", "iflag=skip_bytes,count_bytes")
+	if !bytes.Equal(got, want[off:off+300000]) {
+		t.Errorf("a read at offset %d differs from the view", off)
+	}
+	var held []string
+	views, _ := filepath.Glob(filepath.Join(cacheDir, "index", "*.events"))
+	for _, v := range views {
+		if bytes.Equal(readFile(t, v), want) {
+			held = append(held, v)
+		}
+	}
+	if len(held) != 1 {
+		t.Fatalf("the cache directory holds the view in %d files (of %v), want 1", len(held), views)
+	}
+
+	var out syncBuffer
+	tail := exec.Command("tail", "-n", "0", "-f", "-s", "0.1", file)
+	tail.Stdout = &out
+	if err := tail.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tail.Process.Signal(syscall.SIGTERM)
+		_ = tail.Wait()
+	})
+	waitFor(t, "tail to open "+file, func() (bool, string) { return openedBy(tail.Process.Pid, file), "" })
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", id, "-append", store, "1")
+	after := cli(t, 0, "cat", "--view", "events", store, id)
+	if !bytes.HasPrefix(after, want) || len(after) == len(want) {
+		t.Fatal("gensession -append did not extend the log")
+	}
+	waitFor(t, "tail -f to show the appended events", func() (bool, string) {
+		return out.String() == string(after[len(want):]), out.String()
+	})
+	waitFor(t, "cat to show the grown view", func() (bool, string) {
+		got := readFile(t, file)
+		return bytes.Equal(got, after), fmt.Sprintf("%d bytes, want %d", len(got), len(after))
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"sync"
 	"syscall"
 	"time"
@@ -148,7 +149,7 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	if stat == nil {
 		stat = func(ctx context.Context) (Rendered, int64, error) {
 			r, err := f.get(ctx)
-			return r, int64(len(r.Data)), err
+			return r, r.Size(), err
 		}
 	}
 	r, n, err := stat(ctx)
@@ -196,17 +197,18 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		// index — the size and checksum of the bytes the kernel's page cache already holds, when the
 		// previous open served this very revision. Then the bytes are read only if the kernel asks for a
 		// page it no longer has: a repeated grep over a large store reads no view from disk.
-		if a, size, err := f.attr(ctx); err == nil && !f.stale(a) && (a.Data != nil || a.Sum != "") {
+		if a, size, err := f.attr(ctx); err == nil && !f.stale(a) && (a.Data != nil || a.Blob != nil || a.Sum != "") {
 			r, n = a, size
 		}
 	}
-	if n < 0 || (r.Data == nil && !f.kernel.keeps(f.ino, r.Revision, n)) {
+	lazy := r.Data == nil && r.Blob == nil
+	if n < 0 || (lazy && !f.kernel.keeps(f.ino, r.Revision, n)) {
 		var err error
 		if r, err = f.get(ctx); err != nil {
 			f.src.Logf("%s: %v", f.what, err)
 			return nil, 0, syscall.EIO
 		}
-		n = int64(len(r.Data))
+		n, lazy = r.Size(), false
 	}
 	if !f.stale(r) {
 		f.mu.Lock()
@@ -217,8 +219,8 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if f.volatile {
 		open = fuse.FOPEN_DIRECT_IO
 	}
-	h := &handle{data: r.Data, gen: r.Identity, get: f.get, what: f.what, log: f.src.Logf}
-	if r.Data == nil {
+	h := &handle{b: bodyOf(r), gen: r.Identity, get: f.get, what: f.what, log: f.src.Logf}
+	if lazy {
 		h.lazy = &snapshot{rev: r.Revision, size: n, sum: r.Sum}
 	}
 	return h, open, 0
@@ -246,9 +248,9 @@ func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 // bytes are a checksummed prefix); otherwise the read fails rather than mix two revisions in one file.
 type handle struct {
 	mu   sync.Mutex
-	data []byte
+	b    body
 	lazy *snapshot // set until the bytes are loaded
-	gen  string    // the artifact identity data was rendered from: a replaced artifact is never followed
+	gen  string    // the artifact identity b was rendered from: a replaced artifact is never followed
 	get  func(ctx context.Context) (Rendered, error)
 	what string
 	log  func(format string, args ...any)
@@ -261,13 +263,94 @@ type snapshot struct {
 	sum  string // SHA-256 (hex) of the size bytes
 }
 
+// body is the bytes a handle serves: in memory, or in a Blob (a large view, read from its file as the
+// kernel asks, so an open of it holds no copy).
+type body struct {
+	data []byte
+	blob Blob
+	sum  string // SHA-256 (hex) of the bytes when known ("" for most in-memory ones)
+}
+
+func bodyOf(r Rendered) body {
+	if r.Blob != nil {
+		return body{blob: r.Blob, sum: r.Sum}
+	}
+	return body{data: r.Data}
+}
+
+func (b body) size() int64 {
+	if b.blob != nil {
+		return b.blob.Size()
+	}
+	return int64(len(b.data))
+}
+
+// prefix is b's first n bytes (n <= b.size()), whose checksum is sum ("" when unknown).
+func (b body) prefix(n int64, sum string) body {
+	if b.blob != nil {
+		return body{blob: io.NewSectionReader(b.blob, 0, n), sum: sum}
+	}
+	return body{data: b.data[:n:n], sum: sum}
+}
+
+// prefixSum is the SHA-256 (hex) of b's first n bytes (n <= b.size()).
+func (b body) prefixSum(n int64) (string, error) {
+	if n == b.size() && b.sum != "" {
+		return b.sum, nil
+	}
+	if b.blob == nil {
+		return sha256Hex(b.data[:n]), nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(b.blob, 0, n)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// extends reports whether next starts with all of b's bytes.
+func (b body) extends(next body) bool {
+	n := b.size()
+	if next.size() < n {
+		return false
+	}
+	if b.blob == nil && next.blob == nil {
+		return bytes.HasPrefix(next.data, b.data)
+	}
+	mine, err := b.prefixSum(n)
+	if err != nil {
+		return false
+	}
+	theirs, err := next.prefixSum(n)
+	return err == nil && mine == theirs
+}
+
+// readAt returns up to len(dest) bytes from off (fewer at the end).
+func (b body) readAt(dest []byte, off int64) ([]byte, error) {
+	size := b.size()
+	if off >= size {
+		return nil, nil
+	}
+	if end := off + int64(len(dest)); end > size {
+		dest = dest[:size-off]
+	}
+	if b.blob == nil {
+		return b.data[off : off+int64(len(dest))], nil
+	}
+	n, err := b.blob.ReadAt(dest, off)
+	if n == len(dest) {
+		err = nil // io.ReaderAt may report io.EOF with the last byte
+	}
+	return dest[:n], err
+}
+
 func (h *handle) size() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lazy != nil {
 		return h.lazy.size
 	}
-	return int64(len(h.data))
+	return h.b.size()
 }
 
 // load renders a lazy handle's bytes; the caller holds h.mu.
@@ -278,16 +361,26 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 		h.log("%s: %v", h.what, err)
 		return syscall.EIO
 	}
-	switch n := int64(len(r.Data)); {
+	now := bodyOf(r)
+	switch n := now.size(); {
 	case r.Revision == s.rev && n == s.size:
-	case r.Identity == h.gen && n >= s.size && sha256Hex(r.Data[:s.size]) == s.sum:
+	case r.Identity == h.gen && n >= s.size && h.prefixIs(now, s):
 		// the log grew since the open: the opened bytes are its prefix
 	default:
 		h.log("%s: changed since it was opened and no longer holds the bytes opened (revision %s); reopen it", h.what, s.rev)
 		return syscall.EIO
 	}
-	h.data, h.lazy = r.Data[:s.size:s.size], nil
+	h.b, h.lazy = now.prefix(s.size, s.sum), nil
 	return 0
+}
+
+// prefixIs reports whether now's first s.size bytes have the checksum the handle was opened with.
+func (h *handle) prefixIs(now body, s *snapshot) bool {
+	sum, err := now.prefixSum(s.size)
+	if err != nil {
+		h.log("%s: %v", h.what, err)
+	}
+	return err == nil && sum == s.sum
 }
 
 func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, syscall.Errno) {
@@ -298,19 +391,19 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, sysc
 			return nil, errno
 		}
 	}
-	if off+int64(len(dest)) > int64(len(h.data)) {
-		if r, err := h.get(ctx); err == nil && r.Identity == h.gen && len(r.Data) > len(h.data) && bytes.HasPrefix(r.Data, h.data) {
-			h.data = r.Data
+	if off+int64(len(dest)) > h.b.size() {
+		if r, err := h.get(ctx); err == nil && r.Identity == h.gen && r.Size() > h.b.size() {
+			if next := bodyOf(r); h.b.extends(next) {
+				h.b = next
+			}
 		}
 	}
-	if off >= int64(len(h.data)) {
-		return nil, 0
+	data, err := h.b.readAt(dest, off)
+	if err != nil {
+		h.log("%s: %v", h.what, err)
+		return nil, syscall.EIO
 	}
-	end := off + int64(len(dest))
-	if end > int64(len(h.data)) {
-		end = int64(len(h.data))
-	}
-	return h.data[off:end], 0
+	return data, 0
 }
 
 func sha256Hex(b []byte) string {

@@ -1,6 +1,7 @@
 package nodes
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,5 +74,50 @@ func TestKernelViewKeeps(t *testing.T) {
 	k.forget(7)
 	if k.keeps(7, "r1", 10) {
 		t.Fatal("keeps after forget")
+	}
+}
+
+// A handle serves a Blob (a large view in a file) as it serves bytes in memory: read at any offset, cut at
+// its size, and followed when the log grows — whether the longer rendering is a Blob or in memory — but
+// never onto bytes that do not start with the ones it served.
+func TestBlobHandle(t *testing.T) {
+	opened := bytes.Repeat([]byte("{\"seq\":1}\n"), 100)
+	grown := append(append([]byte(nil), opened...), "{\"seq\":2}\n"...)
+	rewritten := append([]byte("{\"seq\":9}\n"), grown[10:]...)
+	blob := func(b []byte) Rendered { return Rendered{Blob: bytes.NewReader(b), Sum: sha256Hex(b), Identity: "g"} }
+	for _, tc := range []struct {
+		name string
+		now  Rendered
+		want []byte // everything a read from the handle's end returns
+	}{
+		{name: "grown blob", now: blob(grown), want: grown[len(opened):]},
+		{name: "grown in memory", now: Rendered{Data: grown, Identity: "g"}, want: grown[len(opened):]},
+		{name: "rewritten blob", now: blob(rewritten)},
+		{name: "rewritten in memory", now: Rendered{Data: rewritten, Identity: "g"}},
+		{name: "grown blob of a replaced artifact", now: Rendered{Blob: bytes.NewReader(grown), Sum: sha256Hex(grown), Identity: "other"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &handle{b: bodyOf(blob(opened)), gen: "g", what: "sessions/s/events.jsonl",
+				get: func(context.Context) (Rendered, error) { return tc.now, nil },
+				log: func(format string, args ...any) { t.Errorf(format, args...) }}
+			got, errno := h.read(context.Background(), make([]byte, 7), 33)
+			if errno != 0 || string(got) != string(opened[33:40]) {
+				t.Fatalf("read at 33: %q, %v", got, errno)
+			}
+			got, errno = h.read(context.Background(), make([]byte, 64), int64(len(opened)))
+			if errno != 0 || string(got) != string(tc.want) {
+				t.Fatalf("read at the end: %q, %v; want %q", got, errno, tc.want)
+			}
+		})
+	}
+	// a lazy handle whose rendering is now a longer Blob serves the opened prefix's bytes
+	at := &snapshot{rev: "r1", size: int64(len(opened)), sum: sha256Hex(opened)}
+	grownBlob := blob(grown)
+	grownBlob.Revision = "r2"
+	h := &handle{lazy: at, gen: "g", get: func(context.Context) (Rendered, error) { return grownBlob, nil },
+		log: func(format string, args ...any) { t.Errorf(format, args...) }}
+	got, errno := h.read(context.Background(), make([]byte, 20), int64(len(opened))-10)
+	if errno != 0 || string(got) != string(grown[len(opened)-10:len(opened)+10]) {
+		t.Fatalf("lazy read over the opened end: %q, %v", got, errno)
 	}
 }
