@@ -202,7 +202,7 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 	if err != nil {
 		return r, false, nil
 	}
-	sink := &viewSink{out: bufio.NewWriterSize(tmp, viewWriteBuffer), sum: sha256.New()}
+	sink := &viewSink{file: tmp, sum: sha256.New()}
 	keep, renamed := false, false
 	defer func() {
 		if !keep {
@@ -218,7 +218,7 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 		}
 		return r, true, err
 	}
-	if sink.out.Flush() != nil {
+	if sink.flush() != nil {
 		return r, false, nil
 	}
 	sum := hex.EncodeToString(sink.sum.Sum(nil))
@@ -243,7 +243,7 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 
 	r = nodes.Rendered{ModTime: mtime, Sum: sum}
 	if sink.n < blobMin {
-		r.Data = sink.mem
+		r.Data = sink.buf
 		return r, true, nil
 	}
 	keep = true // the Blob reads the file through tmp, closed when the Blob is collected
@@ -251,29 +251,42 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 	return r, true, nil
 }
 
-// viewSink takes a rendering on its way to its file: it checksums it and keeps the bytes of a view shorter
-// than blobMin.
+// viewSink takes a rendering on its way to its file: it checksums it, keeps it in memory while it is
+// shorter than blobMin (most views: one write at the end, and the bytes are served from memory), and from
+// there writes it out in viewWriteBuffer pieces.
 type viewSink struct {
-	out    *bufio.Writer
+	file   *os.File
 	sum    hash.Hash
-	mem    []byte
+	buf    []byte // the whole view while n < blobMin, then what is not yet written
 	n      int64
 	failed error // the file's write error
 }
 
 func (s *viewSink) Write(p []byte) (int, error) {
-	if _, err := s.out.Write(p); err != nil {
-		s.failed = err
-		return 0, err
+	if s.failed != nil {
+		return 0, s.failed
 	}
 	s.sum.Write(p)
 	s.n += int64(len(p))
-	if s.n < blobMin {
-		s.mem = append(s.mem, p...)
-	} else {
-		s.mem = nil
+	s.buf = append(s.buf, p...)
+	if s.n >= blobMin && len(s.buf) >= viewWriteBuffer {
+		if err := s.flush(); err != nil {
+			return 0, err
+		}
 	}
 	return len(p), nil
+}
+
+// flush writes out what is buffered; for a view shorter than blobMin the buffer stays its bytes.
+func (s *viewSink) flush() error {
+	if _, err := s.file.Write(s.buf); err != nil {
+		s.failed = err
+		return err
+	}
+	if s.n >= blobMin {
+		s.buf = s.buf[:0]
+	}
+	return nil
 }
 
 // fileStamp names a file's storage and its last change: equal stamps mean the same bytes.
