@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -107,8 +108,16 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 		},
 	}
 	f.mountpoint = canonicalMountpoint(mountpoint)
-	server, err := gofs.Mount(mountpoint, root, opts)
+	raw := gofs.NewNodeFS(root, opts)
+	if f.opts.Config.ReadOnly {
+		raw = &noFlush{RawFileSystem: raw, log: f.log}
+	}
+	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
 		return nil, err
 	}
 	closeFuseOnExec()
@@ -116,6 +125,23 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	go f.notifier(ctx)
 	go f.readaheadLoop(ctx)
 	return server, nil
+}
+
+// noFlush is the file system of a read-only mount: it answers FLUSH with ENOSYS. The kernel sends a FLUSH
+// request at every close(2) and waits for its answer; on ENOSYS it stops sending them for the whole
+// connection (fuse_flush sets no_flush, and the close itself succeeds). Nothing of a read-only mount needs
+// a close to reach it — only append's FLUSH reports a partial line and makes events durable, and a
+// read-only mount has no append file — so each close of a read-only mount costs one asynchronous RELEASE
+// instead of a synchronous round trip more: a repeated grep -l over 10k files makes 10k fewer.
+type noFlush struct {
+	fuse.RawFileSystem
+	log *slog.Logger
+}
+
+func (n *noFlush) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	// logged each time: the kernel sends one per connection, so more than one line says it did not listen
+	n.log.Info("read-only mount: FLUSH answered ENOSYS, so the kernel sends no more of them (a close costs one request)")
+	return fuse.ENOSYS
 }
 
 // canonicalMountpoint is mountpoint as /proc/PID/cwd shows paths below it: absolute, its parent's
