@@ -268,11 +268,18 @@ func (s *viewSink) Write(p []byte) (int, error) {
 	}
 	s.sum.Write(p)
 	s.n += int64(len(p))
-	s.buf = append(s.buf, p...)
-	if s.n >= blobMin && len(s.buf) >= viewWriteBuffer {
-		if err := s.flush(); err != nil {
-			return 0, err
-		}
+	if s.n < blobMin || len(s.buf)+len(p) < viewWriteBuffer {
+		s.buf = append(s.buf, p...)
+		return len(p), nil
+	}
+	if err := s.flush(); err != nil {
+		return 0, err
+	}
+	if len(p) < viewWriteBuffer {
+		s.buf = append(s.buf, p...)
+	} else if _, err := s.file.Write(p); err != nil { // a view rendered whole arrives in one piece: no copy
+		s.failed = err
+		return 0, err
 	}
 	return len(p), nil
 }

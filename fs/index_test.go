@@ -160,6 +160,24 @@ func TestIndexBlob(t *testing.T) {
 		t.Fatal("a view file changed in place was served")
 	}
 
+	// a view rendered whole arrives in one write (messages.jsonl), after a small one or not
+	for _, pieces := range [][]int{{blobMin * 2}, {100, blobMin * 2}, {100, viewWriteBuffer - 1, blobMin, 7}} {
+		var whole []byte
+		r, ok, err := x.write("s", "rev5", views.Messages, at, func(w io.Writer) error {
+			for i, n := range pieces {
+				p := bytes.Repeat([]byte{byte('a' + i)}, n)
+				whole = append(whole, p...)
+				if _, err := w.Write(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if !ok || err != nil || r.Blob == nil || !bytes.Equal(readBlob(r), whole) {
+			t.Fatalf("pieces %v: ok %v, err %v, blob %v", pieces, ok, err, r.Blob != nil)
+		}
+	}
+
 	// a rendering that fails records nothing and leaves no file behind
 	boom := errors.New("boom")
 	if _, ok, err := x.write("s", "rev4", views.Surface, at, func(w io.Writer) error { w.Write(line); return boom }); !ok || err != boom {
@@ -191,7 +209,7 @@ func TestIndexBlob(t *testing.T) {
 			t.Fatalf("not the old format: %q", l)
 		}
 	}
-	if !strings.Contains(old, "view events ") {
+	if !strings.Contains(old, "\nview ") {
 		t.Fatalf("the old-format entry lost its views: %q", old)
 	}
 }
