@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -205,6 +206,55 @@ func (s *Store) List(ctx context.Context) (Listing, error) { return s.b.List(ctx
 
 // ReadRaw returns the artifact bytes verbatim; it works for refused sessions too.
 func (s *Store) ReadRaw(ctx context.Context, id string) ([]byte, error) { return s.b.ReadRaw(ctx, id) }
+
+// rawWriter is a backend that can write ReadRaw's bytes out piece by piece (JSONL: a zstd frame at a time).
+type rawWriter interface {
+	WriteRaw(ctx context.Context, id string, w io.Writer) error
+}
+
+// WriteRaw writes ReadRaw's bytes to w, without holding them whole where the backend can (rawWriter).
+// Errors of w come back wrapped in *WriteError; a read error after some bytes were written is returned
+// as it is.
+func (s *Store) WriteRaw(ctx context.Context, id string, w io.Writer) error {
+	out := &writeTracker{w: w}
+	var err error
+	if rw, ok := s.b.(rawWriter); ok {
+		err = rw.WriteRaw(ctx, id, out)
+	} else {
+		var b []byte
+		b, err = s.b.ReadRaw(ctx, id)
+		if _, werr := out.Write(b); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if out.err != nil {
+		return &WriteError{Err: out.err}
+	}
+	return err
+}
+
+// WriteError is a failure of the writer given to WriteRaw, as opposed to one of reading the store.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return "writing output: " + e.Err.Error() }
+
+// Unwrap returns the writer's error.
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// writeTracker remembers its writer's first error.
+type writeTracker struct {
+	w   io.Writer
+	err error
+}
+
+func (t *writeTracker) Write(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := t.w.Write(p)
+	t.err = err
+	return n, err
+}
 
 // Locate returns the artifact path for a header.
 func (s *Store) Locate(h event.Header) (string, error) { return s.b.Locate(h) }

@@ -387,8 +387,12 @@ func (s *Session) logLines(view View) (evs []event.Event, ok bool, err error) {
 // WriteView writes the bytes Render returns to w, and on failure what Render returned with its error (a
 // refused session's header view). A view that is a list of the log's lines is written line by line
 // instead of rendered first, so `dshfs cat` of a large session does not hold its text twice (78 MB for
-// the events view of a 500k-event session). Errors from w come back wrapped in *WriteError.
+// the events view of a 500k-event session), and raw.jsonl a zstd frame at a time. Errors from w come back
+// wrapped in *WriteError.
 func (s *Session) WriteView(ctx context.Context, w io.Writer, view View) error {
+	if view.Kind == KindRaw {
+		return s.store.WriteRaw(ctx, s.ID, w) // a zstd artifact's text a frame at a time
+	}
 	var evs []event.Event
 	ok := false
 	if s.Refusal == nil {
@@ -400,29 +404,24 @@ func (s *Session) WriteView(ctx context.Context, w io.Writer, view View) error {
 	if !ok {
 		b, err := s.Render(ctx, view)
 		if _, werr := w.Write(b); werr != nil {
-			return &WriteError{werr}
+			return &WriteError{Err: werr}
 		}
 		return err
 	}
 	nl := []byte{'\n'}
 	for _, e := range evs {
 		if _, err := w.Write(e.Raw); err != nil {
-			return &WriteError{err}
+			return &WriteError{Err: err}
 		}
 		if _, err := w.Write(nl); err != nil {
-			return &WriteError{err}
+			return &WriteError{Err: err}
 		}
 	}
 	return nil
 }
 
 // WriteError is a failure to write a view out, as opposed to a failure to read or render it.
-type WriteError struct{ Err error }
-
-func (e *WriteError) Error() string { return "writing output: " + e.Err.Error() }
-
-// Unwrap returns the writer's error.
-func (e *WriteError) Unwrap() error { return e.Err }
+type WriteError = eventstore.WriteError
 
 // Shadowed lists the events that replacements shadowed, in seq order.
 func (s *Session) Shadowed() ([]event.Event, error) {

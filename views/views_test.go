@@ -95,21 +95,23 @@ func TestWriteViewIsRender(t *testing.T) {
 	if err != nil || s.Refusal != nil {
 		t.Fatal(err, s.Refusal)
 	}
-	for _, view := range []views.View{views.Events, views.Surface, views.Shadowed, views.Turn(1), views.Messages, views.Header, views.Status, views.Event(2), views.Turn(9)} {
+	for _, view := range []views.View{views.Events, views.Surface, views.Shadowed, views.Turn(1), views.Messages, views.Header, views.Status, views.Event(2), views.Turn(9), views.Raw} {
 		want, wantErr := s.Render(ctx, view)
 		var got bytes.Buffer
 		err := s.WriteView(ctx, &got, view)
 		if !bytes.Equal(got.Bytes(), want) || (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
 			t.Errorf("%s: WriteView %q, %v; Render %q, %v", view, got.Bytes(), err, want, wantErr)
 		}
-		if (view == views.Events || view == views.Shadowed || view == views.Surface) && got.Len() == 0 {
+		if (view == views.Events || view == views.Shadowed || view == views.Surface || view == views.Raw) && got.Len() == 0 {
 			t.Fatalf("empty %s view: the streamed path was not exercised", view)
 		}
 	}
-	err = s.WriteView(ctx, failingWriter{}, views.Events)
-	var we *views.WriteError
-	if !errors.As(err, &we) || !errors.Is(err, errDiskFull) {
-		t.Fatalf("failing writer: %v", err)
+	for _, view := range []views.View{views.Events, views.Raw, views.Messages} {
+		err = s.WriteView(ctx, failingWriter{}, view)
+		var we *views.WriteError
+		if !errors.As(err, &we) || !errors.Is(err, errDiskFull) {
+			t.Fatalf("%s, failing writer: %v", view, err)
+		}
 	}
 }
 

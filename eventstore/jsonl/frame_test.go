@@ -122,6 +122,11 @@ func TestDecodeFixtureFrames(t *testing.T) {
 			}
 			plain = append(plain, p...)
 		}
+		// raw.jsonl is written a frame at a time (WriteRaw), the same bytes
+		var w countingWriter
+		if err := writeRawText(&w, b, 0); err != nil || !bytes.Equal(w.Bytes(), plain) || w.writes != len(frames) {
+			t.Errorf("%s: writeRawText: %v, %d bytes in %d writes; want %d bytes in %d", rel, err, w.Len(), w.writes, len(plain), len(frames))
+		}
 		raw, err := os.ReadFile(filepath.Join(root, strings.Replace(strings.TrimSuffix(rel, ".zstd"), "/zstd/", "/raw/", 1)))
 		if err != nil {
 			t.Fatal(err)
@@ -146,6 +151,16 @@ func TestDecodeFixtureFrames(t *testing.T) {
 			t.Errorf("%s: decoded frames differ from the raw transcript", rel)
 		}
 	}
+}
+
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
 }
 
 // EncodeFrame cannot reproduce libzstd's block bytes (klauspost is a different compressor), so this measures

@@ -511,37 +511,68 @@ func sameFile(a, b string) bool {
 // frames decoded. Unlike the harness's readRaw it does not require a valid header, so refused sessions stay
 // readable.
 func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
-	path, err := b.find(id)
-	if err != nil {
-		return nil, err
-	}
-	buf, _, err := b.readArtifact(path)
+	buf, err := b.artifactBytes(id)
 	if err != nil || b.mode == None {
 		return buf, err
 	}
 	return rawText(buf, b.maxFrame)
 }
 
+// WriteRaw writes what ReadRaw returns to w, a frame at a time: the text of a zstd artifact is never whole
+// in memory (the raw.jsonl of the 500k-event bench session is 32 MB decoded, 14 MB compressed). An error of w
+// comes back as it is; after a decode error the frames before it have been written.
+func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) error {
+	buf, err := b.artifactBytes(id)
+	if err != nil {
+		return err
+	}
+	if b.mode == None {
+		_, err = w.Write(buf)
+		return err
+	}
+	return writeRawText(w, buf, b.maxFrame)
+}
+
+// artifactBytes is the stored bytes of session id's transcript (zstd: compressed).
+func (b *Backend) artifactBytes(id string) ([]byte, error) {
+	path, err := b.find(id)
+	if err != nil {
+		return nil, err
+	}
+	buf, _, err := b.readArtifact(path)
+	return buf, err
+}
+
 // RawText decodes every complete frame of a zstd artifact, omitting a torn final frame.
 func RawText(buf []byte) ([]byte, error) { return rawText(buf, 0) }
 
 func rawText(buf []byte, maxFrame int64) ([]byte, error) {
-	frames, _, err := ScanFrames(buf, 0)
-	if err != nil {
+	var out bytes.Buffer
+	if err := writeRawText(&out, buf, maxFrame); err != nil {
 		return nil, err
 	}
-	if len(frames) == 0 {
-		return nil, errZstdHeaderless
+	return out.Bytes(), nil
+}
+
+// writeRawText writes the decoded text of every complete frame of buf to w, in order.
+func writeRawText(w io.Writer, buf []byte, maxFrame int64) error {
+	frames, _, err := ScanFrames(buf, 0)
+	if err != nil {
+		return err
 	}
-	var out []byte
+	if len(frames) == 0 {
+		return errZstdHeaderless
+	}
 	for _, f := range frames {
 		plain, err := decodeFrame(buf, f, maxFrame)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, plain...)
+		if _, err := w.Write(plain); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // List discovers every session directory holding a transcript, reading its header only.
