@@ -233,7 +233,9 @@ func (s *Store) WriteRaw(ctx context.Context, id string, w io.Writer) error {
 	return err
 }
 
-// WriteError is a failure of the writer given to WriteRaw, as opposed to one of reading the store.
+// WriteError is a failure of the writer a session's bytes are written to (WriteRaw, views.WriteView), as
+// opposed to one of reading or rendering them: `dshfs cat` exits 2 on it, and the mount's index falls back to
+// memory.
 type WriteError struct{ Err error }
 
 func (e *WriteError) Error() string { return "writing output: " + e.Err.Error() }
