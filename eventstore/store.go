@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -61,6 +62,17 @@ type Artifact struct {
 	ModTime  time.Time // when the artifact last changed
 	Size     int64     // physical bytes
 	Owner    *Owner    // nil when the backend has no per-session owner
+}
+
+// FileToken is a file's change token, `<dev>:<ino>:<size>:<mtimeNs>:<ctimeNs>`: equal tokens mean the same
+// bytes, since no one can set a file's ctime (to the clock's tick). ok is false where the platform gives no
+// inode and ctime. It is the JSONL artifact's Token, and the stamp the mount's index keeps of its view files.
+func FileToken(fi os.FileInfo) (token string, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano()), true
 }
 
 // Frozen is the durable prefix of an artifact, as a backup copies it (DESIGN.md §4, store/): its first

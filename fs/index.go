@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"hash"
 	"io"
 	"os"
@@ -14,9 +13,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/internal/atomicfile"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/views"
@@ -296,13 +295,11 @@ func (s *viewSink) flush() error {
 	return nil
 }
 
-// fileStamp names a file's storage and its last change: equal stamps mean the same bytes.
+// fileStamp is a view file's stamp (eventstore.FileToken); "" where there is none, so the file is always
+// hashed.
 func fileStamp(info os.FileInfo) string {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
+	token, _ := eventstore.FileToken(info)
+	return token
 }
 
 // viewPath is the file holding a view's bytes.

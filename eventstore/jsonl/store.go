@@ -221,13 +221,14 @@ func statArtifact(path string) (eventstore.Artifact, error) {
 
 func artifactOf(fi fs.FileInfo) eventstore.Artifact {
 	a := eventstore.Artifact{ModTime: fi.ModTime(), Size: fi.Size()}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	token, ok := eventstore.FileToken(fi)
 	if !ok {
 		a.Token = fmt.Sprintf("0:0:%d:%d:0", fi.Size(), fi.ModTime().UnixNano())
 		return a
 	}
+	st := fi.Sys().(*syscall.Stat_t)
 	a.Identity = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
-	a.Token = fmt.Sprintf("%s:%d:%d:%d", a.Identity, st.Size, st.Mtim.Sec*1e9+st.Mtim.Nsec, st.Ctim.Sec*1e9+st.Ctim.Nsec)
+	a.Token = token
 	a.Owner = &eventstore.Owner{UID: st.Uid, GID: st.Gid, Perm: uint32(fi.Mode().Perm())}
 	return a
 }
