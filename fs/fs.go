@@ -310,7 +310,7 @@ func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision 
 	r, err := f.cache.render(ctx, e, view, view == views.Spill)
 	r.Identity = revision.Identity
 	if err == nil && indexable {
-		f.index.record(id, key, view, r.Data, r.ModTime)
+		f.index.remember(id, key, view, r.Data, r.ModTime)
 	}
 	return r, err
 }

@@ -158,23 +158,18 @@ func (x *index) entry(id, rev string) *indexEntry {
 	return e
 }
 
-// record remembers a view rendered in memory, of a session that reads, at revision rev, and persists it:
-// the view's bytes first, then the entry naming them.
-func (x *index) record(id, rev string, view views.View, data []byte, mtime time.Time) {
+// remember records in memory a view rendered in memory, of a session that reads, at revision rev: the
+// index directory is disabled, or could not take the view (write said so), so no file holds its bytes.
+func (x *index) remember(id, rev string, view views.View, data []byte, mtime time.Time) {
 	if rev == "" || !indexed[view] {
 		return
-	}
-	if x.dir != "" {
-		if _, ok, _ := x.write(id, rev, view, mtime, func(w io.Writer) error { _, err := w.Write(data); return err }); ok {
-			return
-		}
 	}
 	sum := sha256.Sum256(data)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.current(id, rev, mtime)
 	e.sizes[view], e.sums[view] = int64(len(data)), hex.EncodeToString(sum[:])
-	delete(e.stamps, view) // no file holds these bytes
+	delete(e.stamps, view)
 }
 
 // current is session id's in-memory entry at rev, replaced by an empty one when it is of another

@@ -24,9 +24,9 @@ func TestIndexFile(t *testing.T) {
 	x := newIndex(dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	events := []byte(strings.Repeat("{\"type\":\"x\"}\n", 1000))
-	x.record("s", "rev1", views.Events, events, at)
-	x.record("s", "rev1", views.Surface, make([]byte, 900), at)
-	x.record("s", "rev1", views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
+	record(t, x, "s", "rev1", views.Events, events, at)
+	record(t, x, "s", "rev1", views.Surface, make([]byte, 900), at)
+	record(t, x, "s", "rev1", views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
 
 	fresh := func() *index { return newIndex(dir, "salt") }
 	want := sha256.Sum256(events)
@@ -70,11 +70,19 @@ func TestIndexFile(t *testing.T) {
 	}
 	// another session's file under this one's name
 	y := newIndex(dir, "salt")
-	y.record("t", "rev1", views.Events, []byte("x"), at)
+	record(t, y, "t", "rev1", views.Events, []byte("x"), at)
 	other, _ := os.ReadFile(y.path("t"))
 	os.WriteFile(x.path("s"), other, 0o600)
 	if _, _, _, ok := fresh().size("s", "rev1", views.Events); ok {
 		t.Error("another session's entry was served")
+	}
+}
+
+// record writes a view rendered in memory to the index, as renderAt does with a rendering.
+func record(t *testing.T, x *index, id, rev string, view views.View, data []byte, mtime time.Time) {
+	t.Helper()
+	if _, _, err := x.write(id, rev, view, mtime, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		t.Fatal(err)
 	}
 }
 
