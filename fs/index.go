@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/internal/atomicfile"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/views"
 )
@@ -29,18 +27,23 @@ import (
 // memory, and in one small file per session under the cache directory ([cache] dir, default
 // $XDG_CACHE_HOME/dshfs), so a remount or an evicted session is warm.
 //
-// The rendered bytes of those views are kept too, one file per view beside the entry, each named in the
-// entry with its SHA-256: with the small default memory budgets a 10k-session store's views do not fit in
-// memory, and a repeated grep would otherwise decode every session again. A view is rendered straight into
-// its file (a temporary one, renamed into place), and one of blobMin bytes or more is then served from that
-// file rather than from memory: the events view of a 500k-event session is 80 MB, which would otherwise sit
-// on the heap beside the decoded session. The kernel's page cache, not the mount's heap, keeps the hot
-// ones. The cache directory can be deleted at any time (it is rebuilt as sessions are read).
+// The rendered bytes of those views are kept too: with the small default memory budgets a 10k-session
+// store's views do not fit in memory, and a repeated grep would otherwise decode every session again. A view
+// shorter than blobMin (nearly all of them) is kept inside its session's entry file, after the entry's
+// text: the first read of a session then costs one file written, not two (a walk over a cold 10k-session
+// store spent a quarter of its time creating and renaming files). A view of blobMin bytes or more is
+// rendered straight into a file of its own (a temporary one, renamed into place) and served from that file
+// rather than from memory: the events view of a 500k-event session is 80 MB, which would otherwise sit on
+// the heap beside the decoded session. The kernel's page cache, not the mount's heap, keeps the hot ones.
+// The cache directory can be deleted at any time (it is rebuilt as sessions are read).
 //
-// A view file is served only while it is the file the entry names: the entry keeps its checksum and the
-// stamp (device, inode, size, mtime, ctime) the file had when it was written or last verified. A file whose
-// stamp differs — rewritten in place, replaced, copied — is hashed again and served only if the checksum
-// still matches; no one can set a file's ctime, so an unchanged stamp means unchanged bytes.
+// Every kept view is named in the entry with its size and SHA-256, and served only while it has them. A
+// view inside the entry is hashed each time it is read back (it is small). A view file is served without
+// hashing while it has the stamp (device, inode, size, mtime, ctime) the entry saw when it was written or
+// last verified; a file whose stamp differs — rewritten in place, replaced, copied — is hashed again and
+// served only if the checksum still matches; no one can set a file's ctime, so an unchanged stamp means
+// unchanged bytes. Entry files are written in place (the checksums make a torn or mixed one harmless);
+// view files are renamed over, never rewritten, because a reader may hold one open.
 //
 // An entry is trusted only for the revision it was written at: the artifact's token (JSONL:
 // dev:ino:size:mtime:ctime, so an artifact replaced by one of the same size and mtime is a new revision
@@ -55,11 +58,23 @@ import (
 var indexed = map[views.View]bool{views.Events: true, views.Raw: true, views.Header: true,
 	views.Surface: true, views.Messages: true, views.Shadowed: true}
 
-const indexMagic = "dshfs-index 2"
+const indexMagic = "dshfs-index 3"
 
-// blobMin is the size from which a view is served from its index file instead of from memory: below it a
-// copy on the heap is cheaper than a file read per request, above it the copy is what breaks the mount's
-// memory bound.
+// oldMagic is the format before views were kept inside entries: its view files are removed when its entry
+// is met (nothing would name them again).
+const oldMagic = "dshfs-index 2"
+
+// headerRead is the first read of an entry file, and headerMax the most its text may take (a few hundred
+// bytes per view, and a session id no longer than a file name); the bytes of the views kept inside it
+// follow.
+const (
+	headerRead = 4 << 10
+	headerMax  = 16 << 10
+)
+
+// blobMin is the size from which a view is served from a file of its own instead of from memory (and kept
+// inside its entry below it): below it a copy on the heap is cheaper than a file read per request, above it
+// the copy is what breaks the mount's memory bound.
 const blobMin = 1 << 20
 
 // viewWriteBuffer is the buffer between a rendering (two writes per event line) and its file.
@@ -72,25 +87,44 @@ type index struct {
 
 	mu      sync.Mutex
 	entries map[string]*indexEntry // by session id
-	// files orders the renames of view files and the writes of entries naming them, so that an entry never
-	// names the stamp of a file another writer has since renamed over it
+	// files orders the writes of entry files and the renames of view files, so that an entry never names
+	// the stamp of a file another writer has since renamed over it, and the bytes an entry carries over
+	// from its file are the ones this process last wrote there
 	files sync.Mutex
 
 	hits atomic.Int64 // stats served from the index (status.json "index")
 }
 
-// indexEntry is one session at one revision.
-type indexEntry struct {
-	rev    string // artifact token + identity
-	mtime  time.Time
-	sizes  map[views.View]int64
-	sums   map[views.View]string // SHA-256 (hex) of each view's bytes, kept in its file
-	stamps map[views.View]string // the view file's stamp (fileStamp) when written or last verified
+// place is where the index keeps a view's bytes.
+type place int8
+
+const (
+	inMemory place = iota // nowhere: the index directory could not take them (only the size is known)
+	inEntry               // inside the entry file, from off
+	inFile                // in the view's own file (viewPath)
+)
+
+// viewRec is what an entry knows of one view.
+type viewRec struct {
+	size  int64
+	sum   string // SHA-256 (hex) of the view's bytes
+	place place
+	off   int64  // inEntry: where the bytes start in the entry file
+	stamp string // inFile: the file's stamp (fileStamp) when written or last verified; "" unknown
 }
 
+// indexEntry is one session at one revision.
+type indexEntry struct {
+	rev   string // artifact token + identity
+	mtime time.Time
+	views map[views.View]viewRec
+}
+
+// entryOrder is the order of an entry's view lines, and of the bytes kept after them.
+var entryOrder = []views.View{views.Header, views.Raw, views.Events, views.Surface, views.Messages, views.Shadowed}
+
 func newEntry(rev string, mtime time.Time) *indexEntry {
-	return &indexEntry{rev: rev, mtime: mtime, sizes: map[views.View]int64{}, sums: map[views.View]string{},
-		stamps: map[views.View]string{}}
+	return &indexEntry{rev: rev, mtime: mtime, views: map[views.View]viewRec{}}
 }
 
 func newIndex(dir, salt string) *index {
@@ -121,8 +155,8 @@ func (x *index) lookup(id, rev string, view views.View) (int64, time.Time, strin
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	n, ok := e.sizes[view]
-	return n, e.mtime, e.sums[view], ok
+	r, ok := e.views[view]
+	return r.size, e.mtime, r.sum, ok
 }
 
 // reads reports whether the index knows that session id reads (is not refused) at revision rev.
@@ -164,12 +198,9 @@ func (x *index) remember(id, rev string, view views.View, data []byte, mtime tim
 	if rev == "" || !indexed[view] {
 		return
 	}
-	sum := sha256.Sum256(data)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	e := x.current(id, rev, mtime)
-	e.sizes[view], e.sums[view] = int64(len(data)), hex.EncodeToString(sum[:])
-	delete(e.stamps, view)
+	x.current(id, rev, mtime).views[view] = viewRec{size: int64(len(data)), sum: hexSum(data), place: inMemory}
 }
 
 // current is session id's in-memory entry at rev, replaced by an empty one when it is of another
@@ -183,27 +214,25 @@ func (x *index) current(id, rev string, mtime time.Time) *indexEntry {
 	return e
 }
 
-// write renders a view of a session that reads, at revision rev, into its file (render writes the bytes),
-// and records it in the entry. The result holds the bytes in memory below blobMin and in the file (a Blob)
-// from there. ok is false when the index directory could not take the view (disabled, full, unwritable):
+// write renders a view of a session that reads, at revision rev, into the index (render writes the
+// bytes), and records it in the entry. A view shorter than blobMin is kept inside the entry file and comes
+// back in memory; a longer one is written to its own file as it is rendered and comes back as a Blob over
+// that file. ok is false when the index directory could not take the view (disabled, full, unwritable):
 // then nothing was recorded and the caller renders in memory. err is render's own failure.
 func (x *index) write(id, rev string, view views.View, mtime time.Time, render func(io.Writer) error) (r nodes.Rendered, ok bool, err error) {
 	if x.dir == "" || rev == "" || !indexed[view] {
 		return r, false, nil
 	}
 	path := x.viewPath(id, view)
-	tmp, err := os.CreateTemp(x.dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return r, false, nil
-	}
-	sink := &viewSink{file: tmp, sum: sha256.New()}
+	sink := newViewSink(func() (*os.File, error) { return os.CreateTemp(x.dir, filepath.Base(path)+".tmp-*") })
 	keep, renamed := false, false
 	defer func() {
-		if !keep {
-			tmp.Close()
+		sink.release()
+		if sink.file != nil && !keep {
+			sink.file.Close()
 		}
-		if !renamed {
-			os.Remove(tmp.Name())
+		if sink.file != nil && !renamed {
+			os.Remove(sink.file.Name())
 		}
 	}()
 	if err := render(sink); err != nil {
@@ -212,48 +241,151 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 		}
 		return r, true, err
 	}
-	if sink.flush() != nil {
-		return r, false, nil
-	}
 	sum := hex.EncodeToString(sink.sum.Sum(nil))
+	r = nodes.Rendered{ModTime: mtime, Sum: sum}
+	if sink.file == nil { // shorter than blobMin
+		r.Data = bytes.Clone(sink.buf)
+		x.keepInEntry(id, rev, view, mtime, r.Data, sum)
+		return r, true, nil
+	}
+	if sink.flush() != nil {
+		return nodes.Rendered{}, false, nil
+	}
 
 	x.files.Lock()
 	defer x.files.Unlock()
+	tmp := sink.file
 	if os.Rename(tmp.Name(), path) != nil {
-		return r, false, nil
+		return nodes.Rendered{}, false, nil
 	}
 	renamed = true
 	info, err := tmp.Stat() // after the rename, which changes the ctime
 	if err != nil {
 		os.Remove(path)
-		return r, false, nil
+		return nodes.Rendered{}, false, nil
 	}
 	x.mu.Lock()
 	e := x.current(id, rev, mtime)
-	e.sizes[view], e.sums[view], e.stamps[view] = sink.n, sum, fileStamp(info)
-	text := e.encode(id)
+	e.views[view] = viewRec{size: sink.n, sum: sum, place: inFile, stamp: fileStamp(info)}
 	x.mu.Unlock()
-	x.writeFile(x.path(id), text)
+	x.persistLocked(id, e, view, nil)
 
-	r = nodes.Rendered{ModTime: mtime, Sum: sum}
-	if sink.n < blobMin {
-		r.Data = sink.buf
-		return r, true, nil
-	}
 	keep = true // the Blob reads the file through tmp, closed when the Blob is collected
 	r.Blob = io.NewSectionReader(tmp, 0, sink.n)
 	return r, true, nil
 }
 
-// viewSink takes a rendering on its way to its file: it checksums it, keeps it in memory while it is
-// shorter than blobMin (most views: one write at the end, and the bytes are served from memory), and from
-// there writes it out in viewWriteBuffer pieces.
+// keepInEntry records a view shorter than blobMin in session id's entry and writes the entry file with its
+// bytes inside. When the file cannot be written, the entry knows the view's size, in memory only.
+func (x *index) keepInEntry(id, rev string, view views.View, mtime time.Time, data []byte, sum string) {
+	x.files.Lock()
+	defer x.files.Unlock()
+	x.mu.Lock()
+	stale := false // the view had a file of its own (a large rendering of another revision): now unnamed
+	if old := x.entries[id]; old != nil {
+		stale = old.views[view].place == inFile
+	}
+	e := x.current(id, rev, mtime)
+	e.views[view] = viewRec{size: int64(len(data)), sum: sum, place: inEntry}
+	x.mu.Unlock()
+	if !x.persistLocked(id, e, view, data) {
+		x.mu.Lock()
+		if r, ok := e.views[view]; ok && r.sum == sum {
+			r.place = inMemory
+			e.views[view] = r
+		}
+		x.mu.Unlock()
+		return
+	}
+	if stale {
+		os.Remove(x.viewPath(id, view)) // a Blob open on it keeps its bytes
+	}
+}
+
+// persistLocked writes session id's entry file: its text, then the bytes of the views kept inside it —
+// fresh's from data, the others' carried over from the file as it is (each checked against its checksum;
+// one that no longer matches is dropped from the entry). The file is written in place: a torn or mixed
+// one fails its checksums and is never served. The caller holds x.files.
+func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data []byte) bool {
+	path := x.path(id)
+	x.mu.Lock()
+	carry := false
+	for v, r := range e.views {
+		carry = carry || (r.place == inEntry && (v != fresh || data == nil))
+	}
+	x.mu.Unlock()
+	var old []byte
+	if carry {
+		old, _ = os.ReadFile(path) // what this process last wrote there (x.files), unless someone else did
+	}
+	x.mu.Lock()
+	inside := map[views.View][]byte{}
+	for v, r := range e.views {
+		switch {
+		case r.place != inEntry:
+		case v == fresh && data != nil:
+			inside[v] = data
+		case r.off >= 0 && r.off+r.size <= int64(len(old)) && hexSum(old[r.off:r.off+r.size]) == r.sum:
+			inside[v] = old[r.off : r.off+r.size]
+		default:
+			delete(e.views, v)
+		}
+	}
+	text := e.encode(id, inside)
+	x.mu.Unlock()
+	return writeInPlace(path, text)
+}
+
+// writeInPlace writes a file over whatever is there (an entry file, whose checksums make a torn one
+// harmless: one creation and no rename on the first read of a session).
+func writeInPlace(path string, data []byte) bool {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return false
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err == nil
+}
+
+func hexSum(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// viewSink takes a rendering on its way into the index: it checksums it, keeps it in memory while it is
+// shorter than blobMin (most views: one write at the end, and the bytes are kept inside the entry and
+// served from memory), and from there writes it out to a file of its own (made by create when the view
+// reaches blobMin) in viewWriteBuffer pieces. file is nil exactly while the view is shorter than blobMin.
+//
+// Its buffer comes from sinkBuffers and goes back there (release): a rendering arrives in two writes per
+// event line, and a buffer grown by append from nothing for each view allocated five times the view's
+// size — the largest part of what a first walk over a cold store allocated.
 type viewSink struct {
+	create func() (*os.File, error)
 	file   *os.File
 	sum    hash.Hash
 	buf    []byte // the whole view while n < blobMin, then what is not yet written
 	n      int64
-	failed error // the file's write error
+	failed error // the file's creation or write error
+}
+
+// sinkBuffers holds the buffers of finished sinks, as *[]byte.
+var sinkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+func newViewSink(create func() (*os.File, error)) *viewSink {
+	return &viewSink{create: create, sum: sha256.New(), buf: (*sinkBuffers.Get().(*[]byte))[:0]}
+}
+
+// release returns the buffer to sinkBuffers: the sink's bytes are not used after it.
+func (s *viewSink) release() {
+	if cap(s.buf) <= 2*blobMin { // (a view rendered whole past blobMin may have grown it further)
+		b := s.buf[:0]
+		sinkBuffers.Put(&b)
+	}
+	s.buf = nil
 }
 
 func (s *viewSink) Write(p []byte) (int, error) {
@@ -278,15 +410,21 @@ func (s *viewSink) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// flush writes out what is buffered; for a view shorter than blobMin the buffer stays its bytes.
+// flush writes out what is buffered, to the file it makes first if there is none yet.
 func (s *viewSink) flush() error {
+	if s.file == nil {
+		f, err := s.create()
+		if err != nil {
+			s.failed = err
+			return err
+		}
+		s.file = f
+	}
 	if _, err := s.file.Write(s.buf); err != nil {
 		s.failed = err
 		return err
 	}
-	if s.n >= blobMin {
-		s.buf = s.buf[:0]
-	}
+	s.buf = s.buf[:0]
 	return nil
 }
 
@@ -302,27 +440,32 @@ func (x *index) viewPath(id string, view views.View) string {
 	return strings.TrimSuffix(x.path(id), ".idx") + "." + view.String()
 }
 
-// content returns a view's bytes at revision rev from its file, when the entry names it and the file holds
-// the bytes it names: the same stamp, or the same checksum (then the new stamp is remembered). A view of
-// blobMin bytes or more comes back as a Blob over the open file.
+// content returns a view's bytes at revision rev as the index keeps them, when they are still the bytes the
+// entry names: kept inside the entry, checked against their checksum; in a file of their own, with the
+// stamp the entry saw or else the same checksum (then the new stamp is remembered). A view of blobMin bytes
+// or more comes back as a Blob over the open file.
 func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) {
 	e := x.entry(id, rev)
 	if e == nil || x.dir == "" {
 		return nodes.Rendered{}, false
 	}
 	x.mu.Lock()
-	size, sum, stamp := e.sizes[view], e.sums[view], e.stamps[view]
+	rec := e.views[view]
 	x.mu.Unlock()
-	if sum == "" {
-		return nodes.Rendered{}, false
-	}
-	f, err := os.Open(x.viewPath(id, view))
-	if err != nil {
-		return nodes.Rendered{}, false
-	}
-	r, ok := x.verified(f, e, view, size, sum, stamp)
-	if !ok || r.Blob == nil {
-		f.Close()
+	var r nodes.Rendered
+	ok := false
+	switch rec.place {
+	case inEntry:
+		r, ok = x.inside(id, e, rec)
+	case inFile:
+		f, err := os.Open(x.viewPath(id, view))
+		if err != nil {
+			return nodes.Rendered{}, false
+		}
+		r, ok = x.verified(f, e, view, rec)
+		if !ok || r.Blob == nil {
+			f.Close()
+		}
 	}
 	if ok {
 		x.hits.Add(1)
@@ -330,41 +473,56 @@ func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) 
 	return r, ok
 }
 
-// verified reads an open view file that should hold size bytes with checksum sum, as its entry last saw it
-// (stamp).
-func (x *index) verified(f *os.File, e *indexEntry, view views.View, size int64, sum, stamp string) (nodes.Rendered, bool) {
-	info, err := f.Stat()
-	if err != nil || info.Size() != size {
+// inside reads the bytes of a view kept inside the entry file.
+func (x *index) inside(id string, e *indexEntry, rec viewRec) (nodes.Rendered, bool) {
+	f, err := os.Open(x.path(id))
+	if err != nil {
 		return nodes.Rendered{}, false
 	}
-	r := nodes.Rendered{ModTime: e.mtime, Sum: sum}
+	defer f.Close()
+	data := make([]byte, rec.size)
+	if n, err := f.ReadAt(data, rec.off); n != len(data) || (err != nil && err != io.EOF) || hexSum(data) != rec.sum {
+		return nodes.Rendered{}, false
+	}
+	return nodes.Rendered{ModTime: e.mtime, Sum: rec.sum, Data: data}, true
+}
+
+// verified reads an open view file that should hold the bytes rec names, as its entry last saw it
+// (rec.stamp).
+func (x *index) verified(f *os.File, e *indexEntry, view views.View, rec viewRec) (nodes.Rendered, bool) {
+	info, err := f.Stat()
+	if err != nil || info.Size() != rec.size {
+		return nodes.Rendered{}, false
+	}
+	r := nodes.Rendered{ModTime: e.mtime, Sum: rec.sum}
 	var data []byte
-	if size < blobMin {
-		data = make([]byte, size)
+	if rec.size < blobMin {
+		data = make([]byte, rec.size)
 		if _, err := io.ReadFull(f, data); err != nil {
 			return nodes.Rendered{}, false
 		}
 	}
-	if now := fileStamp(info); now == "" || now != stamp {
+	if now := fileStamp(info); now == "" || now != rec.stamp {
 		h := sha256.New()
 		if data != nil {
 			h.Write(data)
-		} else if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
+		} else if _, err := io.Copy(h, io.NewSectionReader(f, 0, rec.size)); err != nil {
 			return nodes.Rendered{}, false
 		}
-		if hex.EncodeToString(h.Sum(nil)) != sum {
+		if hex.EncodeToString(h.Sum(nil)) != rec.sum {
 			return nodes.Rendered{}, false
 		}
 		x.mu.Lock()
-		if e.sums[view] == sum {
-			e.stamps[view] = now // verified: the next use need not hash it again
+		if cur := e.views[view]; cur.place == inFile && cur.sum == rec.sum {
+			cur.stamp = now // verified: the next use need not hash it again
+			e.views[view] = cur
 		}
 		x.mu.Unlock()
 	}
 	if data != nil {
 		r.Data = data
 	} else {
-		r.Blob = io.NewSectionReader(f, 0, size)
+		r.Blob = io.NewSectionReader(f, 0, rec.size)
 	}
 	return r, true
 }
@@ -376,61 +534,78 @@ func (x *index) forget(id string) {
 	x.mu.Unlock()
 }
 
-// encode renders an entry as its file: a fixed line order and a checksum of everything before it.
-func (e *indexEntry) encode(id string) []byte {
+// encode renders an entry as its file: its text in a fixed line order and a checksum of that text, then
+// the bytes of the views kept inside it (inside holds them), in the order of their lines, each at the
+// offset it records in the entry. A view kept inside whose bytes are not at hand is left out of the entry.
+func (e *indexEntry) encode(id string, inside map[views.View][]byte) []byte {
 	var b bytes.Buffer
+	n := 1024 + len(id) + len(e.rev)
+	for _, data := range inside {
+		n += len(data)
+	}
+	b.Grow(n)
 	b.WriteString(indexMagic + "\n")
 	b.WriteString("session " + strconv.Quote(id) + "\n")
 	b.WriteString("revision " + strconv.Quote(e.rev) + "\n")
 	b.WriteString("mtime " + strconv.FormatInt(e.mtime.UnixNano(), 10) + "\n")
-	for _, v := range []views.View{views.Header, views.Raw, views.Events, views.Surface, views.Messages, views.Shadowed} {
-		if n, ok := e.sizes[v]; ok {
-			stamp := e.stamps[v]
-			if stamp == "" {
-				stamp = "-"
-			}
-			b.WriteString("view " + v.String() + " " + strconv.FormatInt(n, 10) + " " + e.sums[v] + " " + stamp + "\n")
+	var kept []views.View
+	for _, v := range entryOrder {
+		r, ok := e.views[v]
+		if !ok || r.place == inMemory {
+			continue
 		}
+		where := r.stamp
+		switch {
+		case r.place == inEntry && int64(len(inside[v])) != r.size:
+			delete(e.views, v)
+			continue
+		case r.place == inEntry:
+			where = "inline"
+			kept = append(kept, v)
+		case where == "":
+			where = "-"
+		}
+		b.WriteString("view " + v.String() + " " + strconv.FormatInt(r.size, 10) + " " + r.sum + " " + where + "\n")
 	}
 	sum := sha256.Sum256(b.Bytes())
 	b.WriteString("sha256 " + hex.EncodeToString(sum[:]) + "\n")
+	for _, v := range kept {
+		r := e.views[v]
+		r.off = int64(b.Len())
+		e.views[v] = r
+		b.Write(inside[v])
+	}
 	return b.Bytes()
 }
 
-// writeFile persists an entry or a view (temp file, rename): a crash leaves the old file or the new one,
-// and a reader that finds a torn one rejects it by its checksum anyway. false when it could not be written
-// (the index is a cache: that costs a decode later, nothing else).
-func (x *index) writeFile(path string, data []byte) bool {
-	// each writer has a temporary name of its own: the readahead worker and a request may record one
-	// session at once
-	return atomicfile.Write(path, data) == nil
-}
-
-// load reads and validates session id's file; nil when it is missing, malformed, tampered with or
-// written for another session.
+// load reads and validates session id's entry; nil when it is missing, malformed, tampered with, cut
+// short or written for another session. It reads the entry's text, not the views kept after it.
 func (x *index) load(id string) *indexEntry {
-	data, err := os.ReadFile(x.path(id))
+	f, err := os.Open(x.path(id))
 	if err != nil {
 		return nil
 	}
-	body, sumLine, ok := cutLastLine(data)
-	if !ok || !strings.HasPrefix(sumLine, "sha256 ") {
+	defer f.Close()
+	text, size, ok := readEntryText(f)
+	if !ok {
 		return nil
 	}
-	sum := sha256.Sum256(body)
-	if sumLine[len("sha256 "):] != hex.EncodeToString(sum[:]) {
+	if bytes.HasPrefix(text, []byte(oldMagic+"\n")) {
+		for _, v := range entryOrder {
+			os.Remove(x.viewPath(id, v))
+		}
+		return nil
+	}
+	body, sumLine, ok := cutLastLine(text)
+	if !ok || hexSum(body) != strings.TrimPrefix(sumLine, "sha256 ") {
 		return nil
 	}
 	e := newEntry("", time.Time{})
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		text := sc.Text()
-		line++
+	end := int64(len(text)) // where the bytes of the views kept inside begin
+	for line, text := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
 		key, val, _ := strings.Cut(text, " ")
 		switch {
-		case line == 1:
+		case line == 0:
 			if text != indexMagic {
 				return nil
 			}
@@ -456,22 +631,53 @@ func (x *index) load(id string) *indexEntry {
 				return nil
 			}
 			v, ok := views.ParseView(f[0])
-			size, err := strconv.ParseInt(f[1], 10, 64)
-			if !ok || !indexed[v] || err != nil || size < 0 {
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if _, dup := e.views[v]; !ok || !indexed[v] || err != nil || n < 0 || dup {
 				return nil
 			}
-			e.sizes[v], e.sums[v] = size, f[2]
-			if f[3] != "-" {
-				e.stamps[v] = f[3]
+			r := viewRec{size: n, sum: f[2], place: inFile}
+			switch f[3] {
+			case "inline":
+				r.place, r.off = inEntry, end
+				end += n
+			case "-":
+			default:
+				r.stamp = f[3]
 			}
+			e.views[v] = r
 		default:
 			return nil
 		}
 	}
-	if e.rev == "" {
+	if e.rev == "" || end != size { // cut short, or grown
 		return nil
 	}
 	return e
+}
+
+// readEntryText reads an entry file's text: up to and including its checksum line, which must come within
+// headerMax bytes. size is the whole file's.
+func readEntryText(f *os.File) (text []byte, size int64, ok bool) {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, 0, false
+	}
+	size = info.Size()
+	buf := make([]byte, min(size, headerRead))
+	for {
+		if n, err := f.ReadAt(buf, 0); n != len(buf) && err != nil {
+			return nil, 0, false
+		}
+		if i := bytes.Index(buf, []byte("\nsha256 ")); i >= 0 {
+			if j := bytes.IndexByte(buf[i+1:], '\n'); j >= 0 {
+				return buf[:i+1+j+1], size, true
+			}
+		}
+		if int64(len(buf)) == size || len(buf) >= headerMax {
+			return nil, 0, false
+		}
+		buf = make([]byte, min(size, headerMax))
+	}
 }
 
 // cutLastLine splits data before its last LF-terminated line.

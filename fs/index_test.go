@@ -36,13 +36,31 @@ func TestIndexFile(t *testing.T) {
 	if r, ok := fresh().content("s", "rev1", views.Events); !ok || string(r.Data) != string(events) || r.Blob != nil {
 		t.Fatalf("the view's bytes do not come back")
 	}
-	// a view file changed behind the entry's back is not served
-	vp := x.viewPath("s", views.Events)
-	os.WriteFile(vp, []byte(strings.Replace(string(events), "x", "y", 1)), 0o600)
-	if _, ok := fresh().content("s", "rev1", views.Events); ok {
-		t.Fatal("a changed view file was served")
+	// a small view is kept inside the entry: one file per session
+	if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 1 || files[0] != x.path("s") {
+		t.Fatalf("files in the index directory: %v", files)
 	}
-	os.WriteFile(vp, events, 0o600)
+	good, err := os.ReadFile(x.path("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(good, append(append([]byte(nil), events...), make([]byte, 900)...)) {
+		t.Fatal("the views' bytes do not follow the entry's text in the order of its lines")
+	}
+	// the bytes of a view changed behind the entry's back are not served (the sizes, which the entry's
+	// own checksum covers, still are)
+	if err := os.WriteFile(x.path("s"), bytes.Replace(good, []byte(`{"type":"x"}`), []byte(`{"type":"y"}`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fresh().content("s", "rev1", views.Events); ok {
+		t.Fatal("changed bytes kept inside the entry were served")
+	}
+	if r, ok := fresh().content("s", "rev1", views.Surface); !ok || !bytes.Equal(r.Data, make([]byte, 900)) {
+		t.Fatal("an unchanged view of the same entry was not served")
+	}
+	if err := os.WriteFile(x.path("s"), good, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, _, ok := fresh().size("s", "rev1", views.Status); ok {
 		t.Fatal("status.json was indexed")
 	}
@@ -52,12 +70,10 @@ func TestIndexFile(t *testing.T) {
 	if _, _, _, ok := newIndex(dir, "other store").size("s", "rev1", views.Events); ok {
 		t.Fatal("served for another store")
 	}
-	good, err := os.ReadFile(x.path("s"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for name, data := range map[string][]byte{
 		"truncated": good[:len(good)-10],
+		"grown":     append(append([]byte(nil), good...), 'x'),
+		"text only": good[:bytes.Index(good, []byte("\nsha256 "))+len("\nsha256 ")+65],
 		"changed":   append(append([]byte(nil), good[:20]...), append([]byte{good[20] ^ 1}, good[21:]...)...),
 		"empty":     nil,
 	} {
@@ -134,6 +150,9 @@ func TestIndexBlob(t *testing.T) {
 	if !bytes.Equal(readBlob(got), want) {
 		t.Fatal("an open blob changed under its reader")
 	}
+	if _, err := os.Stat(x.viewPath("s", views.Events)); !os.IsNotExist(err) {
+		t.Fatalf("the file of a view now kept inside the entry is still there: %v", err)
+	}
 	if _, ok := fresh().content("s", "rev1", views.Events); ok {
 		t.Fatal("served the old revision")
 	}
@@ -153,10 +172,10 @@ func TestIndexBlob(t *testing.T) {
 	if got, ok := y.content("s", "rev3", views.Events); !ok || !bytes.Equal(readBlob(got), want) {
 		t.Fatal("a copy with the same bytes was not served")
 	}
-	if e := y.entry("s", "rev3"); e == nil || e.stamps[views.Events] == "" {
+	if e := y.entry("s", "rev3"); e == nil || e.views[views.Events].stamp == "" {
 		t.Fatal("the verified copy's stamp was not remembered")
-	} else if info, err := os.Stat(vp); err != nil || fileStamp(info) != e.stamps[views.Events] {
-		t.Fatalf("remembered stamp %q, file %v", e.stamps[views.Events], err)
+	} else if info, err := os.Stat(vp); err != nil || fileStamp(info) != e.views[views.Events].stamp {
+		t.Fatalf("remembered stamp %q, file %v", e.views[views.Events].stamp, err)
 	}
 	f, err := os.OpenFile(vp, os.O_WRONLY, 0)
 	if err != nil {
@@ -198,27 +217,23 @@ func TestIndexBlob(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
 	}
-	// an entry of the previous format (no stamps), with a valid checksum, is not read
-	body, _, _ := cutLastLine(x.entries["s"].encode("s"))
-	old := strings.Replace(string(body), indexMagic, "dshfs-index 1", 1)
-	old = regexp.MustCompile(` \S+\n`).ReplaceAllStringFunc(old, func(m string) string {
-		if strings.Contains(m, ":") {
-			return "\n" // drop the stamp of each view line
-		}
-		return m
-	})
-	oldSum := sha256.Sum256([]byte(old))
-	os.WriteFile(x.path("s"), []byte(old+"sha256 "+hex.EncodeToString(oldSum[:])+"\n"), 0o600)
+	// an entry of the previous format (every view in a file of its own), with a valid checksum, is not read,
+	// and the view files it named are removed
+	mp := x.viewPath("s", views.Messages)
+	if _, err := os.Stat(mp); err != nil {
+		t.Fatal(err)
+	}
+	body, _, _ := cutLastLine(x.entries["s"].encode("s", nil))
+	old := strings.Replace(string(body), indexMagic, oldMagic, 1)
+	if !regexp.MustCompile(`\nview messages \d+ [0-9a-f]{64} \d+:`).MatchString(old) {
+		t.Fatalf("not an entry naming a view file with its stamp: %q", old)
+	}
+	os.WriteFile(x.path("s"), []byte(old+"sha256 "+hexSum([]byte(old))+"\n"), 0o600)
 	if fresh().load("s") != nil {
 		t.Fatal("read an entry of another format")
 	}
-	for _, l := range strings.Split(old, "\n") {
-		if strings.HasPrefix(l, "view ") && len(strings.Fields(l)) != 4 { // "view" name size sum
-			t.Fatalf("not the old format: %q", l)
-		}
-	}
-	if !strings.Contains(old, "\nview ") {
-		t.Fatalf("the old-format entry lost its views: %q", old)
+	if _, err := os.Stat(mp); !os.IsNotExist(err) {
+		t.Fatalf("the old format's view file is still there: %v", err)
 	}
 }
 
