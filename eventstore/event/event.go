@@ -208,7 +208,8 @@ func seqFromInt(seq int64) int64 {
 // Members named in skip, at any depth, are not materialized either: a container keeps only its Kind, a
 // string its Kind with an empty Str (the load checks never read message texts or tool arguments).
 func (e Event) Shallow(depth int, skip ...string) (Value, error) {
-	p := parser{s: e.Raw, limit: depth, skip: skip}
+	p := getParser(parser{s: e.Raw, limit: depth, skip: skip})
+	defer putParser(p)
 	v, err := p.value(0)
 	if err != nil {
 		return Value{}, err

@@ -255,14 +255,25 @@ func Parse(b []byte) (Value, error) { return parseAll(DecodeUTF8(b), false) }
 // converted), so reuse is safe.
 var parsers = sync.Pool{New: func() any { return new(parser) }}
 
+// getParser takes a parser from parsers, set up like proto but with the scratch stacks it kept.
+func getParser(proto parser) *parser {
+	p := parsers.Get().(*parser)
+	proto.buf, proto.mstack, proto.vstack = p.buf[:0], p.mstack[:0], p.vstack[:0]
+	*p = proto
+	return p
+}
+
+// putParser returns p to parsers, keeping only its scratch stacks.
+func putParser(p *parser) {
+	*p = parser{buf: p.buf, mstack: p.mstack, vstack: p.vstack}
+	parsers.Put(p)
+}
+
 // parseAll parses the whole input as one JSON value with optional whitespace around it.
 func parseAll(s []byte, strict bool) (Value, error) {
-	p := parsers.Get().(*parser)
-	*p = parser{s: s, strict: strict, buf: p.buf[:0], mstack: p.mstack[:0], vstack: p.vstack[:0]}
-	v, err := p.whole()
-	p.s = nil
-	parsers.Put(p)
-	return v, err
+	p := getParser(parser{s: s, strict: strict})
+	defer putParser(p)
+	return p.whole()
 }
 
 func (p *parser) whole() (Value, error) {
