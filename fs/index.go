@@ -331,9 +331,15 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 			delete(e.views, v)
 		}
 	}
-	text := e.encode(id, inside)
+	scratch := sinkBuffers.Get().(*[]byte)
+	text := e.encode((*scratch)[:0], id, inside)
 	x.mu.Unlock()
-	return writeInPlace(path, text)
+	ok := writeInPlace(path, text)
+	if cap(text) <= 2*blobMin {
+		*scratch = text[:0]
+		sinkBuffers.Put(scratch)
+	}
+	return ok
 }
 
 // writeInPlace writes a file over whatever is there (an entry file, whose checksums make a torn one
@@ -372,7 +378,7 @@ type viewSink struct {
 	failed error // the file's creation or write error
 }
 
-// sinkBuffers holds the buffers of finished sinks, as *[]byte.
+// sinkBuffers holds the buffers of finished sinks (and of entries written out), as *[]byte.
 var sinkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 func newViewSink(create func() (*os.File, error)) *viewSink {
@@ -534,20 +540,15 @@ func (x *index) forget(id string) {
 	x.mu.Unlock()
 }
 
-// encode renders an entry as its file: its text in a fixed line order and a checksum of that text, then
+// encode appends an entry's file to dst: its text in a fixed line order and a checksum of that text, then
 // the bytes of the views kept inside it (inside holds them), in the order of their lines, each at the
 // offset it records in the entry. A view kept inside whose bytes are not at hand is left out of the entry.
-func (e *indexEntry) encode(id string, inside map[views.View][]byte) []byte {
-	var b bytes.Buffer
-	n := 1024 + len(id) + len(e.rev)
-	for _, data := range inside {
-		n += len(data)
-	}
-	b.Grow(n)
-	b.WriteString(indexMagic + "\n")
-	b.WriteString("session " + strconv.Quote(id) + "\n")
-	b.WriteString("revision " + strconv.Quote(e.rev) + "\n")
-	b.WriteString("mtime " + strconv.FormatInt(e.mtime.UnixNano(), 10) + "\n")
+func (e *indexEntry) encode(dst []byte, id string, inside map[views.View][]byte) []byte {
+	start := len(dst)
+	b := append(dst, indexMagic+"\n"...)
+	b = append(b, "session "+strconv.Quote(id)+"\n"...)
+	b = append(b, "revision "+strconv.Quote(e.rev)+"\n"...)
+	b = append(b, "mtime "+strconv.FormatInt(e.mtime.UnixNano(), 10)+"\n"...)
 	var kept []views.View
 	for _, v := range entryOrder {
 		r, ok := e.views[v]
@@ -565,17 +566,16 @@ func (e *indexEntry) encode(id string, inside map[views.View][]byte) []byte {
 		case where == "":
 			where = "-"
 		}
-		b.WriteString("view " + v.String() + " " + strconv.FormatInt(r.size, 10) + " " + r.sum + " " + where + "\n")
+		b = append(b, "view "+v.String()+" "+strconv.FormatInt(r.size, 10)+" "+r.sum+" "+where+"\n"...)
 	}
-	sum := sha256.Sum256(b.Bytes())
-	b.WriteString("sha256 " + hex.EncodeToString(sum[:]) + "\n")
+	b = append(b, "sha256 "+hexSum(b[start:])+"\n"...)
 	for _, v := range kept {
 		r := e.views[v]
-		r.off = int64(b.Len())
+		r.off = int64(len(b) - start)
 		e.views[v] = r
-		b.Write(inside[v])
+		b = append(b, inside[v]...)
 	}
-	return b.Bytes()
+	return b
 }
 
 // load reads and validates session id's entry; nil when it is missing, malformed, tampered with, cut

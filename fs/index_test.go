@@ -223,7 +223,7 @@ func TestIndexBlob(t *testing.T) {
 	if _, err := os.Stat(mp); err != nil {
 		t.Fatal(err)
 	}
-	body, _, _ := cutLastLine(x.entries["s"].encode("s", nil))
+	body, _, _ := cutLastLine(x.entries["s"].encode(nil, "s", nil))
 	old := strings.Replace(string(body), indexMagic, oldMagic, 1)
 	if !regexp.MustCompile(`\nview messages \d+ [0-9a-f]{64} \d+:`).MatchString(old) {
 		t.Fatalf("not an entry naming a view file with its stamp: %q", old)
