@@ -185,6 +185,13 @@ func (r ChunkRun) Expand() []Event {
 		prefix = append(prefix, `,"text":`...)
 	}
 
+	// One allocation for all the members' records (they live and die with the session together); a record
+	// that outgrows its share (a text with many characters to escape) moves out on its own.
+	size := 0
+	for _, p := range r.Members {
+		size += len(prefix) + len(p) + 64
+	}
+	arena := make([]byte, size)
 	events := make([]Event, len(r.Members))
 	t := r.Time0
 	for k, p := range r.Members {
@@ -192,7 +199,9 @@ func (r ChunkRun) Expand() []Event {
 			t += r.DT[k-1]
 		}
 		seq := r.Seq0 + float64(k)
-		buf := make([]byte, 0, len(prefix)+len(p)+64)
+		n := len(prefix) + len(p) + 64
+		buf := arena[:0:n]
+		arena = arena[n:]
 		buf = append(buf, `{"type":"assistant/chunk","seq":`...)
 		buf = AppendNumber(buf, seq)
 		buf = append(buf, `,"time":`...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -133,7 +134,7 @@ var errUnparsable = errors.New("unparsable line")
 
 // predecode splits plain into lines and decodes each; it is pure, so chunks can be decoded in parallel.
 func predecode(plain []byte) chunk {
-	c := chunk{plain: plain}
+	c := chunk{plain: plain, lines: make([]decodedLine, 0, bytes.Count(plain, []byte{'\n'}))}
 	pos := 0
 	for {
 		nl := bytes.IndexByte(plain[pos:], '\n')
@@ -167,6 +168,11 @@ func (s *scanner) writeChunk(c chunk) error {
 	}
 	start := s.input
 	s.input += int64(len(c.plain))
+	n := 0
+	for _, l := range c.lines {
+		n += len(l.events)
+	}
+	s.events = slices.Grow(s.events, n) // once per chunk, not by doubling from nothing per session
 	for _, l := range c.lines {
 		if err := s.apply(l.events, l.err, start+int64(l.end)); err != nil {
 			return err
