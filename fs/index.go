@@ -356,6 +356,7 @@ func writeInPlace(path string, data []byte) bool {
 	return err == nil
 }
 
+// hexSum is data's SHA-256 as the index writes it.
 func hexSum(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
@@ -602,11 +603,11 @@ func (x *index) load(id string) *indexEntry {
 	}
 	e := newEntry("", time.Time{})
 	end := int64(len(text)) // where the bytes of the views kept inside begin
-	for line, text := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
-		key, val, _ := strings.Cut(text, " ")
+	for i, line := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
+		key, val, _ := strings.Cut(line, " ")
 		switch {
-		case line == 0:
-			if text != indexMagic {
+		case i == 0:
+			if line != indexMagic {
 				return nil
 			}
 		case key == "session":
