@@ -123,7 +123,9 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	closeFuseOnExec()
 	f.root = root.EmbeddedInode()
 	go f.notifier(ctx)
-	go f.readaheadLoop(ctx)
+	for range readaheadWorkers() {
+		go f.readaheadLoop(ctx)
+	}
 	return server, nil
 }
 
