@@ -223,8 +223,14 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if lazy {
 		h.lazy = &snapshot{rev: r.Revision, size: n, sum: r.Sum}
 	}
-	return h, open, 0
+	return h, open | noFlush, 0
 }
+
+// noFlush is in the flags of every open of a file that takes no writes (views, store/ and spill/ files):
+// the kernel then sends no FLUSH when a descriptor is closed (FOPEN_NOFLUSH, Linux 5.16 and later; older
+// kernels ignore it). Only append acts on a FLUSH, and a FLUSH is a round trip the closing process waits
+// for: a repeated grep -l over 10k sessions of a writable mount spent about a third of its time in them.
+const noFlush = fuse.FOPEN_NOFLUSH
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h, ok := fh.(*handle)

@@ -62,7 +62,7 @@ func (f *spillFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 		f.src.Logf("%s: %v", f.what, err)
 		return nil, 0, syscall.ENOENT
 	}
-	return &spillHandle{f: file}, fuse.FOPEN_DIRECT_IO, 0
+	return &spillHandle{f: file}, fuse.FOPEN_DIRECT_IO | noFlush, 0
 }
 
 // spillHandle reads the opened spill file; direct I/O because the target lives outside the mount's

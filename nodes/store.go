@@ -144,7 +144,7 @@ func (f *mirrorFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 		}
 		if fi, err := file.Stat(); err == nil && fi.Size() >= fr.Size && opened.Identity == fr.Identity {
 			// direct I/O: the size a handle serves is its own, whatever the kernel cached for the inode
-			return &mirrorHandle{f: file, size: fr.Size, mtime: fr.ModTime}, fuse.FOPEN_DIRECT_IO, 0
+			return &mirrorHandle{f: file, size: fr.Size, mtime: fr.ModTime}, fuse.FOPEN_DIRECT_IO | noFlush, 0
 		}
 		file.Close()
 	}
