@@ -18,10 +18,10 @@ import (
 // request would (renderAt), so what a walk then reads is the same bytes, only ready sooner. A prefetched
 // session the walk never reaches costs one decode and is evicted like any other.
 //
-// There is a worker per core (readaheadWorkers), not one: on a cold page cache a worker spends much of
-// its time waiting for the artifact to be read from disk, and with one worker a third of the machine's CPU
-// time sat idle during a glob over a cold 10k-session store (stat of every events.jsonl: 9.6–10.9 s with
-// one worker, 7.5–8.7 s with two, alternating runs).
+// There is a worker per core (readaheadWorkers), not one: the walk is as fast as the renders ahead of it,
+// and with one worker a third of the machine's CPU time sat idle during a glob over a cold 10k-session
+// store (stat of every events.jsonl: 9.6–10.9 s with one worker, 7.5–8.7 s with two, alternating runs).
+// Some idle time remains with two; it is not disk waits (no iowait was counted).
 //
 // Only small artifacts are read ahead (a large session's decode holds hundreds of megabytes and is better
 // done once, by the request that needs it), never a live session (its revision changes with every write)
