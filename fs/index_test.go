@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,6 +247,46 @@ func TestTrees(t *testing.T) {
 		got := tr.touch(c.id)
 		if (c.evicted == "" && len(got) != 0) || (c.evicted != "" && (len(got) != 1 || got[0] != c.evicted)) {
 			t.Fatalf("touch %s: evicted %v, want %q", c.id, got, c.evicted)
+		}
+	}
+}
+
+// TestIndexConcurrentViews: views of one session written at once (the readahead workers and requests do)
+// all end up in the entry file, each served with its own bytes, whichever write carried which over.
+func TestIndexConcurrentViews(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	at := time.Unix(1778573701, 279000000)
+	want := map[views.View][]byte{}
+	for i, v := range entryOrder {
+		want[v] = bytes.Repeat([]byte{byte('a' + i)}, 1000*(i+1))
+	}
+	want[views.Raw] = bytes.Repeat([]byte("r"), blobMin+10) // one of its own file among them
+	var wg sync.WaitGroup
+	for _, v := range entryOrder {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, ok, err := x.write("s", "rev1", v, at, func(w io.Writer) error { _, err := w.Write(want[v]); return err }); !ok || err != nil {
+				t.Errorf("%v: ok %v, err %v", v, ok, err)
+			}
+		}()
+	}
+	wg.Wait()
+	y := newIndex(dir, "salt")
+	for _, v := range entryOrder {
+		r, ok := y.content("s", "rev1", v)
+		if !ok {
+			t.Errorf("%v: not served after concurrent writes", v)
+			continue
+		}
+		got := r.Data
+		if r.Blob != nil {
+			got = make([]byte, r.Size())
+			r.Blob.ReadAt(got, 0)
+		}
+		if !bytes.Equal(got, want[v]) {
+			t.Errorf("%v: %d bytes served, want %d", v, len(got), len(want[v]))
 		}
 	}
 }
