@@ -134,6 +134,10 @@ MNT="$WORK/mnt"
 
 echo "dshfs mount benchmarks: BIG=$BIG SESSIONS=$SESSIONS PER=$PER RUNS=$RUNS COLD_RUNS=$COLD_RUNS APPENDS=$APPENDS"
 echo "host: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), tmpfs: $SHM, load average: $(loadavg)"
+# steal: CPU time the hypervisor gave to other guests (the 9th field of /proc/stat's cpu line, in ticks): on
+# a shared virtual machine it moves every figure here, so the summary reports it
+steal_ticks() { awk '/^cpu / {print $9}' /proc/stat; }
+STEAL0=$(steal_ticks)
 
 # --- 1. cat throughput of a large session --------------------------------------------------------------------
 if ! skip big; then
@@ -373,7 +377,7 @@ if ! skip tail; then
 fi
 
 echo
-echo "== summary (load average now: $(loadavg))"
+echo "== summary (load average now: $(loadavg); CPU time stolen by the hypervisor during the run: $(( ($(steal_ticks) - STEAL0) / $(getconf CLK_TCK) )) s)"
 printf '%-52s| %-14s| %-14s| %s\n' "measure" "dshfs" "baseline" "ratio"
 for r in "${SUMMARY[@]}"; do echo "$r"; done
 echo "baselines: cat = the same bytes on tmpfs; ls/grep = the decompressed mirror on disk (page cache warm);"
