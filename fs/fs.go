@@ -60,7 +60,10 @@ type FS struct {
 	decodes atomic.Int64
 	// ahead renders the next sessions of a walk in the background (readahead.go).
 	ahead *readahead
-	root  *gofs.Inode // set by Mount
+	// renders are the indexed renderings under way, so that a request and a readahead worker asking for
+	// the same view at once render it once (renderAt)
+	renders flights
+	root    *gofs.Inode // set by Mount
 	// evicted counts the sessions whose nodes the kernel was asked to drop (trees.go)
 	evicted atomic.Int64
 	// mountpoint is where Mount mounted the tree (for the working directories below it, trees.go)
@@ -279,14 +282,26 @@ func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision 
 	rev := revision.String()
 	key := indexKey(f.opts.Store, id, revision)
 	if view != views.Spill {
-		if r, ok := f.cache.view(id, rev, view); ok {
-			r.Identity = revision.Identity
-			return r, nil // rendered at this revision before: no need for the decoded session
+		if r, ok := f.kept(id, view, revision, key); ok {
+			return r, nil
 		}
-		if r, ok := f.index.content(id, key, view); ok {
-			r.Revision, r.Identity = rev, revision.Identity
-			f.cache.keep(id, view, r)
-			return r, nil // its bytes kept on disk at this revision
+	}
+	if key != "" && indexed[view] {
+		// one rendering of a view at a time: a second asker waits for it and takes it from the cache or
+		// the index (or renders it after all, if neither kept it)
+		flight := id + "\x00" + view.String() + "\x00" + key
+		done, first := f.renders.join(flight)
+		if !first {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return nodes.Rendered{}, ctx.Err()
+			}
+			if r, ok := f.kept(id, view, revision, key); ok {
+				return r, nil
+			}
+		} else {
+			defer f.renders.leave(flight)
 		}
 	}
 	e, err := f.entry(ctx, id, rev)
@@ -313,6 +328,21 @@ func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision 
 		f.index.remember(id, key, view, r.Data, r.ModTime)
 	}
 	return r, err
+}
+
+// kept is a view's rendering at a revision as the cache or the index keeps it (key: indexKey).
+func (f *FS) kept(id string, view views.View, revision eventstore.Revision, key string) (nodes.Rendered, bool) {
+	rev := revision.String()
+	if r, ok := f.cache.view(id, rev, view); ok {
+		r.Identity = revision.Identity
+		return r, true // rendered at this revision before: no need for the decoded session
+	}
+	if r, ok := f.index.content(id, key, view); ok {
+		r.Revision, r.Identity = rev, revision.Identity
+		f.cache.keep(id, view, r)
+		return r, true // its bytes kept on disk at this revision
+	}
+	return nodes.Rendered{}, false
 }
 
 // Attr is a view's size and time: from a rendering cached at the current revision, else from the persistent
@@ -581,4 +611,31 @@ func (f *FS) notifier(ctx context.Context) {
 			f.apply(c, f.root)
 		}
 	}
+}
+
+// flights are operations under way, by key: join makes the caller the first (who must leave when done) or
+// gives it the channel that closes when the first leaves.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+func (fl *flights) join(key string) (done <-chan struct{}, first bool) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if ch, ok := fl.m[key]; ok {
+		return ch, false
+	}
+	if fl.m == nil {
+		fl.m = map[string]chan struct{}{}
+	}
+	fl.m[key] = make(chan struct{})
+	return nil, true
+}
+
+func (fl *flights) leave(key string) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	close(fl.m[key])
+	delete(fl.m, key)
 }
