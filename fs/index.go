@@ -331,14 +331,10 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 			delete(e.views, v)
 		}
 	}
-	scratch := sinkBuffers.Get().(*[]byte)
-	text := e.encode((*scratch)[:0], id, inside)
+	text := e.encode(getScratch(), id, inside)
 	x.mu.Unlock()
 	ok := writeInPlace(path, text)
-	if cap(text) <= 2*blobMin {
-		*scratch = text[:0]
-		sinkBuffers.Put(scratch)
-	}
+	putScratch(text)
 	return ok
 }
 
@@ -367,7 +363,7 @@ func hexSum(data []byte) string {
 // served from memory), and from there writes it out to a file of its own (made by create when the view
 // reaches blobMin) in viewWriteBuffer pieces. file is nil exactly while the view is shorter than blobMin.
 //
-// Its buffer comes from sinkBuffers and goes back there (release): a rendering arrives in two writes per
+// Its buffer comes from scratchBuffers and goes back there (release): a rendering arrives in two writes per
 // event line, and a buffer grown by append from nothing for each view allocated five times the view's
 // size — the largest part of what a first walk over a cold store allocated.
 type viewSink struct {
@@ -379,19 +375,28 @@ type viewSink struct {
 	failed error // the file's creation or write error
 }
 
-// sinkBuffers holds the buffers of finished sinks (and of entries written out), as *[]byte.
-var sinkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+// scratchBuffers holds the buffers of finished sinks and of entries written out, as *[]byte.
+var scratchBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
-func newViewSink(create func() (*os.File, error)) *viewSink {
-	return &viewSink{create: create, sum: sha256.New(), buf: (*sinkBuffers.Get().(*[]byte))[:0]}
+// getScratch is an empty buffer from scratchBuffers.
+func getScratch() []byte { return (*scratchBuffers.Get().(*[]byte))[:0] }
+
+// putScratch returns a buffer to scratchBuffers, unless it grew past what is worth keeping (a view rendered
+// whole past blobMin); its bytes are not used after it.
+func putScratch(b []byte) {
+	if cap(b) <= 2*blobMin {
+		b = b[:0]
+		scratchBuffers.Put(&b)
+	}
 }
 
-// release returns the buffer to sinkBuffers: the sink's bytes are not used after it.
+func newViewSink(create func() (*os.File, error)) *viewSink {
+	return &viewSink{create: create, sum: sha256.New(), buf: getScratch()}
+}
+
+// release returns the buffer to scratchBuffers: the sink's bytes are not used after it.
 func (s *viewSink) release() {
-	if cap(s.buf) <= 2*blobMin { // (a view rendered whole past blobMin may have grown it further)
-		b := s.buf[:0]
-		sinkBuffers.Put(&b)
-	}
+	putScratch(s.buf)
 	s.buf = nil
 }
 
