@@ -182,11 +182,7 @@ func (s *turnScan) step(e event.Event, parsed *event.Value) error {
 		s.pending.clear()
 		s.openStep = jsSlot{null: true, defined: true}
 	case "assistant/message":
-		msg, msgOK, err := jsGet(data, dataOK, "message")
-		if err != nil {
-			return err
-		}
-		content, contentOK, err := jsGet(msg, msgOK, "content")
+		content, contentOK, err := jsPath(data, dataOK, "message", "content")
 		if err != nil {
 			return err
 		}
@@ -219,15 +215,7 @@ func (s *turnScan) step(e event.Event, parsed *event.Value) error {
 			c.callSeq, c.started = rec.Get("seq")
 		}
 	case "tool/result":
-		msg, msgOK, err := jsGet(data, dataOK, "message")
-		if err != nil {
-			return err
-		}
-		source, sourceOK, err := jsGet(msg, msgOK, "source")
-		if err != nil {
-			return err
-		}
-		callID, ok, err := jsGet(source, sourceOK, "callId")
+		callID, ok, err := jsPath(data, dataOK, "message", "source", "callId")
 		if err != nil {
 			return err
 		}

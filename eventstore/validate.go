@@ -42,6 +42,18 @@ func jsGet(base event.Value, present bool, key string) (event.Value, bool, error
 	return v, ok, nil
 }
 
+// jsPath is jsGet along a chain of keys, as JavaScript reads base.k1.k2…: the first key read of a missing
+// or null value is the TypeError, with jsGet's message.
+func jsPath(base event.Value, present bool, keys ...string) (event.Value, bool, error) {
+	for _, key := range keys {
+		var err error
+		if base, present, err = jsGet(base, present, key); err != nil {
+			return event.Value{}, false, err
+		}
+	}
+	return base, present, nil
+}
+
 // jsString is JavaScript String(value) for a JSON value or undefined (present=false), as template
 // literals interpolate it.
 func jsString(v event.Value, present bool) string {
