@@ -66,6 +66,8 @@ type FS struct {
 	root    *gofs.Inode // set by Mount
 	// evicted counts the sessions whose nodes the kernel was asked to drop (trees.go)
 	evicted atomic.Int64
+	// primed counts the views handed to the kernel's page cache after a lookup (nodes/primer.go)
+	primed atomic.Int64
 	// mountpoint is where Mount mounted the tree (for the working directories below it, trees.go)
 	mountpoint string
 	cwds       cwdScan
@@ -150,6 +152,7 @@ func (f *FS) StoreStatus() []byte {
 		st.SchemaVersion = sv.SchemaVersion()
 	}
 	st.Decodes, st.IndexHits, st.Readahead, st.Evicted = f.decodes.Load(), f.index.hits.Load(), f.ahead.done.Load(), f.evicted.Load()
+	st.Primed = f.primed.Load()
 	if until, ok := f.opts.Store.Quiesced(); ok {
 		st.QuiescedUntil = &until
 	}

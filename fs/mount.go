@@ -86,7 +86,7 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	} else {
 		readme += ReadmeWritable
 	}
-	root := nodes.NewRoot(f, []byte(readme))
+	root := nodes.NewRoot(f, []byte(readme), &f.primed)
 	opts := &gofs.Options{
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,

@@ -23,7 +23,7 @@ var sessionStatusKeys = []string{"id", "state", "backend", "location", "formatVe
 
 // storeStatusKeys is the root status.json schema, in order (DESIGN.md §4).
 var storeStatusKeys = []string{"backend", "root", "formatVersion", "schemaVersion", "sessions", "refused", "live", "pending",
-	"rootErrors", "lastError", "quiescedUntil", "lastQuiesce", "decodes", "indexHits", "readahead", "evicted"}
+	"rootErrors", "lastError", "quiescedUntil", "lastQuiesce", "decodes", "indexHits", "readahead", "evicted", "primed"}
 
 // sessionEntries is what a readable session directory holds besides the optional parent link.
 var sessionEntries = []string{"compactions/", "events/", "events.jsonl", "forks/", "header.json", "messages.jsonl",

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -103,6 +104,60 @@ func TestKeptPageCache(t *testing.T) {
 	if n := strings.Count(m.log.String(), "FLUSH answered ENOSYS"); n != flushes {
 		t.Errorf("the read-only mount was sent %d FLUSH requests, want %d; log:\n%s", n, flushes, m.log)
 	}
+}
+
+// A lookup of a small view hands the view's bytes to the kernel (nodes/primer.go): the read that follows is
+// served by the kernel alone, byte-identical; and once the session grows, a read gets the grown bytes, never
+// the primed ones.
+func TestPrimedPageCache(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "none")
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, "100")
+	// budgets of 0: the open after the stat has only the index's size and checksum, so whatever the
+	// kernel does not hold is read from the index files (and counted in rchar)
+	cfg := writeConfig(t, "[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
+	m := startMount(t, "--read-only", "--config", cfg, store)
+	pid := m.cmd.Process.Pid
+	f := filepath.Join(m.dir, "sessions", "s", "events.jsonl")
+	want := cli(t, 0, "cat", "--view", "events", store, "s")
+
+	if n := statSize(t, f); n != int64(len(want)) { // the lookup renders the view and primes
+		t.Fatalf("stat: %d bytes, want %d", n, len(want))
+	}
+	waitFor(t, "the view to be primed", func() (bool, string) {
+		n := primedCount(t, m.dir)
+		return n == 1, fmt.Sprintf("primed %d; log:\n%s", n, m.log)
+	})
+	before := readChars(t, pid)
+	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) {
+		t.Fatalf("cat of the primed view differs from dshfs cat (%d bytes, want %d)", len(got), len(want))
+	}
+	if n := readChars(t, pid) - before; n >= int64(len(want))/2 {
+		t.Errorf("the read after the priming reached the mount: it read %d bytes (the view has %d)", n, len(want))
+	}
+
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", "-append", store, "1")
+	grown := cli(t, 0, "cat", "--view", "events", store, "s")
+	if len(grown) <= len(want) {
+		t.Fatal("gensession -append did not extend the log")
+	}
+	waitFor(t, "the mount to see the growth", func() (bool, string) {
+		n := statSize(t, f)
+		return n == int64(len(grown)), fmt.Sprintf("size %d, want %d", n, len(grown))
+	})
+	if got := mustRun(t, "cat", f); !bytes.Equal(got, grown) {
+		t.Fatalf("cat after the session grew: %d bytes, want the grown %d (stale primed pages?)", len(got), len(grown))
+	}
+}
+
+// primedCount is the mount's status.json "primed".
+func primedCount(t *testing.T, mnt string) int {
+	t.Helper()
+	var st struct{ Primed int }
+	if err := json.Unmarshal(readFile(t, filepath.Join(mnt, "status.json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Primed
 }
 
 // kernelAtLeast reports whether the running kernel's version is major.minor or later.

@@ -168,9 +168,21 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 		return nil, syscall.ENOENT
 	}
 	node := k.make()
-	if g, isAttr := node.(fs.NodeGetattrer); isAttr {
-		var a fuse.AttrOut
-		if errno := g.Getattr(ctx, nil, &a); errno != 0 {
+	var (
+		a     fuse.AttrOut
+		prime []byte // the bytes of revision rev to prime the kernel's page cache with
+		rev   string
+	)
+	switch n := node.(type) {
+	case *file:
+		r, errno := n.getattr(ctx, nil, &a)
+		if errno != 0 {
+			return nil, errno
+		}
+		out.Attr = a.Attr
+		prime, rev = n.primeable(r), r.Revision
+	case fs.NodeGetattrer:
+		if errno := n.Getattr(ctx, nil, &a); errno != 0 {
 			return nil, errno
 		}
 		out.Attr = a.Attr
@@ -183,5 +195,10 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 	if a, ok := node.(interface{ attrTimeout() time.Duration }); ok {
 		out.SetAttrTimeout(a.attrTimeout())
 	}
-	return d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: k.ino}), 0
+	inode := d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: k.ino})
+	if f, ok := inode.Operations().(*file); ok && prime != nil && f == node {
+		// the kernel holds no pages of a new inode: hand it the bytes the walk will read next (primer.go)
+		f.kernel.primer.add(f, prime, rev)
+	}
+	return inode, 0
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -75,11 +76,26 @@ func (f *file) attrsFor(r Rendered, n int64, fh fs.FileHandle) (int64, time.Time
 // an open. The kernel trusts a reported size for the attribute timeout and cuts reads at it, so a file
 // opened after its view changed (before the watcher invalidated the kernel's attributes) must not be cut to
 // the old size; and an open that serves the very bytes of the previous one may keep the page cache.
-type kernelView struct{ m sync.Map }
+//
+// Each inode's record changes under its stripe's lock, read, decided and written as one step: a GETATTR
+// writing back a record it read before an open (or a priming) changed it would make the next open keep
+// pages of a revision the kernel no longer holds.
+type kernelView struct {
+	m       sync.Map
+	stripes [64]sync.Mutex
+	primer  primer
+	primes  *atomic.Int64 // views primed (primer.go); nil: not counted
+}
 
 type seen struct {
 	size   int64
 	opened string // revision served by the last open; "" when unknown or not cacheable
+}
+
+func (s *kernelView) lock(ino uint64) *sync.Mutex {
+	mu := &s.stripes[ino%uint64(len(s.stripes))]
+	mu.Lock()
+	return mu
 }
 
 func (s *kernelView) load(ino uint64) seen {
@@ -89,6 +105,14 @@ func (s *kernelView) load(ino uint64) seen {
 	return seen{size: -1}
 }
 
+// update changes ino's record with change, under the inode's lock.
+func (s *kernelView) update(ino uint64, change func(*seen)) {
+	defer s.lock(ino).Unlock()
+	v := s.load(ino)
+	change(&v)
+	s.m.Store(ino, v)
+}
+
 // keeps reports whether an open of ino at revision rev, n bytes, will keep the kernel's page cache.
 func (s *kernelView) keeps(ino uint64, rev string, n int64) bool {
 	return s != nil && s.load(ino).flags(rev, n) == fuse.FOPEN_KEEP_CACHE
@@ -96,15 +120,14 @@ func (s *kernelView) keeps(ino uint64, rev string, n int64) bool {
 
 func (s *kernelView) forget(ino uint64) {
 	if s != nil {
+		defer s.lock(ino).Unlock()
 		s.m.Delete(ino)
 	}
 }
 
 func (s *kernelView) reported(ino uint64, n int64) {
 	if s != nil {
-		v := s.load(ino)
-		v.size = n
-		s.m.Store(ino, v)
+		s.update(ino, func(v *seen) { v.size = n })
 	}
 }
 
@@ -121,15 +144,34 @@ func (v seen) flags(rev string, n int64) uint32 {
 }
 
 // openFlags records an open of ino at revision rev, n bytes, and returns its flags.
-func (s *kernelView) openFlags(ino uint64, rev string, n int64) uint32 {
+func (s *kernelView) openFlags(ino uint64, rev string, n int64) (flags uint32) {
 	if s == nil {
 		return 0
 	}
+	s.update(ino, func(v *seen) {
+		flags = v.flags(rev, n)
+		v.opened = rev
+	})
+	return flags
+}
+
+// prime stores data, n bytes of revision rev, in the kernel's page cache with store, when the kernel was
+// told that size and no open has recorded what it holds; then records that it holds rev (primer.go).
+func (s *kernelView) prime(ino uint64, rev string, data []byte, store func([]byte) syscall.Errno) (errno syscall.Errno, done bool) {
+	defer s.lock(ino).Unlock()
 	v := s.load(ino)
-	flags := v.flags(rev, n)
+	if v.opened != "" || v.size != int64(len(data)) {
+		return 0, true
+	}
+	if errno = store(data); errno != 0 {
+		return errno, false
+	}
 	v.opened = rev
 	s.m.Store(ino, v)
-	return flags
+	if s.primes != nil {
+		s.primes.Add(1)
+	}
+	return 0, true
 }
 
 var (
@@ -145,6 +187,12 @@ var (
 func (f *file) OnForget() { f.kernel.forget(f.ino) }
 
 func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	_, errno := f.getattr(ctx, fh, out)
+	return errno
+}
+
+// getattr is Getattr, and also returns what the attributes came from.
+func (f *file) getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) (Rendered, syscall.Errno) {
 	stat := f.attr
 	if stat == nil {
 		stat = func(ctx context.Context) (Rendered, int64, error) {
@@ -155,7 +203,7 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	r, n, err := stat(ctx)
 	if err != nil {
 		f.src.Logf("%s: %v", f.what, err)
-		return syscall.EIO
+		return Rendered{}, syscall.EIO
 	}
 	size, mtime := f.attrsFor(r, n, fh)
 	fillFile(&out.Attr, size, mtime, f.ino)
@@ -164,7 +212,16 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	}
 	f.kernel.reported(f.ino, size)
 	out.SetTimeout(f.attrTimeout())
-	return 0
+	return r, 0
+}
+
+// primeable returns the bytes of r worth handing to the kernel after a lookup (primer.go): a session's
+// whole view, small, rendered in memory, of the artifact this inode belongs to.
+func (f *file) primeable(r Rendered) []byte {
+	if f.attr == nil || f.volatile || f.stale(r) || r.Revision == "" || len(r.Data) == 0 || len(r.Data) > primeMax {
+		return nil
+	}
+	return r.Data
 }
 
 // attrTimeout is how long the kernel may keep the file's attributes.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -74,6 +75,58 @@ func TestKernelViewKeeps(t *testing.T) {
 	k.forget(7)
 	if k.keeps(7, "r1", 10) {
 		t.Fatal("keeps after forget")
+	}
+}
+
+// A priming stores a view in the kernel's page cache only while the kernel was told its size and no open
+// has recorded what the kernel holds; after it, an open of the primed revision keeps the pages and an open of
+// any other revision does not.
+func TestKernelViewPrime(t *testing.T) {
+	data := []byte("0123456789")
+	for _, tc := range []struct {
+		name      string
+		setup     func(k *kernelView)
+		storeErr  syscall.Errno
+		wantStore bool
+		wantDone  bool
+		wantKeeps bool // an open of r1, 10 bytes, keeps the pages afterwards
+	}{
+		{name: "looked up", setup: func(k *kernelView) { k.reported(7, 10) }, wantStore: true, wantDone: true, wantKeeps: true},
+		{name: "never looked up", setup: func(k *kernelView) {}, wantDone: true},
+		{name: "another size reported", setup: func(k *kernelView) { k.reported(7, 12) }, wantDone: true},
+		{name: "an open got there first", setup: func(k *kernelView) { k.reported(7, 10); k.openFlags(7, "r0", 10) }, wantDone: true},
+		{name: "the kernel does not know the inode yet", setup: func(k *kernelView) { k.reported(7, 10) },
+			storeErr: syscall.ENOENT, wantStore: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var k kernelView
+			tc.setup(&k)
+			stored := false
+			errno, done := k.prime(7, "r1", data, func(b []byte) syscall.Errno {
+				stored = true
+				if !bytes.Equal(b, data) {
+					t.Errorf("stored %q", b)
+				}
+				return tc.storeErr
+			})
+			if stored != tc.wantStore || done != tc.wantDone || errno != tc.storeErr {
+				t.Fatalf("stored %v, done %v, errno %v; want %v, %v, %v", stored, done, errno, tc.wantStore, tc.wantDone, tc.storeErr)
+			}
+			if got := k.keeps(7, "r1", 10); got != tc.wantKeeps {
+				t.Fatalf("keeps r1 after the priming: %v", got)
+			}
+			if tc.wantKeeps && (k.keeps(7, "r2", 10) || k.openFlags(7, "r2", 10) != 0) {
+				t.Fatal("an open of another revision keeps the primed pages")
+			}
+		})
+	}
+	var primes atomic.Int64
+	k := kernelView{primes: &primes}
+	k.reported(7, 10)
+	k.prime(7, "r1", data, func([]byte) syscall.Errno { return 0 })
+	k.prime(7, "r1", data, func([]byte) syscall.Errno { t.Fatal("primed twice"); return 0 })
+	if primes.Load() != 1 {
+		t.Fatalf("primes counted %d, want 1", primes.Load())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"weak"
@@ -17,9 +18,11 @@ import (
 	"github.com/dshfs/dshfs/views"
 )
 
-// NewRoot returns the root of the mounted tree.
-func NewRoot(src Source, readme []byte) fs.InodeEmbedder {
+// NewRoot returns the root of the mounted tree; primed counts the views it hands to the kernel's page
+// cache after a lookup (primer.go; status.json "primed").
+func NewRoot(src Source, readme []byte, primed *atomic.Int64) fs.InodeEmbedder {
 	t := &tree{src: src, readme: readme}
+	t.kernel.primes = primed
 	return t.rootDir()
 }
 
