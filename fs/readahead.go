@@ -21,7 +21,8 @@ import (
 // There is a worker per core (readaheadWorkers), not one: the walk is as fast as the renders ahead of it,
 // and with one worker a third of the machine's CPU time sat idle during a glob over a cold 10k-session
 // store (stat of every events.jsonl: 9.6–10.9 s with one worker, 7.5–8.7 s with two, alternating runs).
-// Some idle time remains with two; it is not disk waits (no iowait was counted).
+// Some idle time remains with two; it is not disk waits (no iowait was counted). The mount runs with a P
+// more than cores (cmd/dshfs spareProc), and so a worker more.
 //
 // Only small artifacts are read ahead (a large session's decode holds hundreds of megabytes and is better
 // done once, by the request that needs it), never a live session (its revision changes with every write)
