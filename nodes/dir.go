@@ -198,7 +198,8 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 	inode := d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: k.ino})
 	if f, ok := inode.Operations().(*file); ok && prime != nil && f == node {
 		// the kernel holds no pages of a new inode: hand it the bytes the walk will read next (primer.go)
-		f.kernel.primer.add(f, prime, rev)
+		f.kernel.primer.add(priming{kernel: f.kernel, ino: f.ino, data: prime, rev: rev,
+			store: func(b []byte) syscall.Errno { return f.WriteCache(0, b) }})
 	}
 	return inode, 0
 }

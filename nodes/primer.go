@@ -29,7 +29,7 @@ import (
 const (
 	primeMax   = 128 << 10 // bytes of a view worth priming
 	primeQueue = 64        // primings waiting at most (at most primeQueue × primeMax bytes held)
-	primeTries = 4         // stores tried while the kernel does not know the inode yet
+	primeTries = 5         // stores tried while the kernel does not know the inode yet (1.5 ms in all)
 )
 
 // primer stores looked-up views' bytes in the kernel's page cache, from one goroutine that runs while
@@ -38,22 +38,27 @@ type primer struct {
 	mu      sync.Mutex
 	queue   []priming
 	running bool
+	idle    func() // called when the goroutine exits (tests)
 }
 
+// priming is one view to store: data, the bytes of revision rev of inode ino, through store (the inode's
+// FUSE_NOTIFY_STORE).
 type priming struct {
-	f    *file
-	data []byte
-	rev  string
+	kernel *kernelView
+	ino    uint64
+	data   []byte
+	rev    string
+	store  func([]byte) syscall.Errno
 }
 
-// add queues a priming of f at revision rev; dropped when the queue is full.
-func (p *primer) add(f *file, data []byte, rev string) {
+// add queues a priming; dropped when the queue is full.
+func (p *primer) add(j priming) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) >= primeQueue {
 		return
 	}
-	p.queue = append(p.queue, priming{f: f, data: data, rev: rev})
+	p.queue = append(p.queue, j)
 	if !p.running {
 		p.running = true
 		go p.run()
@@ -66,26 +71,30 @@ func (p *primer) run() {
 		if len(p.queue) == 0 {
 			p.running = false
 			p.queue = nil
+			idle := p.idle
 			p.mu.Unlock()
+			if idle != nil {
+				idle()
+			}
 			return
 		}
 		j := p.queue[0]
 		p.queue[0] = priming{}
 		p.queue = p.queue[1:]
 		p.mu.Unlock()
-		j.f.prime(j.data, j.rev)
+		j.prime()
 	}
 }
 
-// prime stores data, the bytes of revision rev, in the kernel's page cache for f, unless an open got there
-// first or the kernel was told another size. The lookup that queued it returns before go-fuse writes its
-// reply, so the kernel may not know the inode yet (ENOENT): then it tries again a moment later.
-func (f *file) prime(data []byte, rev string) {
+// prime stores the bytes in the kernel's page cache, unless an open got there first or the kernel was told
+// another size. The lookup that queued it returns before go-fuse writes its reply, so the kernel may not
+// know the inode yet (ENOENT): then it tries again a moment later, waiting twice as long each time.
+func (j priming) prime() {
 	for try := 1; ; try++ {
-		errno, done := f.kernel.prime(f.ino, rev, data, func(b []byte) syscall.Errno { return f.WriteCache(0, b) })
+		errno, done := j.kernel.prime(j.ino, j.rev, j.data, j.store)
 		if done || errno != syscall.ENOENT || try == primeTries {
 			return
 		}
-		time.Sleep(time.Duration(try) * 100 * time.Microsecond)
+		time.Sleep(100 * time.Microsecond << (try - 1))
 	}
 }
