@@ -368,6 +368,16 @@ func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Render
 	return r, r.Size(), err
 }
 
+// Kept returns a view's bytes at the current revision as the cache or the index keeps them, rendering
+// nothing (nodes/primer.go primes the kernel's page cache with them after a lookup answered from the index).
+func (f *FS) Kept(ctx context.Context, id string, view views.View) (nodes.Rendered, bool) {
+	if !indexed[view] {
+		return nodes.Rendered{}, false
+	}
+	revision := f.revisionOf(ctx, id)
+	return f.kept(id, view, revision, indexKey(f.opts.Store, id, revision))
+}
+
 // indexKey is the index's revision of a session: its artifact's token and identity, or "" when the index
 // must not be used (a session this process holds live changes without a new artifact revision).
 func indexKey(st *eventstore.Store, id string, r eventstore.Revision) string {

@@ -107,8 +107,8 @@ func TestKeptPageCache(t *testing.T) {
 }
 
 // A lookup of a small view hands the view's bytes to the kernel (nodes/primer.go): the read that follows is
-// served by the kernel alone, byte-identical; and once the session grows, a read gets the grown bytes, never
-// the primed ones.
+// served by the kernel alone, byte-identical — after a rendering, and after a remount, from the persistent
+// index, without a decode; and once the session grows, a read gets the grown bytes, never the primed ones.
 func TestPrimedPageCache(t *testing.T) {
 	t.Parallel()
 	store, _ := emptyStore(t, "none")
@@ -117,23 +117,33 @@ func TestPrimedPageCache(t *testing.T) {
 	// kernel does not hold is read from the index files (and counted in rchar)
 	cfg := writeConfig(t, "[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
 	m := startMount(t, "--read-only", "--config", cfg, store)
-	pid := m.cmd.Process.Pid
 	f := filepath.Join(m.dir, "sessions", "s", "events.jsonl")
 	want := cli(t, 0, "cat", "--view", "events", store, "s")
 
-	if n := statSize(t, f); n != int64(len(want)) { // the lookup renders the view and primes
-		t.Fatalf("stat: %d bytes, want %d", n, len(want))
+	statThenCat := func(m *mountProc, what string) {
+		t.Helper()
+		if n := statSize(t, f); n != int64(len(want)) {
+			t.Fatalf("%s: stat: %d bytes, want %d", what, n, len(want))
+		}
+		waitFor(t, what+": the view to be primed", func() (bool, string) {
+			n := primedCount(t, m.dir)
+			return n == 1, fmt.Sprintf("primed %d; log:\n%s", n, m.log)
+		})
+		before := readChars(t, m.cmd.Process.Pid)
+		if got := mustRun(t, "cat", f); !bytes.Equal(got, want) {
+			t.Fatalf("%s: cat of the primed view differs from dshfs cat (%d bytes, want %d)", what, len(got), len(want))
+		}
+		if n := readChars(t, m.cmd.Process.Pid) - before; n >= int64(len(want))/2 {
+			t.Errorf("%s: the read after the priming reached the mount: it read %d bytes (the view has %d)", what, n, len(want))
+		}
 	}
-	waitFor(t, "the view to be primed", func() (bool, string) {
-		n := primedCount(t, m.dir)
-		return n == 1, fmt.Sprintf("primed %d; log:\n%s", n, m.log)
-	})
-	before := readChars(t, pid)
-	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) {
-		t.Fatalf("cat of the primed view differs from dshfs cat (%d bytes, want %d)", len(got), len(want))
-	}
-	if n := readChars(t, pid) - before; n >= int64(len(want))/2 {
-		t.Errorf("the read after the priming reached the mount: it read %d bytes (the view has %d)", n, len(want))
+	statThenCat(m, "rendered by the lookup")
+	m.stop(t)
+	m = startMount(t, "--read-only", "--config", cfg, store)
+	f = filepath.Join(m.dir, "sessions", "s", "events.jsonl")
+	statThenCat(m, "after a remount, from the index")
+	if d, _ := storeCounters(t, m.dir); d != 0 {
+		t.Errorf("after a remount the stat and the priming decoded the session %d times", d)
 	}
 
 	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", "-append", store, "1")

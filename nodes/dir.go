@@ -169,9 +169,9 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 	}
 	node := k.make()
 	var (
-		a     fuse.AttrOut
-		prime []byte // the bytes of revision rev to prime the kernel's page cache with
-		rev   string
+		a      fuse.AttrOut
+		prime  priming // of the kernel's page cache, after the lookup (primer.go)
+		primes bool
 	)
 	switch n := node.(type) {
 	case *file:
@@ -180,7 +180,7 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 			return nil, errno
 		}
 		out.Attr = a.Attr
-		prime, rev = n.primeable(r), r.Revision
+		prime, primes = n.priming(r, int64(a.Attr.Size))
 	case fs.NodeGetattrer:
 		if errno := n.Getattr(ctx, nil, &a); errno != 0 {
 			return nil, errno
@@ -196,10 +196,9 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 		out.SetAttrTimeout(a.attrTimeout())
 	}
 	inode := d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: k.ino})
-	if f, ok := inode.Operations().(*file); ok && prime != nil && f == node {
+	if f, ok := inode.Operations().(*file); ok && primes && f == node {
 		// the kernel holds no pages of a new inode: hand it the bytes the walk will read next (primer.go)
-		f.kernel.primer.add(priming{kernel: f.kernel, ino: f.ino, data: prime, rev: rev,
-			store: func(b []byte) syscall.Errno { return f.WriteCache(0, b) }})
+		f.kernel.primer.add(prime)
 	}
 	return inode, 0
 }

@@ -37,7 +37,10 @@ type file struct {
 	get      func(ctx context.Context) (Rendered, error)
 	// attr, when set, gives the size and time without rendering when they are known (Source.Attr): a stat
 	// need not decode the session
-	attr   func(ctx context.Context) (Rendered, int64, error)
+	attr func(ctx context.Context) (Rendered, int64, error)
+	// kept, when set, gives the view's bytes at the current revision if they are kept, without rendering
+	// (Source.Kept): a lookup answered from the index primes the kernel with them (primer.go)
+	kept   func(ctx context.Context) (Rendered, bool)
 	kernel *kernelView
 
 	mu   sync.Mutex
@@ -216,13 +219,30 @@ func (f *file) getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	return r, 0
 }
 
-// primeable returns the bytes of r worth handing to the kernel after a lookup (primer.go): a session's
-// whole view, small, rendered in memory, of the artifact this inode belongs to.
-func (f *file) primeable(r Rendered) []byte {
-	if f.attr == nil || f.volatile || f.stale(r) || r.Revision == "" || len(r.Data) == 0 || len(r.Data) > primeMax {
-		return nil
+// priming is what a lookup that reported n bytes from r hands to the kernel's page cache (primer.go): a
+// session's whole view, small, of the artifact this inode belongs to — r's bytes when it has them, else
+// (a size from the persistent index) the bytes the index keeps, read by the primer, never rendered.
+func (f *file) priming(r Rendered, n int64) (priming, bool) {
+	if f.attr == nil || f.volatile || f.stale(r) || r.Revision == "" || n <= 0 || n > primeMax {
+		return priming{}, false
 	}
-	return r.Data
+	j := priming{kernel: f.kernel, ino: f.ino, rev: r.Revision, store: func(b []byte) syscall.Errno { return f.WriteCache(0, b) }}
+	switch {
+	case int64(len(r.Data)) == n:
+		j.data = r.Data
+	case r.Data == nil && r.Blob == nil && r.Sum != "" && f.kept != nil:
+		kept, rev := f.kept, r.Revision
+		j.fetch = func() []byte {
+			k, ok := kept(oneRequest(context.Background()))
+			if !ok || k.Revision != rev || f.stale(k) || int64(len(k.Data)) != n {
+				return nil
+			}
+			return k.Data
+		}
+	default:
+		return priming{}, false
+	}
+	return j, true
 }
 
 // attrTimeout is how long the kernel may keep the file's attributes.

@@ -13,7 +13,9 @@ import (
 // when a lookup of a session's whole-view file had the view's bytes in hand, the mount hands them to the
 // kernel right after the lookup (FUSE_NOTIFY_STORE, from a background goroutine, on the machine's other
 // core), and records that the kernel holds that revision: the open that follows keeps the page cache
-// (FOPEN_KEEP_CACHE) and the read is served by the kernel alone, as in a repeated walk.
+// (FOPEN_KEEP_CACHE) and the read is served by the kernel alone, as in a repeated walk. A lookup answered
+// from the persistent index (after a remount or an eviction: the size without the bytes) is primed too,
+// with the bytes the index keeps, read by the background goroutine (Source.Kept).
 //
 // It is safe because an open and a priming of one file are serialized (kernelView's lock): the priming stores
 // the bytes only while no open has recorded what the kernel holds, and records the revision it stored,
@@ -23,8 +25,8 @@ import (
 //
 // Only small views are primed (primeMax): the page cache they fill is reclaimable, but a stat of a
 // large session should not push megabytes the stat did not ask for. Nothing is rendered for a priming
-// (only bytes the lookup already had), and a queue full of primings drops the next: the reads then go
-// through the mount, as without priming.
+// (only bytes the lookup had or the index keeps), and a queue full of primings drops the next: the reads
+// then go through the mount, as without priming.
 
 const (
 	primeMax   = 128 << 10 // bytes of a view worth priming
@@ -41,12 +43,13 @@ type primer struct {
 	idle    func() // called when the goroutine exits (tests)
 }
 
-// priming is one view to store: data, the bytes of revision rev of inode ino, through store (the inode's
-// FUSE_NOTIFY_STORE).
+// priming is one view to store: data, the bytes of revision rev of inode ino (or, when data is nil, what
+// fetch returns: nil when the bytes are no longer kept), through store (the inode's FUSE_NOTIFY_STORE).
 type priming struct {
 	kernel *kernelView
 	ino    uint64
 	data   []byte
+	fetch  func() []byte
 	rev    string
 	store  func([]byte) syscall.Errno
 }
@@ -90,6 +93,11 @@ func (p *primer) run() {
 // another size. The lookup that queued it returns before go-fuse writes its reply, so the kernel may not
 // know the inode yet (ENOENT): then it tries again a moment later, waiting twice as long each time.
 func (j priming) prime() {
+	if j.data == nil && j.fetch != nil {
+		if j.data = j.fetch(); j.data == nil {
+			return
+		}
+	}
 	for try := 1; ; try++ {
 		errno, done := j.kernel.prime(j.ino, j.rev, j.data, j.store)
 		if done || errno != syscall.ENOENT || try == primeTries {

@@ -32,6 +32,9 @@ type Source interface {
 	// the current revision comes back whole, one known from the persistent index without Data but with its
 	// Sum.
 	Attr(ctx context.Context, id string, view views.View) (r Rendered, size int64, err error)
+	// Kept returns a view's bytes at the current revision when the caches or the persistent index keep
+	// them, and never renders: false when they would have to be rendered.
+	Kept(ctx context.Context, id string, view views.View) (Rendered, bool)
 	// StoreStatus renders the store's status.json.
 	StoreStatus() []byte
 	// Spill is the spill-root policy.

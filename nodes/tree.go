@@ -142,6 +142,7 @@ func withAttr(c child, src Source, id string, view views.View) child {
 	c.make = func() fs.InodeEmbedder {
 		n := mk().(*file)
 		n.attr = func(ctx context.Context) (Rendered, int64, error) { return src.Attr(ctx, id, view) }
+		n.kept = func(ctx context.Context) (Rendered, bool) { return src.Kept(ctx, id, view) }
 		return n
 	}
 	return c
