@@ -29,6 +29,19 @@ func readChars(t *testing.T, pid int) int64 {
 	return 0
 }
 
+// uncachedSession mounts, read-only, a store of one plain session "s" of n events (gensession) with
+// memory budgets of 0 and a cache directory of its own: no rendering stays in memory, so whatever the
+// kernel does not hold is read from the index files or decoded (and counted in the mount's rchar). It
+// returns the store, the configuration, the mount and its events.jsonl.
+func uncachedSession(t *testing.T, n string) (store, cfg string, m *mountProc, events string) {
+	t.Helper()
+	store, _ = emptyStore(t, "none")
+	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, n)
+	cfg = writeConfig(t, "[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
+	m = startMount(t, "--read-only", "--config", cfg, store)
+	return store, cfg, m, filepath.Join(m.dir, "sessions", "s", "events.jsonl")
+}
+
 // TestKeptPageCache: a repeated open of an unchanged view keeps the kernel's page cache and reads none of
 // the view's bytes (a repeated grep over a large store reads no view from disk); pages the kernel dropped
 // are served again byte-identical from the index, without a decode; and a descriptor opened on the kept
@@ -37,13 +50,8 @@ func readChars(t *testing.T, pid int) int64 {
 // first (fs.noFlush, for kernels before 5.16).
 func TestKeptPageCache(t *testing.T) {
 	t.Parallel()
-	store, _ := emptyStore(t, "none")
-	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, "300")
-	// budgets of 0: no rendering stays in memory, so a view's bytes come from the index files or a decode
-	cfg := writeConfig(t, "[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
-	m := startMount(t, "--read-only", "--config", cfg, store)
+	store, _, m, f := uncachedSession(t, "300")
 	pid := m.cmd.Process.Pid
-	f := filepath.Join(m.dir, "sessions", "s", "events.jsonl")
 	want := cli(t, 0, "cat", "--view", "events", store, "s")
 
 	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) { // the first open renders
@@ -111,13 +119,7 @@ func TestKeptPageCache(t *testing.T) {
 // index, without a decode; and once the session grows, a read gets the grown bytes, never the primed ones.
 func TestPrimedPageCache(t *testing.T) {
 	t.Parallel()
-	store, _ := emptyStore(t, "none")
-	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, "100")
-	// budgets of 0: the open after the stat has only the index's size and checksum, so whatever the
-	// kernel does not hold is read from the index files (and counted in rchar)
-	cfg := writeConfig(t, "[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
-	m := startMount(t, "--read-only", "--config", cfg, store)
-	f := filepath.Join(m.dir, "sessions", "s", "events.jsonl")
+	store, cfg, m, f := uncachedSession(t, "100")
 	want := cli(t, 0, "cat", "--view", "events", store, "s")
 
 	statThenCat := func(m *mountProc, what string) {
