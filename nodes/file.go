@@ -158,8 +158,8 @@ func (s *kernelView) openFlags(ino uint64, rev string, n int64) (flags uint32) {
 	return flags
 }
 
-// prime stores data, n bytes of revision rev, in the kernel's page cache with store, when the kernel was
-// told that size and no open has recorded what it holds; then records that it holds rev (primer.go). store
+// prime stores data, the bytes of revision rev, in the kernel's page cache with store, when the kernel was
+// told their size and no open has recorded what it holds; then records that it holds rev (primer.go). store
 // runs under the inode's lock, so it must not wait on a request to this mount (FUSE_NOTIFY_STORE does not).
 func (s *kernelView) prime(ino uint64, rev string, data []byte, store func([]byte) syscall.Errno) (errno syscall.Errno, done bool) {
 	defer s.lock(ino).Unlock()
