@@ -15,14 +15,17 @@ import (
 	"time"
 )
 
-// storeCounters reads the root status.json's decode and index counters.
-func storeCounters(t *testing.T, mnt string) (decodes, hits int) {
+// counters are the root status.json's counters of the read path.
+type counters struct{ Decodes, IndexHits, Evicted, Primed int }
+
+// storeCounters reads the root status.json's counters.
+func storeCounters(t *testing.T, mnt string) counters {
 	t.Helper()
-	var st struct{ Decodes, IndexHits int }
+	var st counters
 	if err := json.Unmarshal(readFile(t, filepath.Join(mnt, "status.json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	return st.Decodes, st.IndexHits
+	return st
 }
 
 func statSize(t *testing.T, path string) int64 {
@@ -53,13 +56,14 @@ func TestPersistentIndex(t *testing.T) {
 	for _, f := range files {
 		sizes[f] = int64(len(readFile(t, filepath.Join(sess, f))))
 	}
-	d0, _ := storeCounters(t, m.dir)
+	d0 := storeCounters(t, m.dir).Decodes
 	for _, f := range files { // the decoded session is not kept (budget 0): only the index knows the sizes
 		if got := statSize(t, filepath.Join(sess, f)); got != sizes[f] {
 			t.Errorf("%s: stat says %d bytes, the file holds %d", f, got, sizes[f])
 		}
 	}
-	d1, h1 := storeCounters(t, m.dir)
+	c1 := storeCounters(t, m.dir)
+	d1, h1 := c1.Decodes, c1.IndexHits
 	if d1 != d0 || h1 < len(files) {
 		t.Errorf("stats after an eviction: %d decodes (before %d), %d index hits", d1, d0, h1)
 	}
@@ -75,7 +79,7 @@ func TestPersistentIndex(t *testing.T) {
 				t.Errorf("%s: %s: stat says %d bytes, the file holds %d", what, f, got, sizes[f])
 			}
 		}
-		decodes, _ = storeCounters(t, m.dir)
+		decodes = storeCounters(t, m.dir).Decodes
 		m.stop(t)
 		return decodes
 	}
@@ -141,7 +145,7 @@ func TestPersistentIndex(t *testing.T) {
 	}
 	m = startMount(t, "--read-only", "--config", cfg, store)
 	statSize(t, filepath.Join(m.dir, "sessions", "s", "events.jsonl"))
-	if d, _ := storeCounters(t, m.dir); d == 0 {
+	if d := storeCounters(t, m.dir).Decodes; d == 0 {
 		t.Errorf("the entry of the replaced artifact (same size and mtime) was served")
 	}
 	if got := readFile(t, filepath.Join(m.dir, "sessions", "s", "raw.jsonl")); !bytes.Equal(got, repl) {

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +56,7 @@ func TestKeptPageCache(t *testing.T) {
 	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) { // the first open renders
 		t.Fatalf("events.jsonl differs from dshfs cat (%d bytes, want %d)", len(got), len(want))
 	}
-	d0, _ := storeCounters(t, m.dir)
+	d0 := storeCounters(t, m.dir).Decodes
 	before := readChars(t, pid)
 	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) {
 		t.Fatalf("a repeated cat differs from dshfs cat")
@@ -75,7 +74,7 @@ func TestKeptPageCache(t *testing.T) {
 	if n := readChars(t, pid) - before; n < int64(len(want)) {
 		t.Errorf("after the page cache was dropped the mount read %d bytes, less than the view's %d: were the pages dropped?", n, len(want))
 	}
-	if d, _ := storeCounters(t, m.dir); d != d0 {
+	if d := storeCounters(t, m.dir).Decodes; d != d0 {
 		t.Errorf("serving dropped pages decoded the session (%d decodes, %d before)", d, d0)
 	}
 
@@ -128,7 +127,7 @@ func TestPrimedPageCache(t *testing.T) {
 			t.Fatalf("%s: stat: %d bytes, want %d", what, n, len(want))
 		}
 		waitFor(t, what+": the view to be primed", func() (bool, string) {
-			n := primedCount(t, m.dir)
+			n := storeCounters(t, m.dir).Primed
 			return n == 1, fmt.Sprintf("primed %d; log:\n%s", n, m.log)
 		})
 		before := readChars(t, m.cmd.Process.Pid)
@@ -144,7 +143,7 @@ func TestPrimedPageCache(t *testing.T) {
 	m = startMount(t, "--read-only", "--config", cfg, store)
 	f = filepath.Join(m.dir, "sessions", "s", "events.jsonl")
 	statThenCat(m, "after a remount, from the index")
-	if d, _ := storeCounters(t, m.dir); d != 0 {
+	if d := storeCounters(t, m.dir).Decodes; d != 0 {
 		t.Errorf("after a remount the stat and the priming decoded the session %d times", d)
 	}
 
@@ -160,16 +159,6 @@ func TestPrimedPageCache(t *testing.T) {
 	if got := mustRun(t, "cat", f); !bytes.Equal(got, grown) {
 		t.Fatalf("cat after the session grew: %d bytes, want the grown %d (stale primed pages?)", len(got), len(grown))
 	}
-}
-
-// primedCount is the mount's status.json "primed".
-func primedCount(t *testing.T, mnt string) int {
-	t.Helper()
-	var st struct{ Primed int }
-	if err := json.Unmarshal(readFile(t, filepath.Join(mnt, "status.json")), &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Primed
 }
 
 // kernelAtLeast reports whether the running kernel's version is major.minor or later.

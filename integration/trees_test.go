@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,13 +40,7 @@ func TestEvictionKeepsWorkingDirectory(t *testing.T) {
 		return cwd == work, cwd
 	})
 	wantEntries := strings.Count(string(mustRun(t, "ls", work)), "\n")
-	evicted := func() int {
-		var st struct{ Evicted int }
-		if err := json.Unmarshal(readFile(t, filepath.Join(m.dir, "status.json")), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Evicted
-	}
+	evicted := func() int { return storeCounters(t, m.dir).Evicted }
 	for i := 1; i < n; i++ { // walk every other session: s000 and s001 .. s011 fall out
 		readFile(t, filepath.Join(m.dir, "sessions", fmt.Sprintf("s%03d", i), "events.jsonl"))
 		if _, err := os.ReadDir(filepath.Join(m.dir, "sessions", fmt.Sprintf("s%03d", i), "events")); err != nil {
