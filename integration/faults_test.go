@@ -157,8 +157,11 @@ func soakEvent(cycle, i int) string {
 // TestCrashSoak: cycles of (append in a loop, random flushes, SIGKILL, remount, resume). Half of the kills
 // come from outside at a random moment, half from the backend hook inside a batch — after a partial write,
 // before the fsync, before the acknowledgement. After each resume the log is an in-order prefix of the
-// accepted stream that holds every acknowledged event and nothing else (plus the resume's end-seeds), and
-// `dshfs check` passes. -soak.cycles sets the number of cycles (50 in CI).
+// written stream that holds every acknowledged event and nothing else (plus the resume's end-seeds), and
+// `dshfs check` passes. A write that failed because the mount died is an unknown outcome, not a refusal:
+// `cat >> append` fails when its close fails too, so its events may have been accepted and then written
+// by a batch (batch_window) before the kill that failed the close's FLUSH. -soak.cycles sets the number
+// of cycles (50 in CI).
 func TestCrashSoak(t *testing.T) {
 	t.Parallel()
 	store, cfg := emptyStore(t, "zstd")
@@ -185,6 +188,7 @@ func TestCrashSoak(t *testing.T) {
 		}
 		acked := 0 // events of this cycle known durable
 		accepted := 0
+		unknown := 0 // events of the write the mount died under: stored or not
 		killed := false
 		for step := 0; step < 40 && !killed; step++ {
 			n := 1 + rng.Intn(5)
@@ -193,7 +197,7 @@ func TestCrashSoak(t *testing.T) {
 				batch = append(batch, soakEvent(cycle, accepted+i))
 			}
 			if r := writeAppend(t, s, batch); r.code != 0 {
-				killed = true // the mount died under the write
+				killed, unknown = true, n // the mount died under the write
 				break
 			}
 			accepted += n
@@ -226,11 +230,12 @@ func TestCrashSoak(t *testing.T) {
 		// the stored log: everything before this cycle, then a prefix of this cycle's stream holding at
 		// least the acknowledged events
 		got := soakLines(t, cli(t, 0, "cat", store, "soak"))
-		if len(got) < len(want)+acked || len(got) > len(want)+accepted {
-			t.Fatalf("cycle %d: %d events stored, want between %d and %d (acknowledged %d, accepted %d)", cycle, len(got), len(want)+acked, len(want)+accepted, acked, accepted)
+		if len(got) < len(want)+acked || len(got) > len(want)+accepted+unknown {
+			t.Fatalf("cycle %d: %d events stored, want between %d and %d (acknowledged %d, accepted %d, %d more of a write the mount died under)",
+				cycle, len(got), len(want)+acked, len(want)+accepted+unknown, acked, accepted, unknown)
 		}
 		base := len(want)
-		lost += accepted - (len(got) - base)
+		lost += max(0, accepted-(len(got)-base))
 		acknowledged += acked
 		for i := base; i < len(got); i++ {
 			want = append(want, fmt.Sprintf("plugin/soak %d %d", cycle, i-base))
