@@ -24,14 +24,14 @@ import (
 // events.jsonl of a large store (ls -l, rsync, find -size) would decode every session again after the
 // caches evicted it, or after a remount. So the mount remembers, per session and per artifact revision,
 // that the session reads (is not refused) and the size and time of each whole view it rendered — in
-// memory, and in one small file per session under the cache directory ([cache] dir, default
-// $XDG_CACHE_HOME/dshfs), so a remount or an evicted session is warm.
+// memory, and in an entry per session in the store's pack file under the cache directory ([cache] dir,
+// default $XDG_CACHE_HOME/dshfs; pack.go), so a remount or an evicted session is warm.
 //
 // The rendered bytes of those views are kept too: with the small default memory budgets a 10k-session
 // store's views do not fit in memory, and a repeated grep would otherwise decode every session again. A view
-// shorter than blobMin (nearly all of them) is kept inside its session's entry file, after the entry's
-// text: the first read of a session then costs one file written, not two (a walk over a cold 10k-session
-// store spent a quarter of its time creating and renaming files). A view of blobMin bytes or more is
+// shorter than blobMin (nearly all of them) is kept inside its session's entry, after the entry's text: the
+// first read of a session then costs one append to the pack and no file created (a walk over a cold
+// 10k-session store spent a quarter of its time creating and renaming files). A view of blobMin bytes or more is
 // rendered straight into a file of its own (a temporary one, renamed into place) and served from that file
 // rather than from memory: the events view of a 500k-event session is 80 MB, which would otherwise sit on
 // the heap beside the decoded session. The kernel's page cache, not the mount's heap, keeps the hot ones.
@@ -42,14 +42,14 @@ import (
 // hashing while it has the stamp (device, inode, size, mtime, ctime) the entry saw when it was written or
 // last verified; a file whose stamp differs — rewritten in place, replaced, copied — is hashed again and
 // served only if the checksum still matches; no one can set a file's ctime, so an unchanged stamp means
-// unchanged bytes. Entry files are written in place (the checksums make a torn or mixed one harmless);
+// unchanged bytes. Entries are appended to the pack (the checksums make a torn or mixed one harmless);
 // view files are renamed over, never rewritten, because a reader may hold one open.
 //
 // An entry is trusted only for the revision it was written at: the artifact's token (JSONL:
 // dev:ino:size:mtime:ctime, so an artifact replaced by one of the same size and mtime is a new revision
 // through its inode and ctime; SQLite: the session's incarnation and revision) and its storage identity.
-// A file that does not parse, whose checksum does not match or that names another session is ignored and
-// rewritten by the next rendering: a corrupt or stale entry is never served. Sizes are only served when
+// An entry that does not parse, whose checksum does not match or that names another session is ignored and
+// written again by the next rendering: a corrupt or stale entry is never served. Sizes are only served when
 // no rendering is cached; reading a file always renders it, so the index can make a stat wrong only if
 // the checksum is forged — and even then a read returns the true bytes.
 
@@ -60,11 +60,7 @@ var indexed = map[views.View]bool{views.Events: true, views.Raw: true, views.Hea
 
 const indexMagic = "dshfs-index 3"
 
-// oldMagic is the format before views were kept inside entries: its view files are removed when its entry
-// is met (nothing would name them again).
-const oldMagic = "dshfs-index 2"
-
-// headerRead is the first read of an entry file, and headerMax the most its text may take (a few hundred
+// headerRead is the first read of an entry, and headerMax the most its text may take (a few hundred
 // bytes per view, and a session id no longer than a file name); the bytes of the views kept inside it
 // follow.
 const (
@@ -84,15 +80,20 @@ const viewWriteBuffer = 256 << 10
 type index struct {
 	dir  string
 	salt string // the store and the limits (indexSalt), part of each file's name: one directory, many stores
+	pack *pack  // the entries' file (nil when disabled)
 
 	mu      sync.Mutex
 	entries map[string]*indexEntry // by session id
-	// files orders the writes of entry files and the renames of view files, so that an entry never names
-	// the stamp of a file another writer has since renamed over it, and the bytes an entry carries over
-	// from its file are the ones this process last wrote there
+	// files orders the writes of entries and the renames of view files, so that an entry never names the
+	// stamp of a file another writer has since renamed over it, and the bytes an entry carries over from
+	// its record are the ones this process last wrote there
 	files sync.Mutex
 
 	hits atomic.Int64 // stats served from the index (status.json "index")
+
+	// entryFiles are the keys of the entry files of earlier versions in the directory (dropEntryFile),
+	// listed at the first use; under files
+	entryFiles map[string]bool
 }
 
 // place is where the index keeps a view's bytes.
@@ -100,7 +101,7 @@ type place int8
 
 const (
 	inMemory place = iota // nowhere: the index directory could not take them (only the size is known)
-	inEntry               // inside the entry file, from off
+	inEntry               // inside the entry, from off (in its record's body)
 	inFile                // in the view's own file (viewPath)
 )
 
@@ -109,7 +110,7 @@ type viewRec struct {
 	size  int64
 	sum   string // SHA-256 (hex) of the view's bytes
 	place place
-	off   int64  // inEntry: where the bytes start in the entry file
+	off   int64  // inEntry: where the bytes start in the entry
 	stamp string // inFile: the file's stamp (fileStamp) when written or last verified; "" unknown
 }
 
@@ -128,13 +129,19 @@ func newEntry(rev string, mtime time.Time) *indexEntry {
 }
 
 func newIndex(dir, salt string) *index {
-	return &index{dir: dir, salt: salt, entries: map[string]*indexEntry{}}
+	x := &index{dir: dir, salt: salt, entries: map[string]*indexEntry{}}
+	if dir != "" {
+		sum := sha256.Sum256([]byte("pack\x00" + salt))
+		x.pack = newPack(filepath.Join(dir, hex.EncodeToString(sum[:16])+".pack"))
+	}
+	return x
 }
 
-// path is the file of session id: its name hashes the salt and the id (ids may hold any character).
-func (x *index) path(id string) string {
+// key names session id in the index: its record's key in the pack, and the start of its view files' names.
+// It hashes the salt and the id (ids may hold any character).
+func (x *index) key(id string) string {
 	sum := sha256.Sum256([]byte(x.salt + "\x00" + id))
-	return filepath.Join(x.dir, hex.EncodeToString(sum[:16])+".idx")
+	return hex.EncodeToString(sum[:16])
 }
 
 // size returns a view's size, time and checksum (SHA-256, hex) at revision rev, if the index holds it,
@@ -302,12 +309,11 @@ func (x *index) keepInEntry(id, rev string, view views.View, mtime time.Time, da
 	}
 }
 
-// persistLocked writes session id's entry file: its text, then the bytes of the views kept inside it —
-// fresh's from data, the others' carried over from the file as it is (each checked against its checksum;
-// one that no longer matches is dropped from the entry). The file is written in place: a torn or mixed
-// one fails its checksums and is never served. The caller holds x.files.
+// persistLocked appends session id's entry to the pack: its text, then the bytes of the views kept inside
+// it — fresh's from data, the others' carried over from its record as it is (each checked against its
+// checksum; one that no longer matches is dropped from the entry). The caller holds x.files.
 func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data []byte) bool {
-	path := x.path(id)
+	key := x.key(id)
 	x.mu.Lock()
 	carry := false
 	for v, r := range e.views {
@@ -316,7 +322,7 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 	x.mu.Unlock()
 	var old []byte
 	if carry {
-		old, _ = os.ReadFile(path) // what this process last wrote there (x.files), unless someone else did
+		old = x.pack.body(key) // what this process last wrote there (x.files), unless someone else did
 	}
 	x.mu.Lock()
 	inside := map[views.View][]byte{}
@@ -333,23 +339,11 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 	}
 	text := e.encode(getScratch(), id, inside)
 	x.mu.Unlock()
-	ok := writeInPlace(path, text)
+	rec := getScratch()
+	ok := x.pack.put(key, text, rec)
 	putScratch(text)
+	putScratch(rec)
 	return ok
-}
-
-// writeInPlace writes a file over whatever is there (an entry file, whose checksums make a torn one
-// harmless: one creation and no rename on the first read of a session).
-func writeInPlace(path string, data []byte) bool {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return false
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err == nil
 }
 
 // hexSum is data's SHA-256 as the index writes it.
@@ -449,7 +443,7 @@ func fileStamp(info os.FileInfo) string {
 
 // viewPath is the file holding a view's bytes.
 func (x *index) viewPath(id string, view views.View) string {
-	return strings.TrimSuffix(x.path(id), ".idx") + "." + view.String()
+	return filepath.Join(x.dir, x.key(id)+"."+view.String())
 }
 
 // content returns a view's bytes at revision rev as the index keeps them, when they are still the bytes the
@@ -485,15 +479,14 @@ func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) 
 	return r, ok
 }
 
-// inside reads the bytes of a view kept inside the entry file.
+// inside reads the bytes of a view kept inside the entry.
 func (x *index) inside(id string, e *indexEntry, rec viewRec) (nodes.Rendered, bool) {
-	f, err := os.Open(x.path(id))
-	if err != nil {
+	r, ok := x.pack.known(x.key(id))
+	if !ok {
 		return nodes.Rendered{}, false
 	}
-	defer f.Close()
 	data := make([]byte, rec.size)
-	if n, err := f.ReadAt(data, rec.off); n != len(data) || (err != nil && err != io.EOF) || hexSum(data) != rec.sum {
+	if !x.pack.readAt(r, data, rec.off) || hexSum(data) != rec.sum {
 		return nodes.Rendered{}, false
 	}
 	return nodes.Rendered{ModTime: e.mtime, Sum: rec.sum, Data: data}, true
@@ -546,7 +539,7 @@ func (x *index) forget(id string) {
 	x.mu.Unlock()
 }
 
-// encode appends an entry's file to dst: its text in a fixed line order and a checksum of that text, then
+// encode appends an entry to dst: its text in a fixed line order and a checksum of that text, then
 // the bytes of the views kept inside it (inside holds them), in the order of their lines, each at the
 // offset it records in the entry. A view kept inside whose bytes are not at hand is left out of the entry.
 func (e *indexEntry) encode(dst []byte, id string, inside map[views.View][]byte) []byte {
@@ -587,21 +580,17 @@ func (e *indexEntry) encode(dst []byte, id string, inside map[views.View][]byte)
 // load reads and validates session id's entry; nil when it is missing, malformed, tampered with, cut
 // short or written for another session. It reads the entry's text, not the views kept after it.
 func (x *index) load(id string) *indexEntry {
-	f, err := os.Open(x.path(id))
-	if err != nil {
+	key := x.key(id)
+	rec, ok := x.pack.lookup(key)
+	if !ok {
+		x.dropEntryFile(id)
 		return nil
 	}
-	defer f.Close()
-	text, size, ok := readEntryText(f)
+	text, ok := readEntryText(x.pack, rec)
 	if !ok {
 		return nil
 	}
-	if bytes.HasPrefix(text, []byte(oldMagic+"\n")) {
-		for _, v := range entryOrder {
-			os.Remove(x.viewPath(id, v))
-		}
-		return nil
-	}
+	size := rec.n
 	body, sumLine, ok := cutLastLine(text)
 	if !ok || hexSum(body) != strings.TrimPrefix(sumLine, "sha256 ") {
 		return nil
@@ -661,28 +650,54 @@ func (x *index) load(id string) *indexEntry {
 	return e
 }
 
-// readEntryText reads an entry file's text: up to and including its checksum line, which must come within
-// headerMax bytes. size is the whole file's.
-func readEntryText(f *os.File) (text []byte, size int64, ok bool) {
-	info, err := f.Stat()
-	if err != nil {
-		return nil, 0, false
-	}
-	size = info.Size()
-	buf := make([]byte, min(size, headerRead))
+// readEntryText reads the text of the entry in record rec: up to and including its checksum line, which
+// must come within headerMax bytes.
+func readEntryText(p *pack, rec packRec) (text []byte, ok bool) {
+	buf := make([]byte, min(rec.n, headerRead))
 	for {
-		if n, err := f.ReadAt(buf, 0); n != len(buf) && err != nil {
-			return nil, 0, false
+		if !p.readAt(rec, buf, 0) {
+			return nil, false
 		}
 		if i := bytes.Index(buf, []byte("\nsha256 ")); i >= 0 {
 			if j := bytes.IndexByte(buf[i+1:], '\n'); j >= 0 {
-				return buf[:i+1+j+1], size, true
+				return buf[:i+1+j+1], true
 			}
 		}
-		if int64(len(buf)) == size || len(buf) >= headerMax {
-			return nil, 0, false
+		if int64(len(buf)) == rec.n || len(buf) >= headerMax {
+			return nil, false
 		}
-		buf = make([]byte, min(size, headerMax))
+		buf = make([]byte, min(rec.n, headerMax))
+	}
+}
+
+// dropEntryFile removes what an earlier version kept of session id outside the pack — its entry file, and
+// the view files that only that file named — once the pack has no entry for it (x.files orders this after
+// any rename of a view file whose entry is being appended). Without it, a cache directory would keep a
+// file per session an earlier version read, forever. The directory is listed once: a miss then costs no
+// system call.
+func (x *index) dropEntryFile(id string) {
+	x.files.Lock()
+	defer x.files.Unlock()
+	if x.entryFiles == nil {
+		x.entryFiles = map[string]bool{}
+		names, _ := os.ReadDir(x.dir)
+		for _, n := range names {
+			if key, ok := strings.CutSuffix(n.Name(), ".idx"); ok {
+				x.entryFiles[key] = true
+			}
+		}
+	}
+	key := x.key(id)
+	if !x.entryFiles[key] {
+		return
+	}
+	if _, ok := x.pack.lookup(key); ok {
+		return
+	}
+	delete(x.entryFiles, key)
+	os.Remove(filepath.Join(x.dir, key+".idx"))
+	for _, v := range entryOrder {
+		os.Remove(x.viewPath(id, v))
 	}
 }
 

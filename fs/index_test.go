@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +17,8 @@ import (
 	"github.com/dshfs/dshfs/views"
 )
 
-// TestIndexFile: an entry round-trips through its file; a file with a changed byte, a truncated one, or
-// one written for another session or revision is not served.
+// TestIndexFile: an entry round-trips through the pack; an entry with a changed byte, a pack cut short or
+// changed in a header, or an entry written for another session or revision is not served.
 func TestIndexFile(t *testing.T) {
 	dir := t.TempDir()
 	x := newIndex(dir, "salt")
@@ -37,11 +36,11 @@ func TestIndexFile(t *testing.T) {
 	if r, ok := fresh().content("s", "rev1", views.Events); !ok || string(r.Data) != string(events) || r.Blob != nil {
 		t.Fatalf("the view's bytes do not come back")
 	}
-	// a small view is kept inside the entry: one file per session
-	if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 1 || files[0] != x.path("s") {
+	// small views are kept inside the entry, and entries in the pack: one file for the store
+	if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 1 || files[0] != x.pack.path {
 		t.Fatalf("files in the index directory: %v", files)
 	}
-	good, err := os.ReadFile(x.path("s"))
+	good, err := os.ReadFile(x.pack.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +49,9 @@ func TestIndexFile(t *testing.T) {
 	}
 	// the bytes of a view changed behind the entry's back are not served (the sizes, which the entry's
 	// own checksum covers, still are)
-	if err := os.WriteFile(x.path("s"), bytes.Replace(good, []byte(`{"type":"x"}`), []byte(`{"type":"y"}`), 1), 0o600); err != nil {
+	i := bytes.LastIndex(good, []byte(`{"type":"x"}`))
+	changed := append(append(append([]byte(nil), good[:i]...), `{"type":"y"}`...), good[i+len(`{"type":"y"}`):]...)
+	if err := os.WriteFile(x.pack.path, changed, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := fresh().content("s", "rev1", views.Events); ok {
@@ -59,7 +60,7 @@ func TestIndexFile(t *testing.T) {
 	if r, ok := fresh().content("s", "rev1", views.Surface); !ok || !bytes.Equal(r.Data, make([]byte, 900)) {
 		t.Fatal("an unchanged view of the same entry was not served")
 	}
-	if err := os.WriteFile(x.path("s"), good, 0o600); err != nil {
+	if err := os.WriteFile(x.pack.path, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, ok := fresh().size("s", "rev1", views.Status); ok {
@@ -71,28 +72,57 @@ func TestIndexFile(t *testing.T) {
 	if _, _, _, ok := newIndex(dir, "other store").size("s", "rev1", views.Events); ok {
 		t.Fatal("served for another store")
 	}
-	for name, data := range map[string][]byte{
-		"truncated": good[:len(good)-10],
-		"grown":     append(append([]byte(nil), good...), 'x'),
-		"text only": good[:bytes.Index(good, []byte("\nsha256 "))+len("\nsha256 ")+65],
-		"changed":   append(append([]byte(nil), good[:20]...), append([]byte{good[20] ^ 1}, good[21:]...)...),
-		"empty":     nil,
+	// the pack holds two records of s: the first with the events view, the last with both views. Cut into
+	// the last, s is its first record again; cut into a header or the entry's text, nothing of s.
+	last := bytes.LastIndex(good, []byte(packMagic))
+	otherKey := bytes.Clone(good) // the first record is another session's: still a record
+	if otherKey[len(packMagic)] == 'a' {
+		otherKey[len(packMagic)] = 'b'
+	} else {
+		otherKey[len(packMagic)] = 'a'
+	}
+	for _, c := range []struct {
+		name            string
+		data            []byte
+		events, surface bool
+	}{
+		{"last record cut short", good[:len(good)-10], true, false},
+		{"a torn record after the last", append(append([]byte(nil), good...), packMagic+x.key("s")+" 9999\n{"...), true, true},
+		{"first header's magic changed", flip(good, 3), false, false},
+		{"first record's key changed", otherKey, true, true},
+		{"last entry's text changed", flip(good, last+120), false, false},
+		{"empty", nil, false, false},
 	} {
-		if err := os.WriteFile(x.path("s"), data, 0o600); err != nil {
+		if err := os.WriteFile(x.pack.path, c.data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, ok := fresh().size("s", "rev1", views.Events); ok {
-			t.Errorf("a %s file was served", name)
+		_, _, _, events := fresh().size("s", "rev1", views.Events)
+		_, _, _, surface := fresh().size("s", "rev1", views.Surface)
+		if events != c.events || surface != c.surface {
+			t.Errorf("%s: events served %v, surface %v; want %v, %v", c.name, events, surface, c.events, c.surface)
 		}
 	}
-	// another session's file under this one's name
+	// another session's entry in a record of this one's key
+	os.WriteFile(x.pack.path, nil, 0o600)
 	y := newIndex(dir, "salt")
 	record(t, y, "t", "rev1", views.Events, []byte("x"), at)
-	other, _ := os.ReadFile(y.path("t"))
-	os.WriteFile(x.path("s"), other, 0o600)
+	other := y.pack.body(y.key("t"))
+	if other == nil || !y.pack.put(y.key("s"), other, nil) {
+		t.Fatal("could not forge the record")
+	}
 	if _, _, _, ok := fresh().size("s", "rev1", views.Events); ok {
 		t.Error("another session's entry was served")
 	}
+	if _, _, _, ok := fresh().size("t", "rev1", views.Events); !ok {
+		t.Error("the session's own entry was not served")
+	}
+}
+
+// flip is data with the bits of byte i inverted.
+func flip(data []byte, i int) []byte {
+	b := bytes.Clone(data)
+	b[i] ^= 0xff
+	return b
 }
 
 // record writes a view rendered in memory to the index, as renderAt does with a rendering.
@@ -218,23 +248,24 @@ func TestIndexBlob(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
 	}
-	// an entry of the previous format (every view in a file of its own), with a valid checksum, is not read,
-	// and the view files it named are removed
-	mp := x.viewPath("s", views.Messages)
-	if _, err := os.Stat(mp); err != nil {
-		t.Fatal(err)
+	// what an earlier version kept outside the pack (an entry file per session, and view files it named)
+	// is removed when the pack has no entry for the session
+	oldEntry := filepath.Join(dir, x.key("old")+".idx")
+	for _, name := range []string{oldEntry, x.viewPath("old", views.Events)} {
+		if err := os.WriteFile(name, []byte("dshfs-index 3\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	body, _, _ := cutLastLine(x.entries["s"].encode(nil, "s", nil))
-	old := strings.Replace(string(body), indexMagic, oldMagic, 1)
-	if !regexp.MustCompile(`\nview messages \d+ [0-9a-f]{64} \d+:`).MatchString(old) {
-		t.Fatalf("not an entry naming a view file with its stamp: %q", old)
+	if fresh().load("old") != nil {
+		t.Fatal("read an entry the pack does not have")
 	}
-	os.WriteFile(x.path("s"), []byte(old+"sha256 "+hexSum([]byte(old))+"\n"), 0o600)
-	if fresh().load("s") != nil {
-		t.Fatal("read an entry of another format")
+	for _, name := range []string{oldEntry, x.viewPath("old", views.Events)} {
+		if _, err := os.Stat(name); !os.IsNotExist(err) {
+			t.Errorf("an earlier version's file is still there: %v", err)
+		}
 	}
-	if _, err := os.Stat(mp); !os.IsNotExist(err) {
-		t.Fatalf("the old format's view file is still there: %v", err)
+	if _, err := os.Stat(x.viewPath("s", views.Messages)); err != nil {
+		t.Fatalf("a view file the pack names was removed: %v", err)
 	}
 }
 
@@ -252,7 +283,7 @@ func TestTrees(t *testing.T) {
 }
 
 // TestIndexConcurrentViews: views of one session written at once (the readahead workers and requests do)
-// all end up in the entry file, each served with its own bytes, whichever write carried which over.
+// all end up in the entry, each served with its own bytes, whichever write carried which over.
 func TestIndexConcurrentViews(t *testing.T) {
 	dir := t.TempDir()
 	x := newIndex(dir, "salt")

@@ -87,9 +87,9 @@ func TestPersistentIndex(t *testing.T) {
 		t.Errorf("stats after a remount decoded %d times", d)
 	}
 
-	idx, _ := filepath.Glob(filepath.Join(cacheDir, "index", "*.idx"))
+	idx, _ := filepath.Glob(filepath.Join(cacheDir, "index", "*.pack"))
 	if len(idx) != 1 {
-		t.Fatalf("index files %v", idx)
+		t.Fatalf("pack files %v", idx)
 	}
 	good := readFile(t, idx[0])
 	// tampered: a size changed, the checksum not

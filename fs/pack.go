@@ -1,0 +1,380 @@
+package fs
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The pack: the index's entries, every session's in one append-only file per store (index.go says what an
+// entry holds). It used to be one file per session, and a first walk over a cold 10k-session store spent a
+// quarter of its CPU creating them: on this project's VM's ext4 creating 10k files of 12 KB took 4.9 s,
+// appending the same bytes to one file 0.13 s.
+//
+// A record is a header line — packMagic, the session's key (index.key: a hash of the store and the id, 32
+// hex digits) and the length of the body — and the body, the entry's bytes as encode writes them. The last
+// record of a key is its entry; earlier ones are garbage until the pack is compacted. The records' framing
+// is all the pack checks: the entry's own checksums decide whether its text and the views kept inside it
+// are served, as they did for an entry file.
+//
+// More than one process may use one index directory (two mounts of a store, a remount while the old mount
+// drains). Writers take an exclusive flock(2) on the pack for each append, so records never interleave.
+// Before appending, a writer frames what others appended since it last looked; whatever does not frame
+// (a header that does not parse, a body cut short) can only be what a writer that died mid-append left,
+// because no live writer appends without the lock, and the writer cuts it off. Readers frame without the
+// lock, stop at what does not frame and look again later: a record being appended frames once it is whole.
+// Framing never searches past a bad record for the next header, so bytes inside a body (session text) can
+// never be taken for a record.
+//
+// When garbage outgrows the live records (and the pack is past packCompactMin), the writer that notices
+// copies the live records into a new file and renames it over the pack, under the old file's lock. Another
+// process notices at its next append that the path names another file and switches to it; until then it
+// reads the old file, whose records stay valid (unlinked files keep their bytes while open).
+
+// packMagic starts every record's header line.
+const packMagic = "dshfs-pack 1 "
+
+// packKeyLen is the length of a record's key (16 bytes of a SHA-256, in hex).
+const packKeyLen = 32
+
+// packBodyMax bounds a body: an entry's text (headerMax) and the views kept inside it (each under blobMin;
+// six kinds of view are indexed, and eight leaves room). A header claiming more is not a record.
+const packBodyMax = headerMax + 8*blobMin
+
+// packHeaderMax is the longest header line: magic, key, space, a length of at most packBodyMax, LF.
+var packHeaderMax = len(packMagic) + packKeyLen + 1 + len(strconv.FormatInt(packBodyMax, 10)) + 1
+
+// packCompactMin is the size below which a pack is never compacted, however much of it is garbage.
+const packCompactMin = 32 << 20
+
+// packRec is where a record's body is: at off, n bytes, in the file of generation gen.
+type packRec struct {
+	off, n int64
+	gen    int
+}
+
+// pack is one index directory's pack file for one store, as this process has framed it.
+type pack struct {
+	path       string
+	compactMin int64 // packCompactMin (tests lower it)
+
+	// mu guards the fields below. Reads of record bodies hold it shared, so the file they read is not
+	// closed under them; framing, appending and switching files hold it exclusively.
+	mu   sync.RWMutex
+	f    *os.File // nil until first used, or after it could not be opened
+	dev  uint64   // f's device and inode: the path names another file after a compaction elsewhere
+	ino  uint64
+	gen  int   // bumped whenever f is replaced: offsets of records read from an older file are not used
+	end  int64 // how far f has been framed into records
+	recs map[string]packRec
+	live int64 // the bytes of the records in recs, headers included
+}
+
+func newPack(path string) *pack { return &pack{path: path, compactMin: packCompactMin} }
+
+// identity is a file's device and inode.
+func identity(info os.FileInfo) (dev, ino uint64, ok bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return uint64(st.Dev), st.Ino, true
+}
+
+// openLocked (re)opens the file the path names and frames it from the start; the caller holds mu.
+func (p *pack) openLocked() bool {
+	if p.f != nil {
+		p.f.Close()
+		p.f = nil
+	}
+	p.gen++
+	p.recs, p.end, p.live = map[string]packRec{}, 0, 0
+	f, err := os.OpenFile(p.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return false
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return false
+	}
+	dev, ino, ok := identity(info)
+	if !ok {
+		f.Close()
+		return false
+	}
+	p.f, p.dev, p.ino = f, dev, ino
+	p.frame(info.Size())
+	return true
+}
+
+// refreshLocked frames what was appended to the pack's file since this process last looked, and returns
+// the file's size; the caller holds mu. It opens the file first if it is not open, and again if the file
+// is shorter than what was framed (cut behind this process's back: writers cut only what does not frame).
+// It does not look at the path: whether the path still names this file (after a compaction elsewhere) is
+// for put to ask, under the lock. A lookup would pay a stat for it, on every session a walk meets, and
+// until this process appends it reads the old file, whose records stay what they were.
+func (p *pack) refreshLocked() (int64, bool) {
+	if p.f == nil && !p.openLocked() {
+		return 0, false
+	}
+	info, err := p.f.Stat()
+	if err == nil && info.Size() < p.end {
+		if !p.openLocked() {
+			return 0, false
+		}
+		info, err = p.f.Stat()
+	}
+	if err != nil {
+		return 0, false
+	}
+	p.frame(info.Size())
+	return info.Size(), true
+}
+
+// isPath reports whether the pack's path names the file of that device and inode.
+func (p *pack) isPath(dev, ino uint64) bool {
+	info, err := os.Stat(p.path)
+	if err != nil {
+		return false
+	}
+	d, i, ok := identity(info)
+	return ok && d == dev && i == ino
+}
+
+// frame reads record headers from p.end up to size, noting each record, and stops at the first one that
+// does not frame (or is not whole yet). The caller holds mu exclusively.
+func (p *pack) frame(size int64) {
+	hdr := make([]byte, packHeaderMax)
+	for p.end < size {
+		n, _ := p.f.ReadAt(hdr[:min(int64(len(hdr)), size-p.end)], p.end)
+		key, bodyLen, hl, ok := parsePackHeader(hdr[:n])
+		if !ok || p.end+int64(hl)+bodyLen > size {
+			return
+		}
+		p.note(key, packRec{off: p.end + int64(hl), n: bodyLen, gen: p.gen}, int64(hl))
+		p.end += int64(hl) + bodyLen
+	}
+}
+
+// note makes r key's record, keeping the count of live bytes.
+func (p *pack) note(key string, r packRec, hl int64) {
+	if old, ok := p.recs[key]; ok {
+		p.live -= old.n + packHeaderLen(old.n)
+	}
+	p.recs[key] = r
+	p.live += r.n + hl
+}
+
+// packHeader appends a record's header line to dst.
+func packHeader(dst []byte, key string, n int64) []byte {
+	dst = append(dst, packMagic...)
+	dst = append(dst, key...)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, '\n')
+}
+
+// packHeaderLen is the length of the header of a body of n bytes.
+func packHeaderLen(n int64) int64 {
+	return int64(len(packMagic) + packKeyLen + 1 + len(strconv.FormatInt(n, 10)) + 1)
+}
+
+// parsePackHeader reads a header line at the start of b: the key, the body's length and the header's.
+// Only the form packHeader writes parses (no sign, no leading zero, lowercase hex).
+func parsePackHeader(b []byte) (key string, n int64, hl int, ok bool) {
+	rest, found := bytes.CutPrefix(b, []byte(packMagic))
+	if !found || len(rest) < packKeyLen+3 {
+		return "", 0, 0, false
+	}
+	for _, c := range rest[:packKeyLen] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", 0, 0, false
+		}
+	}
+	if rest[packKeyLen] != ' ' {
+		return "", 0, 0, false
+	}
+	digits := rest[packKeyLen+1:]
+	i := 0
+	for i < len(digits) && '0' <= digits[i] && digits[i] <= '9' {
+		i++
+	}
+	if i == 0 || i >= len(digits) || digits[i] != '\n' || (digits[0] == '0' && i > 1) {
+		return "", 0, 0, false
+	}
+	n, err := strconv.ParseInt(string(digits[:i]), 10, 64)
+	if err != nil || n > packBodyMax {
+		return "", 0, 0, false
+	}
+	return string(rest[:packKeyLen]), n, len(packMagic) + packKeyLen + 1 + i + 1, true
+}
+
+// lookup returns key's record as the pack holds it now.
+func (p *pack) lookup(key string) (packRec, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.refreshLocked(); !ok {
+		return packRec{}, false
+	}
+	r, ok := p.recs[key]
+	return r, ok
+}
+
+// known returns key's record as this process last framed the pack, without looking at the file again: for
+// reading the views kept inside an entry already loaded from that record (a newer record of the key, if
+// another process appended one, has other checksums, and its views are not served from the old entry).
+func (p *pack) known(key string) (packRec, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	r, ok := p.recs[key]
+	return r, ok
+}
+
+// readAt fills buf from offset off of record r's body; false when r is of a file the pack has since left,
+// or buf reaches past the body.
+func (p *pack) readAt(r packRec, buf []byte, off int64) bool {
+	if off < 0 || off+int64(len(buf)) > r.n {
+		return false
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.f == nil || r.gen != p.gen {
+		return false
+	}
+	n, err := p.f.ReadAt(buf, r.off+off)
+	return n == len(buf) && (err == nil || err == io.EOF)
+}
+
+// body is the whole body of key's record, if there is one.
+func (p *pack) body(key string) []byte {
+	r, ok := p.lookup(key)
+	if !ok {
+		return nil
+	}
+	buf := make([]byte, r.n)
+	if !p.readAt(r, buf, 0) {
+		return nil
+	}
+	return buf
+}
+
+// put appends body as key's record (scratch is a buffer to build it in). It returns false when the pack
+// could not take it; nothing half-written is left behind then.
+func (p *pack) put(key string, body, scratch []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	locked, ok := p.lockLocked()
+	if !ok {
+		return false
+	}
+	defer func() {
+		if locked != p.f { // compacted (or reopened): the old file is done with, and closing it unlocks it
+			locked.Close()
+		} else {
+			unix.Flock(int(locked.Fd()), unix.LOCK_UN)
+		}
+	}()
+	size, ok := p.refreshLocked()
+	if !ok || p.f != locked {
+		return false
+	}
+	if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
+		if p.f.Truncate(p.end) != nil {
+			return false
+		}
+	}
+	rec := append(packHeader(scratch[:0], key, int64(len(body))), body...)
+	if n, err := p.f.WriteAt(rec, p.end); err != nil || n != len(rec) {
+		p.f.Truncate(p.end)
+		return false
+	}
+	hl := int64(len(rec) - len(body))
+	p.note(key, packRec{off: p.end + hl, n: int64(len(body)), gen: p.gen}, hl)
+	p.end += int64(len(rec))
+	if p.end > p.compactMin && p.end > 2*p.live {
+		p.compactLocked()
+	}
+	return true
+}
+
+// lockLocked takes the pack's flock on the file the path names (switching to that file first if the path
+// names another one: compacted elsewhere, or the cache directory emptied). The caller holds mu, and
+// unlocks the file it returns.
+func (p *pack) lockLocked() (*os.File, bool) {
+	for range 3 {
+		if p.f == nil && !p.openLocked() {
+			return nil, false
+		}
+		f := p.f
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX) != nil {
+			return nil, false
+		}
+		if p.isPath(p.dev, p.ino) {
+			return f, true
+		}
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		if !p.openLocked() {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// compactLocked writes the live records into a new file, in the order they were in, and renames it over
+// the pack; on any failure the pack stays as it was. The caller holds mu and the old file's flock, so no
+// other writer appends to the old file meanwhile.
+func (p *pack) compactLocked() {
+	keys := make([]string, 0, len(p.recs))
+	for k := range p.recs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(p.recs[a].off, p.recs[b].off) })
+	tmp, err := os.CreateTemp(filepath.Dir(p.path), filepath.Base(p.path)+".tmp-*")
+	if err != nil {
+		return
+	}
+	recs := make(map[string]packRec, len(keys))
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	var off int64
+	hdr := make([]byte, 0, packHeaderMax)
+	for _, k := range keys {
+		r := p.recs[k]
+		hdr = packHeader(hdr[:0], k, r.n)
+		w.Write(hdr)
+		if _, err = io.Copy(w, io.NewSectionReader(p.f, r.off, r.n)); err != nil {
+			break
+		}
+		recs[k] = packRec{off: off + int64(len(hdr)), n: r.n, gen: p.gen + 1}
+		off += int64(len(hdr)) + r.n
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	var info os.FileInfo
+	if err == nil {
+		info, err = tmp.Stat()
+	}
+	dev, ino, ok := uint64(0), uint64(0), false
+	if err == nil {
+		dev, ino, ok = identity(info)
+	}
+	if err != nil || !ok || os.Rename(tmp.Name(), p.path) != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return
+	}
+	// the old file stays open, and locked, until put returns and closes it; records read of it carry the
+	// old generation, and readAt refuses them
+	p.f, p.dev, p.ino, p.gen = tmp, dev, ino, p.gen+1
+	p.recs, p.end, p.live = recs, off, off
+}

@@ -1,0 +1,201 @@
+package fs
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dshfs/dshfs/views"
+)
+
+// TestPackHeader: only the header form packHeader writes parses.
+func TestPackHeader(t *testing.T) {
+	key := strings.Repeat("0123456789abcdef", 2)
+	for _, c := range []struct {
+		line string
+		n    int64
+		ok   bool
+	}{
+		{packMagic + key + " 0\n", 0, true},
+		{packMagic + key + " 12345\n", 12345, true},
+		{packMagic + key + " 12345\nbody", 12345, true},
+		{packMagic + key + " 012\n", 0, false},      // a leading zero
+		{packMagic + key + " -1\n", 0, false},       // a sign
+		{packMagic + key + " 12\r\n", 0, false},     // not LF
+		{packMagic + key + " 12", 0, false},         // no LF yet
+		{packMagic + key + "  12\n", 0, false},      // two spaces
+		{packMagic + key[:31] + "A 12\n", 0, false}, // uppercase
+		{packMagic + key[:31] + " 12\n", 0, false},  // a short key
+		{packMagic + key + " " + fmt.Sprint(packBodyMax+1) + "\n", 0, false},
+		{packMagic + key + " 99999999999999999999\n", 0, false},
+		{"dshfs-pack 2 " + key + " 12\n", 0, false},
+		{"", 0, false},
+	} {
+		k, n, hl, ok := parsePackHeader([]byte(c.line))
+		if ok != c.ok || (ok && (k != key || n != c.n || hl != int(packHeaderLen(n)) || string(packHeader(nil, k, n)) != c.line[:hl])) {
+			t.Errorf("%q: key %q, n %d, header %d bytes, ok %v", c.line, k, n, hl, ok)
+		}
+	}
+	if got := len(packHeader(nil, key, packBodyMax)); got != packHeaderMax {
+		t.Errorf("the longest header is %d bytes, packHeaderMax %d", got, packHeaderMax)
+	}
+}
+
+// served reports whether a fresh index over dir serves the events view of session id at rev with data.
+func served(t *testing.T, dir, id, rev string, data []byte) bool {
+	t.Helper()
+	r, ok := newIndex(dir, "salt").content(id, rev, views.Events)
+	return ok && bytes.Equal(r.Data, data)
+}
+
+// TestPackTornTail: a record a writer died in the middle of is not read, the records before it are, and
+// the next append cuts it off before writing.
+func TestPackTornTail(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	at := time.Unix(1778573701, 0)
+	record(t, x, "a", "rev1", views.Events, []byte("a\n"), at)
+	record(t, x, "b", "rev1", views.Events, []byte("b\n"), at)
+	whole, err := os.ReadFile(x.pack.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the dead writer's record: its header and part of its body, longer than the record appended next
+	torn := append(packHeader(nil, x.key("c"), 5000), "dshfs-index 3\n"+strings.Repeat("x", 2000)...)
+	f, err := os.OpenFile(x.pack.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(torn)
+	f.Close()
+	if !served(t, dir, "a", "rev1", []byte("a\n")) || !served(t, dir, "b", "rev1", []byte("b\n")) {
+		t.Fatal("the records before a torn one are not served")
+	}
+	if served(t, dir, "c", "rev1", nil) {
+		t.Fatal("a torn record was served")
+	}
+	y := newIndex(dir, "salt") // another process, which frames the pack first
+	record(t, y, "c", "rev1", views.Events, []byte("c\n"), at)
+	got, _ := os.ReadFile(x.pack.path)
+	if !bytes.HasPrefix(got, whole) || bytes.Contains(got, torn) {
+		t.Fatal("the torn record was not cut off, or what was before it changed")
+	}
+	p := newPack(x.pack.path)
+	if size, ok := p.refreshLocked(); !ok || size != p.end || len(p.recs) != 3 {
+		t.Fatalf("the pack does not frame whole: %d of %d bytes, %d records", p.end, size, len(p.recs))
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if !served(t, dir, id, "rev1", []byte(id+"\n")) {
+			t.Errorf("%s is not served after the cut", id)
+		}
+	}
+	// x, which framed the pack before the torn record, appends after the cut too
+	record(t, x, "d", "rev1", views.Events, []byte("d\n"), at)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if !served(t, dir, id, "rev1", []byte(id+"\n")) {
+			t.Errorf("%s is not served after another writer's append", id)
+		}
+	}
+}
+
+// TestPackCompaction: a pack mostly garbage is rewritten with its live records, which stay served; another
+// process still on the old file reads it until it appends, and then appends to the new one.
+func TestPackCompaction(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Unix(1778573701, 0)
+	x := newIndex(dir, "salt")
+	x.pack.compactMin = 64 << 10
+	y := newIndex(dir, "salt")
+	record(t, y, "other", "rev1", views.Events, []byte("other\n"), at)
+	if !served(t, dir, "other", "rev1", []byte("other\n")) {
+		t.Fatal("not served before the compaction")
+	}
+	oldInfo, _ := os.Stat(x.pack.path)
+	view := func(rev int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("rev %d\n", rev)), 2000) }
+	maxSize := int64(0)
+	for rev := range 100 {
+		record(t, x, "s", fmt.Sprint(rev), views.Events, view(rev), at)
+		info, err := os.Stat(x.pack.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxSize = max(maxSize, info.Size())
+	}
+	if newInfo, _ := os.Stat(x.pack.path); os.SameFile(oldInfo, newInfo) {
+		t.Fatal("never compacted")
+	}
+	// live: two records; the pack is compacted once it passes 64 KiB and twice the live bytes
+	if limit := int64(64<<10) + 2*int64(len(view(99))+500); maxSize > limit {
+		t.Errorf("the pack grew to %d bytes (limit %d)", maxSize, limit)
+	}
+	if !served(t, dir, "s", "99", view(99)) || !served(t, dir, "other", "rev1", []byte("other\n")) {
+		t.Fatal("a live record was lost in the compaction")
+	}
+	if served(t, dir, "s", "98", view(98)) {
+		t.Fatal("a replaced entry was served")
+	}
+	// y framed the old file: it still reads it (its entry is in memory), then appends to the new one
+	if r, ok := y.content("other", "rev1", views.Events); !ok || string(r.Data) != "other\n" {
+		t.Fatal("the process on the old file lost its entry")
+	}
+	record(t, y, "late", "rev1", views.Events, []byte("late\n"), at)
+	for id, data := range map[string]string{"s": string(view(99)), "other": "other\n", "late": "late\n"} {
+		rev := "rev1"
+		if id == "s" {
+			rev = "99"
+		}
+		if !served(t, dir, id, rev, []byte(data)) {
+			t.Errorf("%s not served after the other process's append", id)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// TestPackConcurrentWriters: writers in two processes (two descriptors: flock(2) locks are per open file)
+// appending at once leave a pack of whole records, every one served.
+func TestPackConcurrentWriters(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Unix(1778573701, 0)
+	writers := []*index{newIndex(dir, "salt"), newIndex(dir, "salt")}
+	var wg sync.WaitGroup
+	for w, x := range writers {
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 25 {
+					id := fmt.Sprintf("w%d-g%d-%d", w, g, i)
+					if _, ok, err := x.write(id, "rev1", views.Events, at, func(wr io.Writer) error {
+						_, err := wr.Write(bytes.Repeat([]byte(id+"\n"), 100))
+						return err
+					}); !ok || err != nil {
+						t.Errorf("%s: ok %v, err %v", id, ok, err)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	p := newPack(writers[0].pack.path)
+	if size, ok := p.refreshLocked(); !ok || size != p.end || len(p.recs) != 200 {
+		t.Fatalf("the pack does not frame whole: %d of %d bytes, %d records", p.end, size, len(p.recs))
+	}
+	for w := range writers {
+		for g := range 4 {
+			for i := range 25 {
+				id := fmt.Sprintf("w%d-g%d-%d", w, g, i)
+				if !served(t, dir, id, "rev1", bytes.Repeat([]byte(id+"\n"), 100)) {
+					t.Errorf("%s not served", id)
+				}
+			}
+		}
+	}
+}
