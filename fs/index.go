@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,7 +84,8 @@ type index struct {
 	pack *pack  // the entries' file (nil when disabled)
 
 	mu      sync.Mutex
-	entries map[string]*indexEntry // by session id
+	entries map[string]*indexEntry // by session id; at most maxEntries (the pack has them all)
+	max     int                    // maxEntries (tests lower it)
 	// files orders the writes of entries and the renames of view files, so that an entry never names the
 	// stamp of a file another writer has since renamed over it, and the bytes an entry carries over from
 	// its record are the ones this process last wrote there
@@ -107,6 +109,7 @@ const (
 
 // viewRec is what an entry knows of one view.
 type viewRec struct {
+	view  views.View
 	size  int64
 	sum   string // SHA-256 (hex) of the view's bytes
 	place place
@@ -118,18 +121,49 @@ type viewRec struct {
 type indexEntry struct {
 	rev   string // artifact token + identity
 	mtime time.Time
-	views map[views.View]viewRec
+	views viewRecs
+}
+
+// viewRecs is what an entry knows of its views, a record per view, in no order. A session has at most six
+// indexed views, and most entries hold one: a map per entry made the in-memory index about 1.4 KB per
+// session (14 MB after a walk of 10k sessions, all of it scanned by every collection).
+type viewRecs []viewRec
+
+// get is view v's record.
+func (rs viewRecs) get(v views.View) (viewRec, bool) {
+	for _, r := range rs {
+		if r.view == v {
+			return r, true
+		}
+	}
+	return viewRec{}, false
+}
+
+// set records r for its view, replacing the view's record if there is one.
+func (rs *viewRecs) set(r viewRec) {
+	for i := range *rs {
+		if (*rs)[i].view == r.view {
+			(*rs)[i] = r
+			return
+		}
+	}
+	*rs = append(*rs, r)
+}
+
+// del drops view v's record.
+func (rs *viewRecs) del(v views.View) {
+	*rs = slices.DeleteFunc(*rs, func(r viewRec) bool { return r.view == v })
 }
 
 // entryOrder is the order of an entry's view lines, and of the bytes kept after them.
 var entryOrder = []views.View{views.Header, views.Raw, views.Events, views.Surface, views.Messages, views.Shadowed}
 
 func newEntry(rev string, mtime time.Time) *indexEntry {
-	return &indexEntry{rev: rev, mtime: mtime, views: map[views.View]viewRec{}}
+	return &indexEntry{rev: rev, mtime: mtime}
 }
 
 func newIndex(dir, salt string) *index {
-	x := &index{dir: dir, salt: salt, entries: map[string]*indexEntry{}}
+	x := &index{dir: dir, salt: salt, entries: map[string]*indexEntry{}, max: maxEntries}
 	if dir != "" {
 		sum := sha256.Sum256([]byte("pack\x00" + salt))
 		x.pack = newPack(filepath.Join(dir, hex.EncodeToString(sum[:16])+".pack"))
@@ -162,7 +196,7 @@ func (x *index) lookup(id, rev string, view views.View) (int64, time.Time, strin
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	r, ok := e.views[view]
+	r, ok := e.views.get(view)
 	return r.size, e.mtime, r.sum, ok
 }
 
@@ -195,6 +229,7 @@ func (x *index) entry(id, rev string) *indexEntry {
 	}
 	x.mu.Lock()
 	x.entries[id] = e
+	x.boundLocked()
 	x.mu.Unlock()
 	return e
 }
@@ -207,7 +242,7 @@ func (x *index) remember(id, rev string, view views.View, data []byte, mtime tim
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.current(id, rev, mtime).views[view] = viewRec{size: int64(len(data)), sum: hexSum(data), place: inMemory}
+	x.current(id, rev, mtime).views.set(viewRec{view: view, size: int64(len(data)), sum: hexSum(data), place: inMemory})
 }
 
 // current is session id's in-memory entry at rev, replaced by an empty one when it is of another
@@ -217,8 +252,29 @@ func (x *index) current(id, rev string, mtime time.Time) *indexEntry {
 	if e == nil || e.rev != rev {
 		e = newEntry(rev, mtime)
 		x.entries[id] = e
+		x.boundLocked()
 	}
 	return e
+}
+
+// maxEntries bounds the entries the index keeps in memory. The pack keeps them all, and loading one again
+// costs a read of a few KB; without a bound the index would grow with the store (about 300 bytes a
+// session), whatever the budgets.
+const maxEntries = 16384
+
+// boundLocked drops entries past x.max, down to seven eighths of it, in the map's order (a random one: no
+// order to keep up on every use). A dropped entry is loaded again from the pack when asked for; one whose
+// views the pack could not take is rendered again. The caller holds x.mu.
+func (x *index) boundLocked() {
+	if len(x.entries) <= x.max {
+		return
+	}
+	for id := range x.entries {
+		delete(x.entries, id)
+		if len(x.entries) <= x.max*7/8 {
+			return
+		}
+	}
 }
 
 // write renders a view of a session that reads, at revision rev, into the index (render writes the
@@ -273,7 +329,7 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 	}
 	x.mu.Lock()
 	e := x.current(id, rev, mtime)
-	e.views[view] = viewRec{size: sink.n, sum: sum, place: inFile, stamp: fileStamp(info)}
+	e.views.set(viewRec{view: view, size: sink.n, sum: sum, place: inFile, stamp: fileStamp(info)})
 	x.mu.Unlock()
 	x.persistLocked(id, e, view, nil)
 
@@ -290,16 +346,17 @@ func (x *index) keepInEntry(id, rev string, view views.View, mtime time.Time, da
 	x.mu.Lock()
 	stale := false // the view had a file of its own (a large rendering of another revision): now unnamed
 	if old := x.entries[id]; old != nil {
-		stale = old.views[view].place == inFile
+		r, _ := old.views.get(view)
+		stale = r.place == inFile
 	}
 	e := x.current(id, rev, mtime)
-	e.views[view] = viewRec{size: int64(len(data)), sum: sum, place: inEntry}
+	e.views.set(viewRec{view: view, size: int64(len(data)), sum: sum, place: inEntry})
 	x.mu.Unlock()
 	if !x.persistLocked(id, e, view, data) {
 		x.mu.Lock()
-		if r, ok := e.views[view]; ok && r.sum == sum {
+		if r, ok := e.views.get(view); ok && r.sum == sum {
 			r.place = inMemory
-			e.views[view] = r
+			e.views.set(r)
 		}
 		x.mu.Unlock()
 		return
@@ -316,8 +373,8 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 	key := x.key(id)
 	x.mu.Lock()
 	carry := false
-	for v, r := range e.views {
-		carry = carry || (r.place == inEntry && (v != fresh || data == nil))
+	for _, r := range e.views {
+		carry = carry || (r.place == inEntry && (r.view != fresh || data == nil))
 	}
 	x.mu.Unlock()
 	var old []byte
@@ -326,17 +383,18 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 	}
 	x.mu.Lock()
 	inside := map[views.View][]byte{}
-	for v, r := range e.views {
+	e.views = slices.DeleteFunc(e.views, func(r viewRec) bool {
 		switch {
 		case r.place != inEntry:
-		case v == fresh && data != nil:
-			inside[v] = data
+		case r.view == fresh && data != nil:
+			inside[r.view] = data
 		case r.off >= 0 && r.off+r.size <= int64(len(old)) && hexSum(old[r.off:r.off+r.size]) == r.sum:
-			inside[v] = old[r.off : r.off+r.size]
+			inside[r.view] = old[r.off : r.off+r.size]
 		default:
-			delete(e.views, v)
+			return true
 		}
-	}
+		return false
+	})
 	text := e.encode(getScratch(), id, inside)
 	x.mu.Unlock()
 	rec := getScratch()
@@ -456,7 +514,7 @@ func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) 
 		return nodes.Rendered{}, false
 	}
 	x.mu.Lock()
-	rec := e.views[view]
+	rec, _ := e.views.get(view)
 	x.mu.Unlock()
 	var r nodes.Rendered
 	ok := false
@@ -518,9 +576,9 @@ func (x *index) verified(f *os.File, e *indexEntry, view views.View, rec viewRec
 			return nodes.Rendered{}, false
 		}
 		x.mu.Lock()
-		if cur := e.views[view]; cur.place == inFile && cur.sum == rec.sum {
+		if cur, ok := e.views.get(view); ok && cur.place == inFile && cur.sum == rec.sum {
 			cur.stamp = now // verified: the next use need not hash it again
-			e.views[view] = cur
+			e.views.set(cur)
 		}
 		x.mu.Unlock()
 	}
@@ -550,14 +608,14 @@ func (e *indexEntry) encode(dst []byte, id string, inside map[views.View][]byte)
 	b = append(b, "mtime "+strconv.FormatInt(e.mtime.UnixNano(), 10)+"\n"...)
 	var kept []views.View
 	for _, v := range entryOrder {
-		r, ok := e.views[v]
+		r, ok := e.views.get(v)
 		if !ok || r.place == inMemory {
 			continue
 		}
 		where := r.stamp
 		switch {
 		case r.place == inEntry && int64(len(inside[v])) != r.size:
-			delete(e.views, v)
+			e.views.del(v)
 			continue
 		case r.place == inEntry:
 			where = "inline"
@@ -569,9 +627,9 @@ func (e *indexEntry) encode(dst []byte, id string, inside map[views.View][]byte)
 	}
 	b = append(b, "sha256 "+hexSum(b[start:])+"\n"...)
 	for _, v := range kept {
-		r := e.views[v]
+		r, _ := e.views.get(v)
 		r.off = int64(len(b) - start)
-		e.views[v] = r
+		e.views.set(r)
 		b = append(b, inside[v]...)
 	}
 	return b
@@ -627,10 +685,10 @@ func (x *index) load(id string) *indexEntry {
 			}
 			v, ok := views.ParseView(f[0])
 			n, err := strconv.ParseInt(f[1], 10, 64)
-			if _, dup := e.views[v]; !ok || !indexed[v] || err != nil || n < 0 || dup {
+			if _, dup := e.views.get(v); !ok || !indexed[v] || err != nil || n < 0 || dup {
 				return nil
 			}
-			r := viewRec{size: n, sum: f[2], place: inFile}
+			r := viewRec{view: v, size: n, sum: f[2], place: inFile}
 			switch f[3] {
 			case "inline":
 				r.place, r.off = inEntry, end
@@ -639,7 +697,7 @@ func (x *index) load(id string) *indexEntry {
 			default:
 				r.stamp = f[3]
 			}
-			e.views[v] = r
+			e.views.set(r)
 		default:
 			return nil
 		}

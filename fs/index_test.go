@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -203,10 +204,12 @@ func TestIndexBlob(t *testing.T) {
 	if got, ok := y.content("s", "rev3", views.Events); !ok || !bytes.Equal(readBlob(got), want) {
 		t.Fatal("a copy with the same bytes was not served")
 	}
-	if e := y.entry("s", "rev3"); e == nil || e.views[views.Events].stamp == "" {
+	if e := y.entry("s", "rev3"); e == nil {
+		t.Fatal("no entry")
+	} else if r, _ := e.views.get(views.Events); r.stamp == "" {
 		t.Fatal("the verified copy's stamp was not remembered")
-	} else if info, err := os.Stat(vp); err != nil || fileStamp(info) != e.views[views.Events].stamp {
-		t.Fatalf("remembered stamp %q, file %v", e.views[views.Events].stamp, err)
+	} else if info, err := os.Stat(vp); err != nil || fileStamp(info) != r.stamp {
+		t.Fatalf("remembered stamp %q, file %v", r.stamp, err)
 	}
 	f, err := os.OpenFile(vp, os.O_WRONLY, 0)
 	if err != nil {
@@ -319,5 +322,30 @@ func TestIndexConcurrentViews(t *testing.T) {
 		if !bytes.Equal(got, want[v]) {
 			t.Errorf("%v: %d bytes served, want %d", v, len(got), len(want[v]))
 		}
+	}
+}
+
+// TestIndexBound: the entries kept in memory stay within the bound, and a dropped one is served from the
+// pack again.
+func TestIndexBound(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	x.max = 16
+	at := time.Unix(1778573701, 0)
+	for i := range 100 {
+		id := strconv.Itoa(i)
+		record(t, x, id, "rev1", views.Events, []byte(id+"\n"), at)
+		if len(x.entries) > x.max {
+			t.Fatalf("%d entries in memory after %d sessions", len(x.entries), i+1)
+		}
+	}
+	for i := range 100 {
+		id := strconv.Itoa(i)
+		if r, ok := x.content(id, "rev1", views.Events); !ok || string(r.Data) != id+"\n" {
+			t.Fatalf("session %s not served", id)
+		}
+	}
+	if len(x.entries) > x.max {
+		t.Fatalf("%d entries in memory after reading them back", len(x.entries))
 	}
 }
