@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/views"
+	"golang.org/x/sys/unix"
 )
 
 // TestPackHeader: only the header form packHeader writes parses.
@@ -197,5 +198,44 @@ func TestPackConcurrentWriters(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPackReadOnly: a pack this process may only read (a read-only bind mount of the cache directory as
+// root, which opens any file for writing otherwise; modes as another user) is served, and an append to it
+// fails without changing it.
+func TestPackReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Unix(1778573701, 0)
+	record(t, newIndex(dir, "salt"), "s", "rev1", views.Events, []byte("s\n"), at)
+	ro := dir
+	if os.Geteuid() == 0 {
+		ro = t.TempDir()
+		if err := unix.Mount(dir, ro, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Unmount(ro, unix.MNT_DETACH) })
+		if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if err := os.Chmod(newIndex(dir, "salt").pack.path, 0o400); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	}
+	x := newIndex(ro, "salt")
+	before, _ := os.ReadFile(x.pack.path)
+	if r, ok := x.content("s", "rev1", views.Events); !ok || string(r.Data) != "s\n" {
+		t.Fatal("a read-only pack was not served")
+	}
+	if x.pack.put(x.key("t"), []byte("x"), nil) {
+		t.Fatal("an append to a read-only pack succeeded")
+	}
+	if after, _ := os.ReadFile(x.pack.path); !bytes.Equal(before, after) || len(after) == 0 {
+		t.Fatal("a read-only pack changed")
 	}
 }
