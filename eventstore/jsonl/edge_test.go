@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -348,6 +349,98 @@ func TestAwkwardIdsAndCwds(t *testing.T) {
 			ins, err := st.Inspect(ctx, e.ID)
 			if err != nil || len(ins.Events) != 3 {
 				t.Fatalf("%s: %q: %v", mode, e.ID, err)
+			}
+		}
+	}
+}
+
+// TestZstdPiecesMatchFrameByFrame: decoding a zstd artifact's frames in pieces of many frames (as loads do)
+// gives what decoding them one at a time gives — the same events, torn tail and error — on intact, corrupt
+// and oddly framed artifacts.
+func TestZstdPiecesMatchFrameByFrame(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	b, _ := Open(root, Zstd)
+	st := eventstore.New(b)
+	cwd := event.String(testCwd)
+	h := event.Header{ID: "p", CreatedAt: 1000, Cwd: &cwd}
+	if err := st.Create(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 40; n++ {
+		if err := st.Append(ctx, "p", eventtest.Events(t, turn(n, 3*(n-1))...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, _ := b.Locate(h)
+	good, _ := os.ReadFile(path)
+	frames, _, _ := ScanFrames(good, 0)
+	if len(frames) < 40 {
+		t.Fatalf("%d frames", len(frames))
+	}
+	plain, err := RawText(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := bytes.IndexByte(plain, '\n') + 1
+	variant := func(f func([]byte) []byte) []byte { return f(bytes.Clone(good)) }
+	cases := map[string][]byte{
+		"intact":           good,
+		"checksum corrupt": variant(func(b []byte) []byte { b[frames[20].End-1] ^= 0xff; return b }),
+		"torn last frame":  good[:frames[len(frames)-1].End-3],
+		// the same text re-framed with frame boundaries inside lines
+		"frames cut lines": func() []byte {
+			out := EncodeFrame(nil, plain[:header])
+			for rest := plain[header:]; len(rest) > 0; {
+				n := min(len(rest), 97)
+				out = EncodeFrame(out, rest[:n])
+				rest = rest[n:]
+			}
+			return out
+		}(),
+		// an unparsable line, then a corrupt frame
+		"bad line then corrupt frame": func() []byte {
+			out := EncodeFrame(nil, plain[:header])
+			for i, line := range bytes.SplitAfter(plain[header:], []byte("\n")) {
+				if len(line) == 0 {
+					continue
+				}
+				if i == 30 {
+					line = []byte("{not json\n")
+				}
+				out = EncodeFrame(out, line)
+			}
+			fs, _, _ := ScanFrames(out, 0)
+			out[fs[60].End-1] ^= 0xff
+			return out
+		}(),
+	}
+	defer func(old int64) { zstdPieceBytes = old }(zstdPieceBytes)
+	for name, artifact := range cases {
+		if err := os.WriteFile(path, artifact, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var want string
+		for _, piece := range []int64{1, 300, 1 << 40} {
+			zstdPieceBytes = piece
+			p, err := b.LoadStored(ctx, "p")
+			got := fmt.Sprint(err)
+			if p != nil {
+				var raw []string
+				for _, e := range p.Events {
+					raw = append(raw, string(e.Raw))
+				}
+				got += fmt.Sprintf(" %d events %q torn %+v", len(p.Events), strings.Join(raw, "\n"), p.Torn)
+			}
+			if piece == 1 {
+				want = got
+				if name == "intact" && (err != nil || len(p.Events) != 120) {
+					t.Fatalf("intact: %s", got)
+				}
+				continue
+			}
+			if got != want {
+				t.Errorf("%s: pieces of %d bytes give\n%s\nframe by frame\n%s", name, piece, got, want)
 			}
 		}
 	}

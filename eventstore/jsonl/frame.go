@@ -237,8 +237,41 @@ func DecodeFrame(b []byte, f Frame) ([]byte, error) { return decodeFrame(b, f, 0
 // than max bytes (0: no cap): a 72 KB frame of RLE blocks can expand to gigabytes, and memory must stay
 // bounded whatever a store holds.
 func decodeFrame(b []byte, f Frame, max int64) ([]byte, error) {
+	// Frames carry no content size, so the output is decoded into a reused scratch buffer and copied out at
+	// its exact size: the plaintext outlives the load (events alias it), and a capacity guess per frame made
+	// a 500k-event session's small frames hold 117 MB for 32 MB of text.
+	scratch := frameScratch.Get().(*[]byte)
+	out, err := appendFrame((*scratch)[:0], b, f, max)
+	if err != nil {
+		frameScratch.Put(scratch)
+		return nil, err
+	}
+	exact := exactCopy(out)
+	putScratch(scratch, out)
+	return exact, nil
+}
+
+// exactCopy is a copy of b whose capacity is its length (bytes.Clone may leave slack, which the events
+// aliasing the plaintext would hold for as long as the session lives).
+func exactCopy(b []byte) []byte {
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
+}
+
+// putScratch returns a scratch buffer (grown to out) to frameScratch, unless it grew past maxScratch.
+func putScratch(scratch *[]byte, out []byte) {
+	if cap(out) <= maxScratch {
+		*scratch = out[:0]
+		frameScratch.Put(scratch)
+	}
+}
+
+// appendFrame is decodeFrame appending the frame's plaintext to dst, which it returns (dst unchanged, but
+// perhaps grown, on failure).
+func appendFrame(dst, b []byte, f Frame, max int64) ([]byte, error) {
 	if f.Start < 0 || f.End < f.Start || f.End > int64(len(b)) {
-		return nil, &FrameError{Start: f.Start, Cause: errors.New("frame range outside the buffer")}
+		return dst, &FrameError{Start: f.Start, Cause: errors.New("frame range outside the buffer")}
 	}
 	seg := b[f.Start:f.End]
 	// The decoder would happily run on into a following frame; insist the range is exactly one frame.
@@ -253,27 +286,16 @@ func decodeFrame(b []byte, f Frame, max int64) ([]byte, error) {
 	}
 	if err == nil && max > 0 && int64(bound) > max {
 		// not the harness's opaque "failed validation": the reason is dshfs's own limit, so say it
-		return nil, fmt.Errorf("corrupt Zstandard session log: frame at byte %d can decode to %d bytes, over max_frame_bytes (%d)", f.Start, bound, max)
+		return dst, fmt.Errorf("corrupt Zstandard session log: frame at byte %d can decode to %d bytes, over max_frame_bytes (%d)", f.Start, bound, max)
 	}
 	if err != nil {
-		return nil, &FrameError{Start: f.Start, Cause: err}
+		return dst, &FrameError{Start: f.Start, Cause: err}
 	}
-	// Frames carry no content size, so the output is decoded into a reused scratch buffer and copied out at
-	// its exact size: the plaintext outlives the load (events alias it), and a capacity guess per frame made
-	// a 500k-event session's small frames hold 117 MB for 32 MB of text.
-	scratch := frameScratch.Get().(*[]byte)
-	out, err := decoder().DecodeAll(seg, (*scratch)[:0])
+	out, err := decoder().DecodeAll(seg, dst)
 	if err != nil {
-		frameScratch.Put(scratch)
-		return nil, &FrameError{Start: f.Start, Cause: err}
+		return out[:len(dst)], &FrameError{Start: f.Start, Cause: err}
 	}
-	exact := make([]byte, len(out))
-	copy(exact, out)
-	if cap(out) <= maxScratch {
-		*scratch = out[:0]
-		frameScratch.Put(scratch)
-	}
-	return exact, nil
+	return out, nil
 }
 
 // maxScratch bounds the scratch buffers kept for reuse; a rare huge frame's buffer is left to the collector.

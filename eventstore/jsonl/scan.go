@@ -172,7 +172,13 @@ func (s *scanner) writeChunk(c chunk) error {
 	for _, l := range c.lines {
 		n += len(l.events)
 	}
-	s.events = slices.Grow(s.events, n) // once per chunk, not by doubling from nothing per session
+	if need := len(s.events) + n; need > cap(s.events) {
+		// doubling, once per chunk: growing by what each chunk needs (slices.Grow, a quarter at a time
+		// past 256 elements) allocated five times the final list for a 500k-event session
+		grown := make([]event.Event, len(s.events), max(need, 2*cap(s.events)))
+		copy(grown, s.events)
+		s.events = grown
+	}
 	for _, l := range c.lines {
 		if err := s.apply(l.events, l.err, start+int64(l.end)); err != nil {
 			return err
@@ -183,6 +189,15 @@ func (s *scanner) writeChunk(c chunk) error {
 		s.frag = append(s.frag, c.plain[c.tail:]...)
 	}
 	return nil
+}
+
+// list is the events scanned, without more than an eighth of slack: the list lives as long as the session,
+// and doubling (writeChunk) can leave it half empty.
+func (s *scanner) list() []event.Event {
+	if cap(s.events)-len(s.events) > len(s.events)/8 {
+		return slices.Clip(append([]event.Event(nil), s.events...))
+	}
+	return s.events
 }
 
 // decodeParallel produces the chunks for n pieces of input in order, running produce on up to
