@@ -386,3 +386,123 @@ func TestDecodeRecordExpands(t *testing.T) {
 		}
 	}
 }
+
+// TestFastRowAgreesWithExpandRow: wherever the fast row reader accepts a line, the general path accepts it
+// too and expands it to the same events; it accepts every row the harness wrote in the fixtures (so loads
+// take it), and none the general path refuses. The lines: the fixtures' rows, hand-written edge cases, and
+// deterministic mutations of both (bytes changed, dropped or repeated).
+func TestFastRowAgreesWithExpandRow(t *testing.T) {
+	var rows [][]byte
+	fixtureRows := 0
+	fx := fixturesDir(t)
+	filepath.Walk(filepath.Join(fx, "upstream", "raw"), func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".jsonl") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if bytes.Contains(line, []byte(`-chunks","seq0":`)) {
+				rows = append(rows, line)
+				fixtureRows++
+			}
+		}
+		return nil
+	})
+	if fixtureRows == 0 {
+		t.Fatal("no chunk rows in the fixtures")
+	}
+	rows = append(rows,
+		[]byte(`{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":-0,"index":0,"dt":[-3],"texts":["a","\u0000"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":9007199254740991,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["a","b"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":9007199254740990,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1,1,1],"texts":["a","b","c","d"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":9007199254740990,"data":{"turn":1,"step":0,"index":0,"dt":[1,1],"texts":["a","b","c"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":-1,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["a","b"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0.5,"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["a","b"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1e+21,"step":0.5,"index":-2,"dt":[1e+21],"texts":["a","b"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[],"texts":[]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[],"texts":["only"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[2,3],"texts":["a","b"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":"1","step":0,"index":0,"dt":[1],"texts":["a","b"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["a",2]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["a","b"],"x":1}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["a","b"]},"x":1}`),
+		[]byte(`{"type":"reasoning-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1],"texts":["\"q\"","\\"]}}`),
+		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","name":"n","args":["{","}"]}}`),
+		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","args":["{","}"]}}`),
+		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":5,"args":["{","}"]}}`),
+		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","name":null,"args":["{","}"]}}`),
+		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","name":"n","texts":["{","}"]}}`),
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","texts":["{","}"]}}`),
+	)
+	base := len(rows)
+	seed := uint64(1)
+	for i := 0; i < base; i++ {
+		for k := 0; k < 40; k++ {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			r := rows[i]
+			if len(r) == 0 {
+				continue
+			}
+			at := int(seed>>33) % len(r)
+			m := bytes.Clone(r)
+			switch k % 4 {
+			case 0:
+				m[at] = "0123456789-.e,:[]{}\"a\\"[int(seed>>20)%22]
+			case 1:
+				m = append(m[:at], m[at+1:]...)
+			case 2:
+				m = append(m[:at], append([]byte{m[at]}, m[at:]...)...)
+			case 3:
+				m[at] = '9'
+			}
+			rows = append(rows, m)
+		}
+	}
+	fast, canonical := 0, 0
+	for i, line := range rows {
+		raw, err := Canonical(line)
+		if err != nil {
+			continue
+		}
+		canonical++
+		ev := trustedEvent(raw)
+		if !IsRowTag(ev.Type) {
+			continue
+		}
+		run, ok := fastRow(raw, ev.Type)
+		v, perr := Parse(raw)
+		var general []Event
+		gerr := perr
+		if perr == nil {
+			general, gerr = expandRow(v, ev.Type)
+		}
+		if i < fixtureRows && !ok {
+			t.Errorf("a row the harness wrote takes the general path: %s", raw)
+		}
+		if !ok {
+			continue
+		}
+		fast++
+		if gerr != nil {
+			t.Errorf("fast path accepts a row the general path refuses (%v): %s", gerr, raw)
+			continue
+		}
+		got := run.Expand()
+		if len(got) != len(general) {
+			t.Errorf("%s: %d events fast, %d general", raw, len(got), len(general))
+			continue
+		}
+		for k := range got {
+			if !bytes.Equal(got[k].Raw, general[k].Raw) || got[k].Type != general[k].Type || got[k].Seq != general[k].Seq {
+				t.Errorf("%s: member %d\n fast:    %s\n general: %s", raw, k, got[k].Raw, general[k].Raw)
+			}
+		}
+	}
+	if fast < fixtureRows+5 || canonical < base*5 {
+		t.Fatalf("%d lines read by the fast path, %d canonical lines: the test exercises too little", fast, canonical)
+	}
+	t.Logf("%d lines, %d canonical, %d by the fast path (%d fixture rows)", len(rows), canonical, fast, fixtureRows)
+}
