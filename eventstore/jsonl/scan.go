@@ -21,6 +21,9 @@ type scanner struct {
 	line      int   // event line number, 1 = first line after the header
 	issue     error
 	frag      []byte // an incomplete final record carried across writes
+	// share is the fraction of the whole input consumed once the chunk being written is in (0: unknown);
+	// writeChunk sizes the event list from it
+	share float64
 }
 
 func newScanner(headerLen int64) *scanner {
@@ -173,11 +176,7 @@ func (s *scanner) writeChunk(c chunk) error {
 		n += len(l.events)
 	}
 	if need := len(s.events) + n; need > cap(s.events) {
-		// doubling, once per chunk: growing by what each chunk needs (slices.Grow, a quarter at a time
-		// past 256 elements) allocated five times the final list for a 500k-event session
-		grown := make([]event.Event, len(s.events), max(need, 2*cap(s.events)))
-		copy(grown, s.events)
-		s.events = grown
+		s.grow(need)
 	}
 	for _, l := range c.lines {
 		if err := s.apply(l.events, l.err, start+int64(l.end)); err != nil {
@@ -191,10 +190,25 @@ func (s *scanner) writeChunk(c chunk) error {
 	return nil
 }
 
-// list is the events scanned, without more than an eighth of slack: the list lives as long as the session,
-// and doubling (writeChunk) can leave it half empty.
+// grow makes room for need events. Copying the list is dear: it is a slice of pointers, and while the
+// collector runs (it does, most of a large load) every pointer copied takes a write barrier; growing by what
+// each chunk needed (slices.Grow: a quarter at a time) copied a 500k-event list about thirty times. So the
+// list doubles while little of the input is known, and once share says how far the scan is, it is sized
+// for all of the input at the rate of events seen so far, with a tenth more.
+func (s *scanner) grow(need int) {
+	c := max(need, 2*cap(s.events))
+	if s.share >= 1.0/32 {
+		c = max(need, cap(s.events)+cap(s.events)/4, int(float64(need)/s.share*1.1))
+	}
+	grown := make([]event.Event, len(s.events), c)
+	copy(grown, s.events)
+	s.events = grown
+}
+
+// list is the events scanned, without more than a quarter of slack: the list lives as long as the
+// session, and grow can leave room that was not needed.
 func (s *scanner) list() []event.Event {
-	if cap(s.events)-len(s.events) > len(s.events)/8 {
+	if cap(s.events)-len(s.events) > len(s.events)/4 {
 		return slices.Clip(append([]event.Event(nil), s.events...))
 	}
 	return s.events

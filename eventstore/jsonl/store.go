@@ -499,9 +499,13 @@ func (b *Backend) scanZstd(buf []byte) (*eventstore.Prefix, error) {
 	}
 	s := newScanner(int64(len(first)))
 	pieces := framePieces(frames[1:], zstdPieceBytes)
+	done := 0
 	err = decodeParallel(len(pieces), func(i int) chunk {
 		return b.decodePiece(buf, pieces[i])
 	}, func(c chunk) error {
+		last := pieces[done]
+		s.share = float64(last[len(last)-1].End) / float64(len(buf))
+		done++
 		if err := s.writeChunk(c); err != nil {
 			return err
 		}
