@@ -321,8 +321,8 @@ const rawChunk = 8 << 20
 // so that the prefix and the artifact's revision belong together.
 func (b *Backend) loadRaw(path string) (*eventstore.Prefix, eventstore.Artifact, error) {
 	var p *eventstore.Prefix
-	art, err := b.stableRead(path, func(f *os.File, _ os.FileInfo) (err error) {
-		p, err = b.scanRaw(f)
+	art, err := b.stableRead(path, func(f *os.File, info os.FileInfo) (err error) {
+		p, err = b.scanRaw(f, info.Size())
 		return err
 	})
 	return p, art, err
@@ -330,8 +330,9 @@ func (b *Backend) loadRaw(path string) (*eventstore.Prefix, eventstore.Artifact,
 
 // scanRaw reads a raw transcript: the header line, then every complete line through the scanner, chunk by
 // chunk, each chunk's lines decoded in parallel. A line over max_line_bytes is corruption (found as soon as
-// it is that long, without buffering the rest of it); the bytes after the last LF are the torn tail.
-func (b *Backend) scanRaw(r io.Reader) (*eventstore.Prefix, error) {
+// it is that long, without buffering the rest of it); the bytes after the last LF are the torn tail. size
+// is the transcript's size as stat'ed (0: unknown), which the event list is sized from (scanner.grow).
+func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 	var (
 		carry []byte // read, not yet consumed: an incomplete line at the end of the last chunk
 		total int64
@@ -379,7 +380,12 @@ func (b *Backend) scanRaw(r io.Reader) (*eventstore.Prefix, error) {
 			}
 			line += bytes.Count(complete, []byte{'\n'})
 			parts := splitLines(complete, pieces)
-			if err := decodeParallel(len(parts), func(i int) chunk { return predecode(parts[i]) }, s.writeChunk); err != nil {
+			if err := decodeParallel(len(parts), func(i int) chunk { return predecode(parts[i]) }, func(c chunk) error {
+				if size > 0 {
+					s.share = float64(s.input+int64(len(c.plain))) / float64(size)
+				}
+				return s.writeChunk(c)
+			}); err != nil {
 				return nil, err
 			}
 			carry = carry[last+1:]
