@@ -236,16 +236,26 @@ func TestRootErrorsDoNotHideSessions(t *testing.T) {
 	}
 }
 
-func TestZstdTornMultiBlockFrame(t *testing.T) {
-	ctx := context.Background()
-	root := t.TempDir()
-	b, _ := Open(root, Zstd)
-	st := eventstore.New(b)
-	cwd := event.String(testCwd)
-	h := event.Header{ID: "big", CreatedAt: 1000, Cwd: &cwd}
-	if err := st.Create(ctx, h); err != nil {
+// zstdSession creates an empty zstd session id under testCwd in a fresh store, and returns its backend,
+// store and header.
+func zstdSession(t *testing.T, id string) (*Backend, *eventstore.Store, event.Header) {
+	t.Helper()
+	b, err := Open(t.TempDir(), Zstd)
+	if err != nil {
 		t.Fatal(err)
 	}
+	st := eventstore.New(b)
+	cwd := event.String(testCwd)
+	h := event.Header{ID: id, CreatedAt: 1000, Cwd: &cwd}
+	if err := st.Create(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	return b, st, h
+}
+
+func TestZstdTornMultiBlockFrame(t *testing.T) {
+	ctx := context.Background()
+	b, st, h := zstdSession(t, "big")
 	first := eventtest.Events(t, turn(1, 0)...)
 	if err := st.Append(ctx, "big", first); err != nil {
 		t.Fatal(err)
@@ -300,12 +310,7 @@ func TestZstdTornMultiBlockFrame(t *testing.T) {
 
 func TestZstdChecksumCorruption(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	b, _ := Open(root, Zstd)
-	st := eventstore.New(b)
-	cwd := event.String(testCwd)
-	h := event.Header{ID: "c", CreatedAt: 1000, Cwd: &cwd}
-	st.Create(ctx, h)
+	b, st, h := zstdSession(t, "c")
 	st.Append(ctx, "c", eventtest.Events(t, turn(1, 0)...))
 	st.Append(ctx, "c", eventtest.Events(t, turn(2, 3)...))
 	path, _ := b.Locate(h)
@@ -359,14 +364,7 @@ func TestAwkwardIdsAndCwds(t *testing.T) {
 // and oddly framed artifacts.
 func TestZstdPiecesMatchFrameByFrame(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	b, _ := Open(root, Zstd)
-	st := eventstore.New(b)
-	cwd := event.String(testCwd)
-	h := event.Header{ID: "p", CreatedAt: 1000, Cwd: &cwd}
-	if err := st.Create(ctx, h); err != nil {
-		t.Fatal(err)
-	}
+	b, st, h := zstdSession(t, "p")
 	for n := 1; n <= 40; n++ {
 		if err := st.Append(ctx, "p", eventtest.Events(t, turn(n, 3*(n-1))...)); err != nil {
 			t.Fatal(err)
