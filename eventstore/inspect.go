@@ -21,11 +21,12 @@ type SurfaceChecker interface{ Next(e event.Event) error }
 // then the vocabulary check. Errors are not wrapped: plain errors with the harness's text, a *TypeError
 // where the harness would raise one, or *UnsupportedError. It returns the normalized events.
 func ReadStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
-	return readStored(id, h, stored, path)
+	return readStored(id, h, stored, nil, path)
 }
 
-func readStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
-	c, err := checkStored(id, h, stored, path, passTurns, nil)
+// readStored is ReadStored with the stored prefix's row members (Prefix.RowMembers; nil: unknown).
+func readStored(id string, h event.Header, stored []event.Event, rows []uint64, path string) ([]event.Event, error) {
+	c, err := checkStored(id, h, stored, rows, path, passTurns, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -33,8 +34,8 @@ func readStored(id string, h event.Header, stored []event.Event, path string) ([
 }
 
 // checkStored runs the passes before end over stored (sc checking the surface in passSeed), after the
-// header checks that precede them.
-func checkStored(id string, h event.Header, stored []event.Event, path string, end pass, sc SurfaceChecker) (*logCheck, error) {
+// header checks that precede them. rows are the stored events' row members (Prefix.RowMembers).
+func checkStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, end pass, sc SurfaceChecker) (*logCheck, error) {
 	if err := checkStoredID(id, h); err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func checkStored(id string, h event.Header, stored []event.Event, path string, e
 		return nil, err
 	}
 	c := newLogCheck(id, h, stored, path, end)
-	c.sc = sc
+	c.sc, c.rows = sc, rows
 	return c, c.run()
 }
 
@@ -53,7 +54,7 @@ func checkStored(id string, h event.Header, stored []event.Event, path string, e
 // *UnsupportedError comes back as *CorruptionError{id, cause}. It returns the normalized stored events
 // and the closers separately.
 func Inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) (events, closers []event.Event, err error) {
-	events, closers, err = inspect(id, h, stored, path, sc)
+	events, closers, err = inspect(id, h, stored, nil, path, sc)
 	if err != nil {
 		return nil, nil, inspectError(id, err)
 	}
@@ -70,8 +71,10 @@ func inspectError(id string, err error) error {
 	return &CorruptionError{ID: id, Cause: err}
 }
 
-func inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
-	c, err := checkStored(id, h, stored, path, passCount, sc)
+// inspect is Inspect with the stored prefix's row members (Prefix.RowMembers; nil: unknown), and errors
+// unwrapped.
+func inspect(id string, h event.Header, stored []event.Event, rows []uint64, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
+	c, err := checkStored(id, h, stored, rows, path, passCount, sc)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -106,11 +106,15 @@ type Owner struct {
 
 // Prefix is what a backend read yields: the stored prefix before any normalization or validation.
 type Prefix struct {
-	Header   event.Header
-	Events   []event.Event // packed rows expanded, torn fragment excluded
-	Artifact Artifact      // the state the bytes were read at
-	Path     string
-	Torn     *Torn // nil when the artifact ends on a committed boundary
+	Header event.Header
+	Events []event.Event // packed rows expanded, torn fragment excluded
+	// RowMembers has bit i (word i/64, bit i%64) set when Events[i] is a member of a chunk row the backend
+	// validated, with a seq that is a non-negative safe integer (event.DecodeStored): the load checks then
+	// know its envelope without scanning it. Nil, or shorter than Events, where a backend does not say.
+	RowMembers []uint64
+	Artifact   Artifact // the state the bytes were read at
+	Path       string
+	Torn       *Torn // nil when the artifact ends on a committed boundary
 }
 
 // WriterLock is a held single-writer lock of one session; Release gives it up.
@@ -287,7 +291,7 @@ func (s *Store) ReadFrom(ctx context.Context, id string, seq int64) (*Prefix, er
 	if err != nil {
 		return nil, err
 	}
-	events, err := ReadStored(id, p.Header, p.Events, p.Path)
+	events, err := readStored(id, p.Header, p.Events, p.RowMembers, p.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -323,9 +327,9 @@ func (s *Store) inspectPrefix(id string, p *Prefix) (*Inspection, error) {
 	if s.Surface != nil {
 		sc = s.Surface()
 	}
-	events, closers, err := Inspect(id, p.Header, p.Events, p.Path, sc)
+	events, closers, err := inspect(id, p.Header, p.Events, p.RowMembers, p.Path, sc)
 	if err != nil {
-		return nil, err
+		return nil, inspectError(id, err)
 	}
 	all := make([]event.Event, 0, len(events)+len(closers))
 	all = append(append(all, events...), closers...)

@@ -40,18 +40,27 @@ func IsRowTag(t string) bool {
 // `reasoning-chunks` or `tool-call-chunks` row is validated and expanded (failure: *MalformedRowError with
 // the harness's texts); anything else is one event, unvalidated.
 func DecodeRecord(raw []byte) ([]Event, error) {
+	events, _, err := DecodeStored(raw)
+	return events, err
+}
+
+// DecodeStored is DecodeRecord, also reporting whether the line was a chunk row. A row's members are
+// records Expand wrote, {type:"assistant/chunk", seq, time, data:{turn, step, chunk}}, and every member's
+// time is a safe integer (the row was validated); a member's seq is safe when its Seq is not -1.
+func DecodeStored(raw []byte) (events []Event, row bool, err error) {
 	ev := trustedEvent(raw)
 	if !IsRowTag(ev.Type) {
-		return []Event{ev}, nil
+		return []Event{ev}, false, nil
 	}
 	if run, ok := fastRow(raw, ev.Type); ok {
-		return run.Expand(), nil
+		return run.Expand(), true, nil
 	}
 	v, err := Parse(raw)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return expandRow(v, ev.Type)
+	events, err = expandRow(v, ev.Type)
+	return events, err == nil, err
 }
 
 // fastRow reads a valid chunk row laid out as the harness's encoder writes it — {type, seq0, time0,

@@ -145,7 +145,7 @@ func recordTime(rec []byte, def time.Time) time.Time {
 	if h, err := event.ParseHeaderLine(append(append([]byte(nil), rec...), '\n')); err == nil {
 		return time.UnixMilli(h.CreatedAt)
 	}
-	evs, err := decodeLine(rec)
+	evs, _, err := decodeLine(rec)
 	if err != nil || len(evs) == 0 {
 		return def
 	}

@@ -24,6 +24,8 @@ type scanner struct {
 	// share is the fraction of the whole input consumed once the chunk being written is in (0: unknown);
 	// writeChunk sizes the event list from it
 	share float64
+	// rows marks the events that are members of chunk rows with a safe seq (Prefix.RowMembers)
+	rows []uint64
 }
 
 func newScanner(headerLen int64) *scanner {
@@ -57,12 +59,13 @@ func (s *scanner) write(chunk []byte) error {
 }
 
 func (s *scanner) consume(line []byte, end int64) error {
-	decoded, err := decodeLine(line)
-	return s.apply(decoded, err, end)
+	decoded, row, err := decodeLine(line)
+	return s.apply(decoded, row, err, end)
 }
 
-// apply takes one complete line's decoding result (decoded elsewhere, possibly in parallel).
-func (s *scanner) apply(decoded []event.Event, err error, end int64) error {
+// apply takes one complete line's decoding result (decoded elsewhere, possibly in parallel); row says the
+// line was a chunk row.
+func (s *scanner) apply(decoded []event.Event, row bool, err error, end int64) error {
 	s.line++
 	if err != nil {
 		if s.issue == nil {
@@ -89,18 +92,26 @@ func (s *scanner) apply(decoded []event.Event, err error, end int64) error {
 		}
 		s.events = append(s.events, e)
 	}
+	if row { // every member passed the seq check: its seq is its index, a non-negative safe integer
+		for i := rowStart; i < len(s.events); i++ {
+			for i/64 >= len(s.rows) {
+				s.rows = append(s.rows, 0)
+			}
+			s.rows[i/64] |= 1 << (i % 64)
+		}
+	}
 	s.committed = end
 	return nil
 }
 
 // decodeLine parses one complete record and expands a packed chunk row. Canonical lines alias the input
 // without copying, so write's callers hand over buffers they never reuse (whole files, decoded frames).
-func decodeLine(line []byte) ([]event.Event, error) {
+func decodeLine(line []byte) (events []event.Event, row bool, err error) {
 	canon, err := event.Canonical(line)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return event.DecodeRecord(canon)
+	return event.DecodeStored(canon)
 }
 
 func hasTurnEnd(events []event.Event) bool {
@@ -124,6 +135,7 @@ type chunk struct {
 
 type decodedLine struct {
 	events []event.Event
+	row    bool // the line was a chunk row (event.DecodeStored)
 	err    error
 	end    int // offset just after the line's LF (for a run of failures: after the run's last line)
 	// count is how many consecutive unparsable lines the entry stands for (1 for a parsed line): a file of
@@ -145,9 +157,10 @@ func predecode(plain []byte) chunk {
 			break
 		}
 		var evs []event.Event
+		row := false
 		err := errUnparsable
 		if nl > 0 { // an empty line never parses: no need to ask
-			if evs, err = decodeLine(plain[pos : pos+nl]); err != nil {
+			if evs, row, err = decodeLine(plain[pos : pos+nl]); err != nil {
 				err = errUnparsable
 			}
 		}
@@ -155,7 +168,7 @@ func predecode(plain []byte) chunk {
 			c.lines[n-1].count++
 			c.lines[n-1].end = pos + nl + 1
 		} else {
-			c.lines = append(c.lines, decodedLine{evs, err, pos + nl + 1, 1})
+			c.lines = append(c.lines, decodedLine{evs, row, err, pos + nl + 1, 1})
 		}
 		pos += nl + 1
 	}
@@ -179,7 +192,7 @@ func (s *scanner) writeChunk(c chunk) error {
 		s.grow(need)
 	}
 	for _, l := range c.lines {
-		if err := s.apply(l.events, l.err, start+int64(l.end)); err != nil {
+		if err := s.apply(l.events, l.row, l.err, start+int64(l.end)); err != nil {
 			return err
 		}
 		s.line += l.count - 1 // the rest of a run of unparsable lines

@@ -400,7 +400,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 			return nil, err
 		}
 	}
-	p := &eventstore.Prefix{Header: h, Events: s.list()}
+	p := &eventstore.Prefix{Header: h, Events: s.list(), RowMembers: s.rows}
 	if s.committed < total {
 		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: total - s.committed}
 	}
@@ -531,7 +531,7 @@ func (b *Backend) scanZstd(buf []byte) (*eventstore.Prefix, error) {
 		}
 		p.Torn = &eventstore.Torn{TruncateTo: tornStart, Bytes: int64(len(buf)) - tornStart, Recovered: len(s.events) - complete}
 	}
-	p.Events = s.list()
+	p.Events, p.RowMembers = s.list(), s.rows
 	return p, nil
 }
 
