@@ -223,10 +223,13 @@ func (c *logCheck) migrate(i, k int) error {
 // (plainEnvelope): only its position remains to check.
 func (c *logCheck) seedPlain(index int, e event.Event) error {
 	if e.Seq != int64(index) {
-		return errors.New("seed event at index " + strconv.Itoa(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
+		return errors.New(seedAt(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
 	}
-	return c.surface(index, e, "seed event at index "+strconv.Itoa(index))
+	return c.surface(index, e)
 }
+
+// seedAt names seed event index in the harness's messages.
+func seedAt(index int) string { return "seed event at index " + strconv.Itoa(index) }
 
 // seed is the restore-mode constructor's check of seed event index: its envelope, request header and
 // message shape, its position, and the surface.
@@ -234,22 +237,24 @@ func (c *logCheck) seed(index int, e event.Event, rec event.Value) error {
 	if err := checkEnvelope(rec, index); err != nil {
 		return err
 	}
-	at := "seed event at index " + strconv.Itoa(index)
+	at := seedAt(index)
 	if err := checkSupportedRequestHeader(rec, at); err != nil {
 		return err
 	}
 	if seq, _ := rec.Get("seq"); seq.Num != float64(index) {
 		return errors.New(at + " has seq " + event.FormatNumber(seq.Num) + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
 	}
-	return c.surface(index, e, at)
+	return c.surface(index, e)
 }
 
-func (c *logCheck) surface(index int, e event.Event, at string) error {
+// surface feeds seed event index to the surface checker. The event's name in the message is made only for
+// a failure: made for every event, it was half a million strings for a large session's load.
+func (c *logCheck) surface(index int, e event.Event) error {
 	if c.sc == nil {
 		return nil
 	}
 	if err := c.sc.Next(e); err != nil {
-		return errors.New("invalid " + at + ": " + err.Error())
+		return errors.New("invalid " + seedAt(index) + ": " + err.Error())
 	}
 	return nil
 }
