@@ -211,15 +211,26 @@ func hasProviderModel(v event.Value, present bool) bool {
 	return isNonEmptyStr(p, pOK) && isNonEmptyStr(m, mOK)
 }
 
-// checkMessageEventShape is assertMessageEventShape: the replay invariants of user/message,
-// assistant/message and tool/result events; other types pass. subject prefixes every message.
-func checkMessageEventShape(rec event.Value, subject string) error {
-	typ, typOK := rec.Get("type")
-	if !isStr(typ, typOK) {
-		return nil
+// messageEventType is the type of a record whose message shape checkMessageEventShape checks —
+// user/message, assistant/message or tool/result — and "" for any other record.
+func messageEventType(rec event.Value) string {
+	typ, ok := rec.Get("type")
+	if !isStr(typ, ok) {
+		return ""
 	}
-	t := typ.Str
-	if t != "user/message" && t != "assistant/message" && t != "tool/result" {
+	switch typ.Str {
+	case "user/message", "assistant/message", "tool/result":
+		return typ.Str
+	}
+	return ""
+}
+
+// checkMessageEventShape is assertMessageEventShape: the replay invariants of user/message,
+// assistant/message and tool/result events (messageEventType); other types pass. subject prefixes every
+// message.
+func checkMessageEventShape(rec event.Value, subject string) error {
+	t := messageEventType(rec)
+	if t == "" {
 		return nil
 	}
 	data, dataOK := rec.Get("data")
