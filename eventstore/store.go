@@ -300,6 +300,7 @@ func (s *Store) ReadFrom(ctx context.Context, id string, seq int64) (*Prefix, er
 		seq = int64(len(events))
 	}
 	out.Events = events[seq:]
+	out.RowMembers = nil // its bits name the stored events from 0, not these
 	return &out, nil
 }
 
