@@ -728,11 +728,27 @@ func readEntryText(p *pack, rec packRec) (text []byte, ok bool) {
 	}
 }
 
+// staleTemp is the age from which a temporary file in the index directory (a view file or a compacted pack
+// being written: *.tmp-*) is a crashed writer's, not a live one's: writing one takes seconds.
+const staleTemp = time.Hour
+
+// removeStaleTemp removes entry n of the index directory if it is a temporary file older than staleTemp:
+// a process that died while writing a view file or compacting the pack leaves one, and nothing else would
+// ever remove it.
+func removeStaleTemp(dir string, n os.DirEntry) {
+	if !strings.Contains(n.Name(), ".tmp-") {
+		return
+	}
+	if info, err := n.Info(); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > staleTemp {
+		os.Remove(filepath.Join(dir, n.Name()))
+	}
+}
+
 // dropEntryFile removes what an earlier version kept of session id outside the pack — its entry file, and
 // the view files that only that file named — once the pack has no entry for it (x.files orders this after
 // any rename of a view file whose entry is being appended). Without it, a cache directory would keep a
-// file per session an earlier version read, forever. The directory is listed once: a miss then costs no
-// system call.
+// file per session an earlier version read, forever. The directory is listed once (and stale temporary
+// files removed then): a miss then costs no system call.
 func (x *index) dropEntryFile(id string) {
 	x.files.Lock()
 	defer x.files.Unlock()
@@ -743,6 +759,7 @@ func (x *index) dropEntryFile(id string) {
 			if key, ok := strings.CutSuffix(n.Name(), ".idx"); ok {
 				x.entryFiles[key] = true
 			}
+			removeStaleTemp(x.dir, n)
 		}
 	}
 	key := x.key(id)

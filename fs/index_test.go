@@ -349,3 +349,30 @@ func TestIndexBound(t *testing.T) {
 		t.Fatalf("%d entries in memory after reading them back", len(x.entries))
 	}
 }
+
+// TestIndexStaleTemporaries: a temporary file a crashed writer left in the index directory is removed once
+// it is older than staleTemp; a recent one (a live writer's) is left alone.
+func TestIndexStaleTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	stale := filepath.Join(dir, x.key("s")+".events.tmp-123")
+	fresh := filepath.Join(filepath.Dir(x.pack.path), filepath.Base(x.pack.path)+".tmp-456")
+	for _, name := range []string{stale, fresh} {
+		if err := os.WriteFile(name, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * staleTemp)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if x.load("s") != nil {
+		t.Fatal("an entry from nowhere")
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a stale temporary file is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a recent temporary file was removed: %v", err)
+	}
+}
