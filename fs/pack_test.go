@@ -122,6 +122,7 @@ func TestPackCompaction(t *testing.T) {
 	maxSize := int64(0)
 	for rev := range 100 {
 		record(t, x, "s", fmt.Sprint(rev), views.Events, view(rev), at)
+		x.pack.compactions.Wait() // compactions run in the background: the size after each one
 		info, err := os.Stat(x.pack.path)
 		if err != nil {
 			t.Fatal(err)
@@ -237,5 +238,70 @@ func TestPackReadOnly(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(x.pack.path); !bytes.Equal(before, after) || len(after) == 0 {
 		t.Fatal("a read-only pack changed")
+	}
+}
+
+// TestPackCompactionKeepsAppendsMeanwhile: records appended while a compaction copies (it holds no lock
+// then) — by this process and by another — are in the compacted pack, and a key rewritten meanwhile is
+// served with its newer entry.
+func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Unix(1778573701, 0)
+	x := newIndex(dir, "salt")
+	x.pack.compactMin = 32 << 10
+	y := newIndex(dir, "salt") // another process
+	view := func(id string, rev int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%s rev %d\n", id, rev)), 100) }
+	during := false
+	var failed []string // the hook runs on the compaction's goroutine, where t.Fatal may not
+	x.pack.copied = func() {
+		if during {
+			return
+		}
+		during = true
+		for _, w := range []struct {
+			x   *index
+			id  string
+			rev int
+		}{{x, "k0", 9}, {x, "new-x", 1}, {y, "new-y", 1}} { // k0 rewritten meanwhile
+			data := view(w.id, w.rev)
+			if _, ok, err := w.x.write(w.id, fmt.Sprint(w.rev), views.Events, at, func(wr io.Writer) error { _, err := wr.Write(data); return err }); !ok || err != nil {
+				failed = append(failed, fmt.Sprintf("%s: ok %v, err %v", w.id, ok, err))
+			}
+		}
+	}
+	before, _ := os.Stat(x.pack.path)
+	for rev := range 3 {
+		for k := range 40 {
+			id := fmt.Sprintf("k%d", k)
+			record(t, x, id, fmt.Sprint(rev), views.Events, view(id, rev), at)
+		}
+	}
+	x.pack.compactions.Wait()
+	if !during || len(failed) > 0 {
+		t.Fatalf("compaction ran: %v; appends during it: %v", during, failed)
+	}
+	if after, _ := os.Stat(x.pack.path); os.SameFile(before, after) {
+		t.Fatal("the pack was not replaced")
+	}
+	for k := 1; k < 40; k++ {
+		id := fmt.Sprintf("k%d", k)
+		if !served(t, dir, id, "2", view(id, 2)) {
+			t.Errorf("%s lost", id)
+		}
+	}
+	for id, rev := range map[string]int{"k0": 9, "new-x": 1, "new-y": 1} {
+		if !served(t, dir, id, fmt.Sprint(rev), view(id, rev)) {
+			t.Errorf("%s, appended during the compaction, is not served", id)
+		}
+	}
+	if r, ok := x.content("new-y", "1", views.Events); !ok || !bytes.Equal(r.Data, view("new-y", 1)) {
+		t.Error("the compacting process does not serve the other process's append")
+	}
+	p := newPack(x.pack.path)
+	if size, ok := p.refreshLocked(); !ok || size != p.end || x.pack.end != size {
+		t.Fatalf("the compacted pack does not frame whole: %d of %d bytes (this process: %d)", p.end, size, x.pack.end)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
 	}
 }
