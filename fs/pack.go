@@ -86,6 +86,7 @@ type pack struct {
 	live int64 // the bytes of the records in recs, headers included
 
 	compacting  bool           // a compaction is running (compact)
+	retryAt     int64          // after a failed compaction, the size from which to try again
 	compactions sync.WaitGroup // the running compaction (tests wait for it)
 	copied      func()         // tests: called by a compaction between its copy and its switch
 }
@@ -326,7 +327,7 @@ func (p *pack) put(key string, body, scratch []byte) bool {
 	hl := int64(len(rec) - len(body))
 	p.note(key, packRec{off: p.end + hl, n: int64(len(body)), gen: p.gen}, hl)
 	p.end += int64(len(rec))
-	if p.end > p.compactMin && p.end > 2*p.live && !p.compacting {
+	if p.end > p.compactMin && p.end > 2*p.live && p.end > p.retryAt && !p.compacting {
 		p.startCompactionLocked()
 	}
 	return true
@@ -371,9 +372,12 @@ func (p *pack) startCompactionLocked() {
 	p.compactions.Add(1)
 	go func() {
 		defer p.compactions.Done()
-		p.compact(job)
+		ok := p.compact(job)
 		p.mu.Lock()
 		p.compacting = false
+		if !ok { // (a full disk, or another process's compaction first): not again at every append
+			p.retryAt = p.end + p.compactMin
+		}
 		p.mu.Unlock()
 	}()
 }
@@ -384,20 +388,21 @@ func (p *pack) startCompactionLocked() {
 // page cache): records before job.end never change, and this reads them through a descriptor of its own.
 // Then, under mu and the pack's flock, it copies what was appended since (by this process or another),
 // and switches. Another writer's compaction in between (the path names another file) abandons this one.
-func (p *pack) compact(job compactJob) {
+// It reports whether the pack was compacted.
+func (p *pack) compact(job compactJob) bool {
 	src, err := os.Open(p.path)
 	if err != nil {
-		return
+		return false
 	}
 	defer src.Close()
 	if info, err := src.Stat(); err != nil {
-		return
+		return false
 	} else if dev, ino, ok := identity(info); !ok || dev != job.dev || ino != job.ino {
-		return
+		return false
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p.path), filepath.Base(p.path)+".tmp-*")
 	if err != nil {
-		return
+		return false
 	}
 	done := false
 	defer func() {
@@ -409,7 +414,7 @@ func (p *pack) compact(job compactJob) {
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	recs, off, ok := copyRecords(w, src, job.recs, 0)
 	if !ok {
-		return
+		return false
 	}
 	if p.copied != nil {
 		p.copied()
@@ -419,7 +424,7 @@ func (p *pack) compact(job compactJob) {
 	defer p.mu.Unlock()
 	locked, ok := p.lockLocked()
 	if !ok {
-		return
+		return false
 	}
 	defer func() {
 		if locked != p.f {
@@ -429,7 +434,7 @@ func (p *pack) compact(job compactJob) {
 		}
 	}()
 	if _, ok := p.refreshLocked(); !ok || p.f != locked || p.gen != job.gen {
-		return
+		return false
 	}
 	newer := map[string]packRec{} // the latest records of keys appended to since the job began
 	for k, r := range p.recs {
@@ -439,15 +444,15 @@ func (p *pack) compact(job compactJob) {
 	}
 	more, end, ok := copyRecords(w, p.f, newer, off)
 	if !ok || w.Flush() != nil {
-		return
+		return false
 	}
 	info, err := tmp.Stat()
 	if err != nil {
-		return
+		return false
 	}
 	dev, ino, ok := identity(info)
 	if !ok || os.Rename(tmp.Name(), p.path) != nil {
-		return
+		return false
 	}
 	done = true
 	maps.Copy(recs, more) // a key appended to meanwhile: its older copy stays behind as garbage
@@ -462,6 +467,7 @@ func (p *pack) compact(job compactJob) {
 	// the old generation, and readAt refuses them
 	p.f, p.dev, p.ino = tmp, dev, ino
 	p.recs, p.end, p.live = recs, end, live
+	return true
 }
 
 // copyRecords writes the records recs names, read from src, to w in the order they are in src, as if w

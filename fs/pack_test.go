@@ -305,3 +305,40 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 		t.Fatalf("temporary files left: %v", left)
 	}
 }
+
+// TestPackCompactionBacksOff: a compaction that another process's compaction overtakes (the path names
+// another file when it would switch) is abandoned, leaves no temporary file, and is not tried again at
+// every append, only once the pack has grown by packCompactMin more.
+func TestPackCompactionBacksOff(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Unix(1778573701, 0)
+	x := newIndex(dir, "salt")
+	x.pack.compactMin = 16 << 10
+	attempts := 0
+	x.pack.copied = func() {
+		attempts++
+		// another process's compaction: a copy of the pack renamed over it
+		data, err := os.ReadFile(x.pack.path)
+		if err == nil && os.WriteFile(x.pack.path+".other", data, 0o600) == nil {
+			os.Rename(x.pack.path+".other", x.pack.path)
+		}
+	}
+	view := func(rev int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("rev %d\n", rev)), 200) }
+	for rev := range 40 {
+		record(t, x, "s", fmt.Sprint(rev), views.Events, view(rev), at)
+		x.pack.compactions.Wait()
+	}
+	x.pack.mu.Lock()
+	retryAt, end := x.pack.retryAt, x.pack.end
+	x.pack.mu.Unlock()
+	// each abandoned attempt defers the next by compactMin bytes of appends: far fewer attempts than appends
+	if attempts == 0 || attempts > 40*int(len(view(0)))/(16<<10)+2 || retryAt == 0 || retryAt <= end-(16<<10) {
+		t.Fatalf("%d compactions attempted over 40 appends; retry at %d, pack %d bytes", attempts, retryAt, end)
+	}
+	if !served(t, dir, "s", "39", view(39)) {
+		t.Fatal("the latest entry is not served")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
