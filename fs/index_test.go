@@ -247,10 +247,7 @@ func TestIndexBlob(t *testing.T) {
 	if _, _, _, ok := fresh().size("s", "rev4", views.Surface); ok {
 		t.Fatal("a failed rendering was recorded")
 	}
-	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*"))
-	if len(left) != 0 {
-		t.Fatalf("temporary files left: %v", left)
-	}
+	noTemporaries(t, dir)
 	// what an earlier version kept outside the pack (an entry file per session, and view files it named)
 	// is removed when the pack has no entry for the session
 	oldEntry := filepath.Join(dir, x.key("old")+".idx")

@@ -297,40 +297,42 @@ func (p *pack) body(key string) []byte {
 // put appends body as key's record (scratch is a buffer to build it in). It returns false when the pack
 // could not take it; nothing half-written is left behind then.
 func (p *pack) put(key string, body, scratch []byte) bool {
+	return p.exclusive(func(size int64) bool {
+		if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
+			if p.f.Truncate(p.end) != nil {
+				return false
+			}
+		}
+		rec := append(packHeader(scratch[:0], key, int64(len(body))), body...)
+		if n, err := p.f.WriteAt(rec, p.end); err != nil || n != len(rec) {
+			p.f.Truncate(p.end)
+			return false
+		}
+		hl := int64(len(rec) - len(body))
+		p.note(key, packRec{off: p.end + hl, n: int64(len(body)), gen: p.gen}, hl)
+		p.end += int64(len(rec))
+		if p.end > p.compactMin && p.end > 2*p.live && p.end > p.retryAt && !p.compacting {
+			p.startCompactionLocked()
+		}
+		return true
+	})
+}
+
+// exclusive runs fn holding mu and the pack's flock on the file the path names, framed up to its size
+// (fn's argument), and returns what fn returns; false without running fn when the lock cannot be had.
+func (p *pack) exclusive(fn func(size int64) bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	locked, ok := p.lockLocked()
 	if !ok {
 		return false
 	}
-	defer func() {
-		if locked != p.f { // compacted (or reopened): the old file is done with, and closing it unlocks it
-			locked.Close()
-		} else {
-			unix.Flock(int(locked.Fd()), unix.LOCK_UN)
-		}
-	}()
+	defer p.unlockLocked(locked)
 	size, ok := p.refreshLocked()
 	if !ok || p.f != locked {
 		return false
 	}
-	if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
-		if p.f.Truncate(p.end) != nil {
-			return false
-		}
-	}
-	rec := append(packHeader(scratch[:0], key, int64(len(body))), body...)
-	if n, err := p.f.WriteAt(rec, p.end); err != nil || n != len(rec) {
-		p.f.Truncate(p.end)
-		return false
-	}
-	hl := int64(len(rec) - len(body))
-	p.note(key, packRec{off: p.end + hl, n: int64(len(body)), gen: p.gen}, hl)
-	p.end += int64(len(rec))
-	if p.end > p.compactMin && p.end > 2*p.live && p.end > p.retryAt && !p.compacting {
-		p.startCompactionLocked()
-	}
-	return true
+	return fn(size)
 }
 
 // lockLocked takes the pack's flock on the file the path names (switching to that file first if the path
@@ -354,6 +356,16 @@ func (p *pack) lockLocked() (*os.File, bool) {
 		}
 	}
 	return nil, false
+}
+
+// unlockLocked releases the flock lockLocked took on f: by closing f when the pack has switched to another
+// file since (compacted, or reopened: f is done with), else by unlocking it. The caller holds mu.
+func (p *pack) unlockLocked(f *os.File) {
+	if f != p.f {
+		f.Close()
+		return
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
 }
 
 // compactJob is what a compaction copies without the lock: the records of the file of generation gen
@@ -419,55 +431,43 @@ func (p *pack) compact(job compactJob) bool {
 	if p.copied != nil {
 		p.copied()
 	}
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	locked, ok := p.lockLocked()
-	if !ok {
-		return false
-	}
-	defer func() {
-		if locked != p.f {
-			locked.Close()
-		} else {
-			unix.Flock(int(locked.Fd()), unix.LOCK_UN)
+	return p.exclusive(func(int64) bool {
+		if p.gen != job.gen { // another process compacted (this one switched to its file)
+			return false
 		}
-	}()
-	if _, ok := p.refreshLocked(); !ok || p.f != locked || p.gen != job.gen {
-		return false
-	}
-	newer := map[string]packRec{} // the latest records of keys appended to since the job began
-	for k, r := range p.recs {
-		if r.off >= job.end {
-			newer[k] = r
+		newer := map[string]packRec{} // the latest records of keys appended to since the job began
+		for k, r := range p.recs {
+			if r.off >= job.end {
+				newer[k] = r
+			}
 		}
-	}
-	more, end, ok := copyRecords(w, p.f, newer, off)
-	if !ok || w.Flush() != nil {
-		return false
-	}
-	info, err := tmp.Stat()
-	if err != nil {
-		return false
-	}
-	dev, ino, ok := identity(info)
-	if !ok || os.Rename(tmp.Name(), p.path) != nil {
-		return false
-	}
-	done = true
-	maps.Copy(recs, more) // a key appended to meanwhile: its older copy stays behind as garbage
-	p.gen++
-	live := int64(0)
-	for k, r := range recs {
-		r.gen = p.gen
-		recs[k] = r
-		live += r.n + packHeaderLen(r.n)
-	}
-	// the old file stays open, and locked, until the deferred unlock closes it; records read of it carry
-	// the old generation, and readAt refuses them
-	p.f, p.dev, p.ino = tmp, dev, ino
-	p.recs, p.end, p.live = recs, end, live
-	return true
+		more, end, ok := copyRecords(w, p.f, newer, off)
+		if !ok || w.Flush() != nil {
+			return false
+		}
+		info, err := tmp.Stat()
+		if err != nil {
+			return false
+		}
+		dev, ino, ok := identity(info)
+		if !ok || os.Rename(tmp.Name(), p.path) != nil {
+			return false
+		}
+		done = true
+		maps.Copy(recs, more) // a key appended to meanwhile: its older copy stays behind as garbage
+		p.gen++
+		live := int64(0)
+		for k, r := range recs {
+			r.gen = p.gen
+			recs[k] = r
+			live += r.n + packHeaderLen(r.n)
+		}
+		// the old file stays open, and locked, until exclusive's unlock closes it; records read of it
+		// carry the old generation, and readAt refuses them
+		p.f, p.dev, p.ino = tmp, dev, ino
+		p.recs, p.end, p.live = recs, end, live
+		return true
+	})
 }
 
 // copyRecords writes the records recs names, read from src, to w in the order they are in src, as if w

@@ -55,6 +55,25 @@ func served(t *testing.T, dir, id, rev string, data []byte) bool {
 	return ok && bytes.Equal(r.Data, data)
 }
 
+// framesWhole fails the test unless the pack file at path frames to its end, into records records (-1:
+// any number); it returns the pack as framed.
+func framesWhole(t *testing.T, path string, records int) *pack {
+	t.Helper()
+	p := newPack(path)
+	if size, ok := p.refreshLocked(); !ok || size != p.end || (records >= 0 && len(p.recs) != records) {
+		t.Fatalf("the pack does not frame whole: %d of %d bytes, %d records", p.end, size, len(p.recs))
+	}
+	return p
+}
+
+// noTemporaries fails the test if a temporary file is left in the index directory dir.
+func noTemporaries(t *testing.T, dir string) {
+	t.Helper()
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
 // TestPackTornTail: a record a writer died in the middle of is not read, the records before it are, and
 // the next append cuts it off before writing.
 func TestPackTornTail(t *testing.T) {
@@ -87,10 +106,7 @@ func TestPackTornTail(t *testing.T) {
 	if !bytes.HasPrefix(got, whole) || bytes.Contains(got, torn) {
 		t.Fatal("the torn record was not cut off, or what was before it changed")
 	}
-	p := newPack(x.pack.path)
-	if size, ok := p.refreshLocked(); !ok || size != p.end || len(p.recs) != 3 {
-		t.Fatalf("the pack does not frame whole: %d of %d bytes, %d records", p.end, size, len(p.recs))
-	}
+	framesWhole(t, x.pack.path, 3)
 	for _, id := range []string{"a", "b", "c"} {
 		if !served(t, dir, id, "rev1", []byte(id+"\n")) {
 			t.Errorf("%s is not served after the cut", id)
@@ -156,9 +172,7 @@ func TestPackCompaction(t *testing.T) {
 			t.Errorf("%s not served after the other process's append", id)
 		}
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) != 0 {
-		t.Fatalf("temporary files left: %v", left)
-	}
+	noTemporaries(t, dir)
 }
 
 // TestPackConcurrentWriters: writers in two processes (two descriptors: flock(2) locks are per open file)
@@ -186,10 +200,7 @@ func TestPackConcurrentWriters(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	p := newPack(writers[0].pack.path)
-	if size, ok := p.refreshLocked(); !ok || size != p.end || len(p.recs) != 200 {
-		t.Fatalf("the pack does not frame whole: %d of %d bytes, %d records", p.end, size, len(p.recs))
-	}
+	framesWhole(t, writers[0].pack.path, 200)
 	for w := range writers {
 		for g := range 4 {
 			for i := range 25 {
@@ -297,13 +308,10 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 	if r, ok := x.content("new-y", "1", views.Events); !ok || !bytes.Equal(r.Data, view("new-y", 1)) {
 		t.Error("the compacting process does not serve the other process's append")
 	}
-	p := newPack(x.pack.path)
-	if size, ok := p.refreshLocked(); !ok || size != p.end || x.pack.end != size {
-		t.Fatalf("the compacted pack does not frame whole: %d of %d bytes (this process: %d)", p.end, size, x.pack.end)
+	if p := framesWhole(t, x.pack.path, -1); x.pack.end != p.end {
+		t.Fatalf("this process framed %d bytes of the compacted pack's %d", x.pack.end, p.end)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) != 0 {
-		t.Fatalf("temporary files left: %v", left)
-	}
+	noTemporaries(t, dir)
 }
 
 // TestPackCompactionBacksOff: a compaction that another process's compaction overtakes (the path names
@@ -338,7 +346,5 @@ func TestPackCompactionBacksOff(t *testing.T) {
 	if !served(t, dir, "s", "39", view(39)) {
 		t.Fatal("the latest entry is not served")
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*")); len(left) != 0 {
-		t.Fatalf("temporary files left: %v", left)
-	}
+	noTemporaries(t, dir)
 }
