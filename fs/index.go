@@ -278,8 +278,8 @@ func (x *index) boundLocked() {
 }
 
 // write renders a view of a session that reads, at revision rev, into the index (render writes the
-// bytes), and records it in the entry. A view shorter than blobMin is kept inside the entry file and comes
-// back in memory; a longer one is written to its own file as it is rendered and comes back as a Blob over
+// bytes), and records it in the entry. A view shorter than blobMin is kept inside the entry (in the pack)
+// and comes back in memory; a longer one is written to its own file as it is rendered and comes back as a Blob over
 // that file. ok is false when the index directory could not take the view (disabled, full, unwritable):
 // then nothing was recorded and the caller renders in memory. err is render's own failure.
 func (x *index) write(id, rev string, view views.View, mtime time.Time, render func(io.Writer) error) (r nodes.Rendered, ok bool, err error) {
@@ -338,8 +338,8 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 	return r, true, nil
 }
 
-// keepInEntry records a view shorter than blobMin in session id's entry and writes the entry file with its
-// bytes inside. When the file cannot be written, the entry knows the view's size, in memory only.
+// keepInEntry records a view shorter than blobMin in session id's entry and appends the entry, with its
+// bytes inside, to the pack. When the pack cannot take it, the entry knows the view's size, in memory only.
 func (x *index) keepInEntry(id, rev string, view views.View, mtime time.Time, data []byte, sum string) {
 	x.files.Lock()
 	defer x.files.Unlock()
