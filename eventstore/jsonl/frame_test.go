@@ -692,3 +692,42 @@ func TestTornCutsOfFixtureFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestFramePieces: pieces gather small frames up to the compressed size, and never more frames than can
+// regenerate maxText bytes together (small RLE frames that each expand to 128 KiB); every frame lands in
+// exactly one piece, in order.
+func TestFramePieces(t *testing.T) {
+	small := zstFrame(0x00, 0, nil, nil, zstBlockHeader(true, blockTypeRaw, 100), make([]byte, 100))
+	rle := zstFrame(0x00, 0x58, nil, nil, zstBlockHeader(true, blockTypeRLE, 128<<10), []byte{'a'})
+	for _, c := range []struct {
+		name     string
+		frame    []byte
+		n        int
+		min      int64
+		maxText  uint64
+		maxCount int // frames per piece at most
+	}{
+		{"small raw frames", small, 100, 1000, 1 << 20, 9},
+		{"RLE frames, text bound", rle, 100, 64 << 10, 1 << 20, 8},
+		{"one frame over the text bound", rle, 3, 64 << 10, 100, 1},
+	} {
+		var b []byte
+		for range c.n {
+			b = append(b, c.frame...)
+		}
+		frames, torn, err := ScanFrames(b, 0)
+		if err != nil || torn >= 0 || len(frames) != c.n {
+			t.Fatalf("%s: %d frames, torn %d, %v", c.name, len(frames), torn, err)
+		}
+		next := 0
+		for _, p := range framePieces(b, frames, c.min, c.maxText) {
+			if len(p) == 0 || len(p) > c.maxCount || p[0] != frames[next] {
+				t.Fatalf("%s: a piece of %d frames from frame %d (want at most %d, from frame %d)", c.name, len(p), slices.Index(frames, p[0]), c.maxCount, next)
+			}
+			next += len(p)
+		}
+		if next != c.n {
+			t.Fatalf("%s: pieces cover %d of %d frames", c.name, next, c.n)
+		}
+	}
+}

@@ -444,16 +444,35 @@ func (b *Backend) checkLines(text []byte, first int) error {
 // decoding them.
 var zstdPieceBytes int64 = 64 << 10
 
-// framePieces groups consecutive frames into pieces of at least min compressed bytes (the last may be
-// smaller); a frame of min bytes or more is a piece of its own.
-func framePieces(frames []Frame, min int64) [][]Frame {
+// zstdPieceText bounds the plaintext a piece's frames can regenerate, by what their blocks say (128 KiB for
+// a compressed block, whatever it holds: a harness frame of 1 KB counts 128 KiB). A piece is decoded whole
+// before its lines are read, and small frames of RLE blocks expand a thousandfold: without it, 64 KB of
+// ten-byte frames could make a piece of 800 MB. With it a piece holds at most this much, or one frame of at
+// most max_frame_bytes (256 MiB by default) as before; the harness's frames still go 128 to a piece.
+const zstdPieceText = 16 << 20
+
+// framePieces groups consecutive frames of b into pieces of at least min compressed bytes (the last may be
+// smaller), ending a piece early where its frames could regenerate more than maxText bytes; a frame that
+// alone reaches either bound is a piece of its own.
+func framePieces(b []byte, frames []Frame, min int64, maxText uint64) [][]Frame {
 	var pieces [][]Frame
-	start, size := 0, int64(0)
+	start, size, text := 0, int64(0), uint64(0)
 	for i, f := range frames {
+		bound := maxText // a frame whose blocks do not read is decoded (and refused) alone
+		if f.Start >= 0 && f.Start <= f.End && f.End <= int64(len(b)) {
+			if _, _, n, err := scanFrameBound(b[f.Start:f.End], f.Start); err == nil {
+				bound = n
+			}
+		}
+		if i > start && text+bound > maxText { // the frames before it are a piece already
+			pieces = append(pieces, frames[start:i])
+			start, size, text = i, 0, 0
+		}
 		size += f.End - f.Start
-		if size >= min || i == len(frames)-1 {
+		text += bound
+		if size >= min || text >= maxText || i == len(frames)-1 {
 			pieces = append(pieces, frames[start:i+1])
-			start, size = i+1, 0
+			start, size, text = i+1, 0, 0
 		}
 	}
 	return pieces
@@ -504,7 +523,7 @@ func (b *Backend) scanZstd(buf []byte) (*eventstore.Prefix, error) {
 		return nil, err
 	}
 	s := newScanner(int64(len(first)))
-	pieces := framePieces(frames[1:], zstdPieceBytes)
+	pieces := framePieces(buf, frames[1:], zstdPieceBytes, zstdPieceText)
 	done := 0
 	err = decodeParallel(len(pieces), func(i int) chunk {
 		return b.decodePiece(buf, pieces[i])
