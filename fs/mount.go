@@ -184,7 +184,14 @@ func closeFuseOnExec() {
 // Watch polls the store every refresh interval until ctx ends, and for every change invalidates the
 // kernel's caches of what it covers. Notifications run here, outside FUSE callbacks and without holding
 // any lock, as go-fuse requires; one pass per interval coalesces bursts of appends.
-func (f *FS) Watch(ctx context.Context) {
+func (f *FS) Watch(ctx context.Context) { f.StartWatch(ctx)() }
+
+// StartWatch sets up change watching — inotify on the store's directories, every one of them watched when
+// it returns — and returns the loop of Watch, to run once the mount is up. Call it before Mount: a change
+// made after the mount came up but before a directory was watched would raise no event, and with a long
+// refresh_interval the kernel would keep the stale attributes it had cached (a CI run saw an external
+// append missed that way, the watches installed by a goroutine the mount did not wait for).
+func (f *FS) StartWatch(ctx context.Context) (loop func()) {
 	interval := f.opts.Config.FUSE.RefreshInterval
 	if interval <= 0 {
 		interval = time.Second
@@ -204,6 +211,12 @@ func (f *FS) Watch(ctx context.Context) {
 		iw.sync(f.opts.Root, paths, f.log.Info)
 	}
 	watch()
+	return func() { f.watchLoop(ctx, interval, iw, passNow, watch) }
+}
+
+// watchLoop is Watch's loop: a listing pass every interval (or at once when inotify asks), its changes
+// told to the kernel, new directories watched.
+func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyWatcher, passNow <-chan struct{}, watch func()) {
 	poll := func() time.Duration {
 		if iw != nil && iw.complete() {
 			return max(interval, inotifyPoll) // inotify reports changes; the poll is a safety net
@@ -224,10 +237,10 @@ func (f *FS) Watch(ctx context.Context) {
 			f.log.Warn("store listing failed", "err", err)
 			continue
 		}
-		f.apply(c, f.root)
 		if len(c.added)+len(c.removed)+len(c.replaced) > 0 {
-			watch()
+			watch() // before the kernel is told: a new session's directory is watched before anyone reads it
 		}
+		f.apply(c, f.root)
 		// Polling (no inotify, or not everywhere), a change must show within refresh_interval, however long
 		// the last pass took. Under inotify the slow safety-net poll may be spaced to ten times a pass's cost
 		// (under a tenth of a core for a large store): inotify asks for a pass at once whatever the spacing,

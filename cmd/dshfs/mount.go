@@ -100,12 +100,13 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	spareProc()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	watch := f.StartWatch(ctx) // every directory watched before the mount serves a request
 	server, err := f.Mount(ctx, mountpoint)
 	if err != nil {
 		return exitUsageErr, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	log.Info("mounted", "store", storeSpec, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
-	go f.Watch(ctx)
+	go watch()
 	serveErr := dfs.Serve(server, mountpoint, sigs, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
 		func() { f.FlushAll(context.Background()) })
 	// Unmounted (by a signal or from outside): every live session is flushed and released; what cannot be
