@@ -198,10 +198,8 @@ func (c *logCheck) migrate(i, k int) error {
 		}
 	}
 	seq, seqOK := rec.Get("seq")
-	if messageEventType(rec) != "" { // (the subject is made only for the events it can name)
-		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
-			return err
-		}
+	if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
+		return err
 	}
 	if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
 		c.messageIDs[seq.Num] = mid
@@ -239,12 +237,11 @@ func (c *logCheck) seed(index int, e event.Event, rec event.Value) error {
 	if err := checkEnvelope(rec, index); err != nil {
 		return err
 	}
-	at := seedAt(index)
-	if err := checkSupportedRequestHeader(rec, at); err != nil {
+	if err := checkSupportedRequestHeader(rec, func() string { return seedAt(index) }); err != nil {
 		return err
 	}
 	if seq, _ := rec.Get("seq"); seq.Num != float64(index) {
-		return errors.New(at + " has seq " + event.FormatNumber(seq.Num) + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
+		return errors.New(seedAt(index) + " has seq " + event.FormatNumber(seq.Num) + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
 	}
 	return c.surface(index, e)
 }
@@ -278,7 +275,7 @@ func (c *logCheck) closers() ([]event.Event, error) {
 			return nil, err
 		}
 		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
+		if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
 			return nil, err
 		}
 	}

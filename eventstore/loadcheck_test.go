@@ -178,7 +178,7 @@ func oracleNormalize(stored []event.Event, id string) ([]event.Event, *oraclePar
 			}
 		}
 		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
+		if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
 			return nil, nil, err
 		}
 		if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
@@ -244,7 +244,7 @@ func oracleInspectRaw(id string, h event.Header, stored []event.Event, path stri
 			return nil, nil, err
 		}
 		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, "session event at seq "+jsString(seq, seqOK)); err != nil {
+		if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -274,7 +274,7 @@ func oracleInspectRaw(id string, h event.Header, stored []event.Event, path stri
 			return nil, nil, err
 		}
 		at := "seed event at index " + strconv.Itoa(index)
-		if err := checkSupportedRequestHeader(rec, at); err != nil {
+		if err := checkSupportedRequestHeader(rec, func() string { return at }); err != nil {
 			return nil, nil, err
 		}
 		if seq, _ := rec.Get("seq"); seq.Num != float64(index) {

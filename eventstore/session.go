@@ -301,7 +301,7 @@ func (w *Session) validate(in input) error {
 		return fmt.Errorf("%s event at seq %d has a legacy shape the harness upgrades on load; write the current shape", e.Type, e.Seq)
 	}
 	at := "session event at seq " + strconv.FormatInt(e.Seq, 10)
-	if err := checkMessageEventShape(rec, at); err != nil {
+	if err := checkMessageEventShape(rec, func() string { return at }); err != nil {
 		return err
 	}
 	if err := checkVocabulary(w.h, one, ""); err != nil {
@@ -310,7 +310,7 @@ func (w *Session) validate(in input) error {
 	if err := checkEnvelope(rec, int(e.Seq)); err != nil {
 		return err
 	}
-	if err := checkSupportedRequestHeader(rec, at); err != nil {
+	if err := checkSupportedRequestHeader(rec, func() string { return at }); err != nil {
 		return err
 	}
 	switch e.Type {

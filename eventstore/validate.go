@@ -178,7 +178,7 @@ func checkCurrentLLMShape(rec event.Value, typ string, index int) error {
 		}
 		return nil
 	}
-	return checkMessageEventShape(rec, "seed "+typ+" at index "+strconv.Itoa(index))
+	return checkMessageEventShape(rec, func() string { return "seed " + typ + " at index " + strconv.Itoa(index) })
 }
 
 // validAdapterDefaults is assertAdapterDefaults for a present value: an object of `true` markers for
@@ -211,26 +211,17 @@ func hasProviderModel(v event.Value, present bool) bool {
 	return isNonEmptyStr(p, pOK) && isNonEmptyStr(m, mOK)
 }
 
-// messageEventType is the type of a record whose message shape checkMessageEventShape checks —
-// user/message, assistant/message or tool/result — and "" for any other record.
-func messageEventType(rec event.Value) string {
-	typ, ok := rec.Get("type")
-	if !isStr(typ, ok) {
-		return ""
-	}
-	switch typ.Str {
-	case "user/message", "assistant/message", "tool/result":
-		return typ.Str
-	}
-	return ""
-}
-
 // checkMessageEventShape is assertMessageEventShape: the replay invariants of user/message,
-// assistant/message and tool/result events (messageEventType); other types pass. subject prefixes every
-// message.
-func checkMessageEventShape(rec event.Value, subject string) error {
-	t := messageEventType(rec)
-	if t == "" {
+// assistant/message and tool/result events; other types pass. subject names the event at the start of
+// every message; it is called only for a failure (a load checks every event, and naming each one was half a
+// million strings for a large session).
+func checkMessageEventShape(rec event.Value, subject func() string) error {
+	typ, typOK := rec.Get("type")
+	if !isStr(typ, typOK) {
+		return nil
+	}
+	t := typ.Str
+	if t != "user/message" && t != "assistant/message" && t != "tool/result" {
 		return nil
 	}
 	data, dataOK := rec.Get("data")
@@ -243,27 +234,27 @@ func checkMessageEventShape(rec event.Value, subject string) error {
 	}
 	id, idOK := msg.Get("id")
 	if !isJSObject(msg, msgOK) || !isNonEmptyStr(id, idOK) {
-		return errors.New(subject + " lacks an identified message")
+		return errors.New(subject() + " lacks an identified message")
 	}
 	role := "user"
 	if t == "assistant/message" {
 		role = "assistant"
 	}
 	if r, ok := msg.Get("role"); !strEq(r, ok, role) {
-		return errors.New(subject + ` message must have role "` + role + `"`)
+		return errors.New(subject() + ` message must have role "` + role + `"`)
 	}
 	source, sourceOK := msg.Get("source")
 	kind, kindOK := source.Get("kind")
 	if !isJSObject(source, sourceOK) || !isNonEmptyStr(kind, kindOK) {
-		return errors.New(subject + " message has invalid source")
+		return errors.New(subject() + " message has invalid source")
 	}
 	content, contentOK := msg.Get("content")
 	if !contentOK || content.Kind != event.KindArray {
-		return errors.New(subject + " message has invalid content")
+		return errors.New(subject() + " message has invalid content")
 	}
 	if t == "assistant/message" {
 		if kind.Str != "model" || !hasProviderModel(source, true) {
-			return errors.New(subject + " message must have model source")
+			return errors.New(subject() + " message must have model source")
 		}
 		return nil
 	}
@@ -272,33 +263,34 @@ func checkMessageEventShape(rec event.Value, subject string) error {
 	}
 	callID, callOK := source.Get("callId")
 	if kind.Str != "tool" || !isNonEmptyStr(callID, callOK) {
-		return errors.New(subject + " message must have tool source")
+		return errors.New(subject() + " message must have tool source")
 	}
 	if len(content.Arr) != 1 {
-		return errors.New(subject + " message must contain one tool-result block")
+		return errors.New(subject() + " message must contain one tool-result block")
 	}
 	block := content.Arr[0]
 	bt, btOK := block.Get("type")
 	bc, bcOK := block.Get("content")
 	if !isJSObject(block, true) || !strEq(bt, btOK, "tool-result") || !bcOK || bc.Kind != event.KindArray {
-		return errors.New(subject + " message must contain one tool-result block")
+		return errors.New(subject() + " message must contain one tool-result block")
 	}
 	if tc, ok := block.Get("toolCallId"); !strEq(tc, ok, callID.Str) {
-		return errors.New(subject + " message has mismatched tool call ids")
+		return errors.New(subject() + " message has mismatched tool call ids")
 	}
 	return nil
 }
 
-// checkSupportedRequestHeader is assertSupportedRequestHeader at the seed boundary.
-func checkSupportedRequestHeader(rec event.Value, location string) error {
+// checkSupportedRequestHeader is assertSupportedRequestHeader at the seed boundary; location names the
+// event in a failure's message, made only then (checkMessageEventShape says why).
+func checkSupportedRequestHeader(rec event.Value, location func() string) error {
 	typ, typOK := rec.Get("type")
 	if strEq(typ, typOK, "request/header-delta") {
-		return errors.New(location + " uses unsupported legacy request/header-delta format")
+		return errors.New(location() + " uses unsupported legacy request/header-delta format")
 	}
 	if strEq(typ, typOK, "request/header") {
 		data, dataOK := rec.Get("data")
 		if reason, ok := data.Get("reason"); isRecord(data, dataOK) && strEq(reason, ok, "fallback") {
-			return errors.New(location + ` uses unsupported legacy request/header reason "fallback"`)
+			return errors.New(location() + ` uses unsupported legacy request/header reason "fallback"`)
 		}
 	}
 	return nil

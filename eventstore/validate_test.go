@@ -189,7 +189,7 @@ func TestSupportedRequestHeaderAtSeed(t *testing.T) {
 		}
 		err = checkEnvelope(v, 0)
 		if err == nil {
-			err = checkSupportedRequestHeader(v, "seed event at index 0")
+			err = checkSupportedRequestHeader(v, func() string { return "seed event at index 0" })
 		}
 		if err == nil || err.Error() != c.want {
 			t.Errorf("got %v, want %q", err, c.want)
