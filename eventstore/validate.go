@@ -119,18 +119,20 @@ var envelopeKeys = []string{"type", "seq", "time", "data", "surfaceOp", "sourceE
 // checkEnvelope is the restore-mode Session constructor's assertSessionEventEnvelope for the event at
 // seed index index, including the request/header and message shape checks it runs for LLM-bearing types.
 func checkEnvelope(rec event.Value, index int) error {
-	at := "seed event at index " + strconv.Itoa(index)
+	// The messages are made only for a failure: made for every event they were a large load's most
+	// frequent allocation.
+	at := func() string { return "seed event at index " + strconv.Itoa(index) }
 	typ, typOK := rec.Get("type")
 	if strEq(typ, typOK, "request/header-delta") {
-		return errors.New(at + " uses unsupported legacy request/header-delta format")
+		return errors.New(at() + " uses unsupported legacy request/header-delta format")
 	}
-	invalid := errors.New(at + " has an invalid event envelope")
+	invalid := func() error { return errors.New(at() + " has an invalid event envelope") }
 	if rec.Kind != event.KindObject {
-		return invalid
+		return invalid()
 	}
 	for _, m := range rec.Obj {
 		if !contains(envelopeKeys, m.Key) {
-			return invalid
+			return invalid()
 		}
 	}
 	seq, seqOK := rec.Get("seq")
@@ -142,7 +144,7 @@ func checkEnvelope(rec event.Value, index int) error {
 		!isSafeInt(tm, tmOK) ||
 		!dataOK ||
 		(ignOK && !isTrue(ign, ignOK)) {
-		return invalid
+		return invalid()
 	}
 	switch typ.Str {
 	case "request/header", "user/message", "assistant/message", "tool/result":
