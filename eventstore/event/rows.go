@@ -48,19 +48,38 @@ func DecodeRecord(raw []byte) ([]Event, error) {
 // records Expand wrote, {type:"assistant/chunk", seq, time, data:{turn, step, chunk}}, and every member's
 // time is a safe integer (the row was validated); a member's seq is safe when its Seq is not -1.
 func DecodeStored(raw []byte) (events []Event, row bool, err error) {
+	return AppendStored(nil, raw, nil)
+}
+
+// RowScratch is the memory fastRow reuses from one row to the next: a decoder of many rows keeps one per
+// goroutine, so that reading a row allocates nothing but its members' records.
+type RowScratch struct {
+	dt     []float64
+	quoted [][]byte
+}
+
+// AppendStored is DecodeStored appending the line's events to dst. sc, when not nil, is the caller's
+// RowScratch for the rows it decodes one after another.
+func AppendStored(dst []Event, raw []byte, sc *RowScratch) (events []Event, row bool, err error) {
 	ev := trustedEvent(raw)
 	if !IsRowTag(ev.Type) {
-		return []Event{ev}, false, nil
+		return append(dst, ev), false, nil
 	}
-	if run, ok := fastRow(raw, ev.Type); ok {
-		return run.Expand(), true, nil
+	if sc == nil {
+		sc = &RowScratch{}
+	}
+	if run, ok := fastRow(raw, ev.Type, sc); ok {
+		return run.AppendExpand(dst), true, nil
 	}
 	v, err := Parse(raw)
 	if err != nil {
-		return nil, false, err
+		return dst, false, err
 	}
-	events, err = expandRow(v, ev.Type)
-	return events, err == nil, err
+	expanded, err := expandRow(v, ev.Type)
+	if err != nil {
+		return dst, false, err
+	}
+	return append(dst, expanded...), true, nil
 }
 
 // fastRow reads a valid chunk row laid out as the harness's encoder writes it — {type, seq0, time0,
@@ -69,7 +88,11 @@ func DecodeStored(raw []byte) (events []Event, row bool, err error) {
 // what loading one allocated). It returns ok only for a row expandRow accepts, with the run expandRow
 // builds (TestFastRowAgreesWithExpandRow); any other layout, and any row expandRow refuses, takes the
 // general path, which says what is wrong in the harness's words.
-func fastRow(raw []byte, tag string) (ChunkRun, bool) {
+//
+// raw must be canonical (the scanner's lines are): a member's string token is then exactly what
+// JSON.stringify writes for its text, so the run keeps the tokens and Expand copies them instead of
+// decoding each text and quoting it again. The run's DT and tokens live in sc until its next row.
+func fastRow(raw []byte, tag string, sc *RowScratch) (ChunkRun, bool) {
 	p := getParser(parser{s: raw})
 	defer putParser(p)
 	lit := func(l string) bool {
@@ -93,7 +116,8 @@ func fastRow(raw []byte, tag string) (ChunkRun, bool) {
 		s, err := p.str()
 		return s, err == nil
 	}
-	run := ChunkRun{Tag: tag}
+	run := ChunkRun{Tag: tag, DT: sc.dt[:0]}
+	defer func() { sc.dt = run.DT[:0] }()
 	var turn, step, index float64
 	ok := lit(`{"type":"`) && lit(tag) && lit(`","seq0":`)
 	ok = ok && func() (ok bool) { run.Seq0, ok = num(); return }() && lit(`,"time0":`)
@@ -133,23 +157,29 @@ func fastRow(raw []byte, tag string) (ChunkRun, bool) {
 	if !lit(payload) {
 		return ChunkRun{}, false
 	}
-	run.Members = make([]string, 0, len(run.DT)+1)
+	run.quoted = sc.quoted[:0]
+	defer func() { sc.quoted = run.quoted[:0] }()
 	for !lit("]") {
-		if len(run.Members) > 0 && !lit(",") {
+		if len(run.quoted) > 0 && !lit(",") {
 			return ChunkRun{}, false
 		}
-		m, ok := str()
-		if !ok {
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return ChunkRun{}, false
 		}
-		run.Members = append(run.Members, m)
+		end := skipString(p.s, p.i)
+		if end < 0 {
+			return ChunkRun{}, false
+		}
+		run.quoted = append(run.quoted, p.s[p.i:end])
+		p.i = end
 	}
 	if !lit("}}") || p.i != len(p.s) {
 		return ChunkRun{}, false
 	}
 	// expandRow's checks of the values, in any order: a row failing one goes the general way for its text
-	if run.Seq0 < 0 || !IsSafeInteger(run.Seq0) || !IsSafeInteger(run.Time0) || len(run.Members) == 0 ||
-		len(run.DT) != len(run.Members)-1 || !IsSafeInteger(run.Seq0+float64(len(run.Members))-1) {
+	n := len(run.quoted)
+	if run.Seq0 < 0 || !IsSafeInteger(run.Seq0) || !IsSafeInteger(run.Time0) || n == 0 ||
+		len(run.DT) != n-1 || !IsSafeInteger(run.Seq0+float64(n)-1) {
 		return ChunkRun{}, false
 	}
 	t := run.Time0
@@ -263,14 +293,31 @@ type ChunkRun struct {
 	HasName           bool
 	DT                []float64 // time gaps between consecutive members (len(Members)-1)
 	Members           []string  // texts or argument deltas
+	// quoted, when not nil, stands for Members: each member's JSON string token as JSON.stringify writes
+	// it (fastRow's runs, read from canonical lines)
+	quoted [][]byte
+}
+
+// members is how many events the run holds.
+func (r ChunkRun) members() int {
+	if r.quoted != nil {
+		return len(r.quoted)
+	}
+	return len(r.Members)
 }
 
 // Expand builds the run's member events: {type:"assistant/chunk", seq, time, data:{turn, step, chunk}},
 // the chunk in the harness's key order for the tag.
 func (r ChunkRun) Expand() []Event {
+	return r.AppendExpand(make([]Event, 0, r.members()))
+}
+
+// AppendExpand is Expand appending the member events to dst: a decoder putting many rows into one list
+// builds no list per row.
+func (r ChunkRun) AppendExpand(dst []Event) []Event {
 	// Every member shares the data prefix; build it once.
-	var prefix []byte
-	prefix = append(prefix, `,"data":{"turn":`...)
+	var prefixBuf [160]byte
+	prefix := append(prefixBuf[:0], `,"data":{"turn":`...)
 	prefix = AppendStringify(prefix, r.Turn)
 	prefix = append(prefix, `,"step":`...)
 	prefix = AppendStringify(prefix, r.Step)
@@ -298,32 +345,46 @@ func (r ChunkRun) Expand() []Event {
 	}
 
 	// One allocation for all the members' records (they live and die with the session together); a record
-	// that outgrows its share (a text with many characters to escape) moves out on its own.
+	// that outgrows its share (a text with many characters to escape) moves out on its own. The 64 bytes
+	// are the envelope around prefix and text: the type, a seq and a time of up to 16 digits each, the
+	// quotes and the closing braces.
+	n := r.members()
 	size := 0
-	for _, p := range r.Members {
-		size += len(prefix) + len(p) + 64
+	for k := range n {
+		size += len(prefix) + r.textBytes(k) + 64
 	}
 	arena := make([]byte, size)
-	events := make([]Event, len(r.Members))
 	t := r.Time0
-	for k, p := range r.Members {
+	for k := range n {
 		if k > 0 {
 			t += r.DT[k-1]
 		}
 		seq := r.Seq0 + float64(k)
-		n := len(prefix) + len(p) + 64
-		buf := arena[:0:n]
-		arena = arena[n:]
+		share := len(prefix) + r.textBytes(k) + 64
+		buf := arena[:0:share]
+		arena = arena[share:]
 		buf = append(buf, `{"type":"assistant/chunk","seq":`...)
 		buf = AppendNumber(buf, seq)
 		buf = append(buf, `,"time":`...)
 		buf = AppendNumber(buf, t)
 		buf = append(buf, prefix...)
-		buf = AppendQuote(buf, p)
+		if r.quoted != nil {
+			buf = append(buf, r.quoted[k]...)
+		} else {
+			buf = AppendQuote(buf, r.Members[k])
+		}
 		buf = append(buf, '}', '}', '}')
-		events[k] = Event{Raw: buf, Type: "assistant/chunk", Seq: seqFromInt(int64(seq))}
+		dst = append(dst, Event{Raw: buf, Type: "assistant/chunk", Seq: seqFromInt(int64(seq))})
 	}
-	return events
+	return dst
+}
+
+// textBytes is the size of member k's text, as stored (a token includes its quotes).
+func (r ChunkRun) textBytes(k int) int {
+	if r.quoted != nil {
+		return len(r.quoted[k])
+	}
+	return len(r.Members[k])
 }
 
 // deltaKind classifies events for packing; kindNone means "store verbatim".

@@ -436,6 +436,9 @@ func TestFastRowAgreesWithExpandRow(t *testing.T) {
 		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","name":null,"args":["{","}"]}}`),
 		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","name":"n","texts":["{","}"]}}`),
 		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"c","texts":["{","}"]}}`),
+		// texts whose tokens carry every kind of escape JSON.stringify writes, and characters it leaves alone
+		[]byte(`{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":0,"index":0,"dt":[1,1,1],"texts":["\b\f\n\r\t\u001f","\ud800x\udfff","é 😀","\"\\/"]}}`),
+		[]byte(`{"type":"tool-call-chunks","seq0":0,"time0":0,"data":{"turn":0,"step":0,"index":0,"dt":[0],"id":"\u0001","name":"\ud83d","args":["\u0000","\"\u007f"]}}`),
 	)
 	base := len(rows)
 	seed := uint64(1)
@@ -462,6 +465,7 @@ func TestFastRowAgreesWithExpandRow(t *testing.T) {
 		}
 	}
 	fast, canonical := 0, 0
+	var sc RowScratch // shared by every row, as a decoder shares it
 	for i, line := range rows {
 		raw, err := Canonical(line)
 		if err != nil {
@@ -472,7 +476,7 @@ func TestFastRowAgreesWithExpandRow(t *testing.T) {
 		if !IsRowTag(ev.Type) {
 			continue
 		}
-		run, ok := fastRow(raw, ev.Type)
+		run, ok := fastRow(raw, ev.Type, &sc)
 		v, perr := Parse(raw)
 		var general []Event
 		gerr := perr

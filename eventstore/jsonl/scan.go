@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
+	"unsafe"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -127,14 +129,18 @@ var errHeaderless = errors.New("empty or header-less session log")
 
 // chunk is a piece of plaintext whose complete lines were decoded ahead of the scanner.
 type chunk struct {
-	plain []byte
-	err   error // the chunk could not be produced (a zstd frame failed validation)
-	lines []decodedLine
-	tail  int // offset just after the last LF; plain[tail:] is an incomplete record
+	size   int   // bytes of plaintext the chunk covers
+	err    error // the chunk could not be produced (a zstd frame failed validation)
+	lines  []decodedLine
+	events *[]event.Event // every line's events, in order (from chunkEvents; the scanner copies them out)
+	// head is the chunk's first line, without its LF, when the chunk has one: a fragment carried over from
+	// the previous chunk ends there, and then lines[0], decoded without the fragment, is wrong
+	head []byte
+	tail []byte // the incomplete record after the last LF
 }
 
 type decodedLine struct {
-	events []event.Event
+	events int  // how many of the chunk's events are this line's
 	row    bool // the line was a chunk row (event.DecodeStored)
 	err    error
 	end    int // offset just after the line's LF (for a run of failures: after the run's last line)
@@ -147,58 +153,124 @@ type decodedLine struct {
 // line number, so one shared value spares an allocation per bad line.
 var errUnparsable = errors.New("unparsable line")
 
+// chunkEvents recycles the chunks' event lists: each is copied into the session's list and dropped, and
+// a list per line (or per row) was an allocation for every line of a load.
+var chunkEvents = sync.Pool{New: func() any { return new([]event.Event) }}
+
+// releaseEvents returns a chunk's event list to chunkEvents, cleared so that it keeps no plaintext alive.
+func (c *chunk) releaseEvents() {
+	if c.events == nil {
+		return
+	}
+	clear(*c.events)
+	*c.events = (*c.events)[:0]
+	chunkEvents.Put(c.events)
+	c.events = nil
+}
+
 // predecode splits plain into lines and decodes each; it is pure, so chunks can be decoded in parallel.
-func predecode(plain []byte) chunk {
-	c := chunk{plain: plain, lines: make([]decodedLine, 0, bytes.Count(plain, []byte{'\n'}))}
+//
+// With own set, the events keep no reference to plain, which the caller may reuse: the bytes of every line
+// that is not a chunk row are copied into one buffer of their exact size. A row's bytes are not kept at
+// all, since its events are built afresh: in a log of streamed replies the rows are most of the text.
+// Without own, the events alias plain, which must then never change.
+func predecode(plain []byte, own bool) chunk {
+	c := chunk{size: len(plain), lines: make([]decodedLine, 0, bytes.Count(plain, []byte{'\n'}))}
+	c.events = chunkEvents.Get().(*[]event.Event)
+	evs := *c.events
+	var sc event.RowScratch
+	kept := 0 // bytes of the events that alias plain
 	pos := 0
 	for {
 		nl := bytes.IndexByte(plain[pos:], '\n')
 		if nl < 0 {
 			break
 		}
-		var evs []event.Event
+		if pos == 0 {
+			c.head = plain[:nl]
+		}
+		before := len(evs)
 		row := false
 		err := errUnparsable
 		if nl > 0 { // an empty line never parses: no need to ask
-			if evs, row, err = decodeLine(plain[pos : pos+nl]); err != nil {
-				err = errUnparsable
+			var canon []byte
+			if canon, err = event.Canonical(plain[pos : pos+nl]); err == nil {
+				evs, row, err = event.AppendStored(evs, canon, &sc)
+			}
+			if err != nil {
+				evs, err = evs[:before], errUnparsable
+			} else if !row && aliases(canon, plain) {
+				kept += len(canon)
 			}
 		}
-		if n := len(c.lines); err != nil && n > 0 && c.lines[n-1].err != nil {
+		// a run of failures merges, except into the first line: writeChunk may have to replace that one
+		if n := len(c.lines); err != nil && n > 1 && c.lines[n-1].err != nil {
 			c.lines[n-1].count++
 			c.lines[n-1].end = pos + nl + 1
 		} else {
-			c.lines = append(c.lines, decodedLine{evs, row, err, pos + nl + 1, 1})
+			c.lines = append(c.lines, decodedLine{len(evs) - before, row, err, pos + nl + 1, 1})
 		}
 		pos += nl + 1
 	}
-	c.tail = pos
+	c.tail = plain[pos:]
+	*c.events = evs
+	if own {
+		c.head, c.tail = bytes.Clone(c.head), bytes.Clone(c.tail)
+		c.own(plain, kept)
+	}
 	return c
 }
 
-// writeChunk is write for a predecoded chunk. A fragment carried over from the previous chunk makes the
-// first line differ from what was decoded ahead, so that rare case takes the plain path.
+// own moves the events that alias plain (kept bytes of them) into one buffer of their exact size.
+func (c *chunk) own(plain []byte, kept int) {
+	buf := make([]byte, 0, kept)
+	evs := *c.events
+	for i := range evs {
+		if raw := evs[i].Raw; aliases(raw, plain) {
+			at := len(buf)
+			buf = append(buf, raw...)
+			evs[i].Raw = buf[at:len(buf):len(buf)]
+		}
+	}
+}
+
+// aliases reports whether b lies within buf.
+func aliases(b, buf []byte) bool {
+	if len(b) == 0 || len(buf) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= start && p < start+uintptr(len(buf))
+}
+
+// writeChunk is write for a predecoded chunk. A fragment carried over from the previous chunk ends at
+// the chunk's first LF, so in that rare case the first line is decoded again with the fragment before it.
 func (s *scanner) writeChunk(c chunk) error {
-	if len(s.frag) > 0 {
-		return s.write(c.plain)
-	}
+	defer c.releaseEvents()
 	start := s.input
-	s.input += int64(len(c.plain))
-	n := 0
-	for _, l := range c.lines {
-		n += len(l.events)
-	}
-	if need := len(s.events) + n; need > cap(s.events) {
+	s.input += int64(c.size)
+	evs, lines := *c.events, c.lines
+	if need := len(s.events) + len(evs); need > cap(s.events) {
 		s.grow(need)
 	}
-	for _, l := range c.lines {
-		if err := s.apply(l.events, l.row, l.err, start+int64(l.end)); err != nil {
+	if len(s.frag) > 0 && len(lines) > 0 {
+		line := append(s.frag, c.head...)
+		s.frag = nil
+		if err := s.consume(line, start+int64(lines[0].end)); err != nil {
 			return err
 		}
+		evs, lines = evs[lines[0].events:], lines[1:]
+	}
+	for _, l := range lines {
+		if err := s.apply(evs[:l.events], l.row, l.err, start+int64(l.end)); err != nil {
+			return err
+		}
+		evs = evs[l.events:]
 		s.line += l.count - 1 // the rest of a run of unparsable lines
 	}
-	if c.tail < len(c.plain) {
-		s.frag = append(s.frag, c.plain[c.tail:]...)
+	if len(c.tail) > 0 {
+		s.frag = append(s.frag, c.tail...)
 	}
 	return nil
 }

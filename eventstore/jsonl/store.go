@@ -380,9 +380,9 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 			}
 			line += bytes.Count(complete, []byte{'\n'})
 			parts := splitLines(complete, pieces)
-			if err := decodeParallel(len(parts), func(i int) chunk { return predecode(parts[i]) }, func(c chunk) error {
+			if err := decodeParallel(len(parts), func(i int) chunk { return predecode(parts[i], false) }, func(c chunk) error {
 				if size > 0 {
-					s.share = float64(s.input+int64(len(c.plain))) / float64(size)
+					s.share = float64(s.input+int64(c.size)) / float64(size)
 				}
 				return s.writeChunk(c)
 			}); err != nil {
@@ -497,7 +497,7 @@ func (b *Backend) decodePiece(buf []byte, piece []Frame) chunk {
 			break
 		}
 	}
-	c := predecode(exactCopy(out))
+	c := predecode(out, true) // the events keep only copies: the scratch buffer goes back to the pool
 	putScratch(scratch, out)
 	c.err = failed
 	return c
