@@ -132,15 +132,26 @@ func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) 
 
 // modTime is the newest event time of a log (a view's mtime comes from its data, so it is the same on
 // every mount); an empty log uses the artifact's mtime.
+//
+// It reads a member of every event, scattered over the whole session (a tenth of a second for 500k
+// events, most of it cache misses), so large logs are split over the cores.
 func modTime(events []event.Event, artifact time.Time) time.Time {
+	var mu sync.Mutex
 	var newest int64 = -1
-	for _, e := range events {
-		if raw, ok := e.Member("time"); ok {
-			if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > newest {
-				newest = ms
+	eventstore.Parallel(len(events), 1<<15, func(lo, hi int) error {
+		var part int64 = -1
+		for _, e := range events[lo:hi] {
+			if raw, ok := e.Member("time"); ok {
+				if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > part {
+					part = ms
+				}
 			}
 		}
-	}
+		mu.Lock()
+		newest = max(newest, part)
+		mu.Unlock()
+		return nil
+	})
 	if newest >= 0 {
 		return time.UnixMilli(newest)
 	}
