@@ -157,14 +157,20 @@ var errUnparsable = errors.New("unparsable line")
 // a list per line (or per row) was an allocation for every line of a load.
 var chunkEvents = sync.Pool{New: func() any { return new([]event.Event) }}
 
+// maxPooledEvents bounds the lists chunkEvents keeps: a piece of tiny rows can expand to millions of
+// events, and the pool would hold that list's memory until the collector empties it.
+const maxPooledEvents = 1 << 16
+
 // releaseEvents returns a chunk's event list to chunkEvents, cleared so that it keeps no plaintext alive.
 func (c *chunk) releaseEvents() {
 	if c.events == nil {
 		return
 	}
-	clear(*c.events)
-	*c.events = (*c.events)[:0]
-	chunkEvents.Put(c.events)
+	if cap(*c.events) <= maxPooledEvents {
+		clear(*c.events)
+		*c.events = (*c.events)[:0]
+		chunkEvents.Put(c.events)
+	}
 	c.events = nil
 }
 
