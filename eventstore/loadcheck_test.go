@@ -114,6 +114,18 @@ func randomLog(rng *rand.Rand) []string {
 		`{"type":"assistant/chunk","seq":@,"time":1.5,"data":{"turn":1,"step":1,"text":"a"}}`,
 		`{"type":"assistant/chunk","seq":@@,"time":3,"data":{"turn":1,"step":1,"text":"a"}}`,
 		`{"type":"step/end","seq":@@,"time":7,"data":{"turn":1,"step":1}}`,
+		// brackets a step away from the layout bracketEvent reads without parsing
+		`{"type":"turn/end","seq":@,"time":8,"data":{"turn":0,"reason":{"kind":"completed"}}}`,
+		`{"type":"turn/end","seq":@,"time":8,"data":{"turn":1,"reason":{"kind":"aborted"}}}`,
+		`{"type":"turn/end","seq":@,"time":8,"data":{"turn":1,"reason":{"kind":"disposed"}}}`,
+		`{"type":"turn/end","seq":@,"time":8,"data":{"turn":1,"reason":{"kind":"completed","x":1}}}`,
+		`{"type":"turn/start","seq":@,"time":1,"data":{"turn":1,"trigger":{"kind":"user"}}}`,
+		`{"type":"turn/start","seq":@,"time":1,"data":{"turn":1.5}}`,
+		`{"type":"turn/start","seq":@,"time":1,"data":{"turn":9007199254740993}}`,
+		`{"type":"step/start","seq":@,"time":3,"data":{"turn":1,"step":"1"}}`,
+		`{"type":"step/start","seq":@,"time":3,"data":{"turn":1,"step":1},"ignorable":true}`,
+		`{"type":"step/end","seq":@,"time":-7,"data":{"turn":1,"step":1}}`,
+		`{"type":"step/end","seq":@,"time":9007199254740993,"data":{"turn":1,"step":1}}`,
 	}
 	for range rng.IntN(4) {
 		d := defects[rng.IntN(len(defects))]

@@ -1,9 +1,11 @@
 package eventstore
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -108,4 +110,127 @@ func TestRowMembersArePlain(t *testing.T) {
 	if members < 100 || unsafe != 1 {
 		t.Fatalf("%d members checked, %d with an unsafe seq", members, unsafe)
 	}
+}
+
+// TestBracketEventsPassEveryCheck guards bracketEvent, the load checks' unparsed path for turn and step
+// brackets: whatever it accepts, parsed and run through every check the load makes of an event, passes
+// each one and is not upgraded, and the number it returns is the one the repair planner reads. Its inputs
+// are every bracket in the fixtures, edge cases, and each of those with one byte changed.
+func TestBracketEventsPassEveryCheck(t *testing.T) {
+	lines := []string{
+		`{"type":"turn/start","seq":0,"time":0,"data":{"turn":0}}`,
+		`{"type":"turn/start","seq":9007199254740991,"time":9007199254740991,"data":{"turn":9007199254740991}}`,
+		`{"type":"turn/end","seq":3,"time":1,"data":{"turn":1,"reason":{"kind":"blocked"}}}`,
+		`{"type":"turn/end","seq":3,"time":1,"data":{"turn":1,"reason":{"kind":"max-tokens"}}}`,
+		`{"type":"turn/end","seq":3,"time":1,"data":{"turn":1,"reason":{"kind":"interrupted"}}}`,
+		`{"type":"turn/end","seq":3,"time":1,"data":{"turn":2,"reason":{"kind":"aborted"}}}`,
+		`{"type":"turn/end","seq":3,"time":1,"data":{"turn":2,"reason":{"kind":"disposed"}}}`,
+		`{"type":"turn/end","seq":3,"time":1,"data":{"turn":2,"reason":{"kind":"error"}}}`,
+		`{"type":"turn/end","seq":3,"time":1,"data":{"turn":0,"reason":{"kind":"completed"}}}`,
+		`{"type":"step/start","seq":12,"time":1,"data":{"turn":1,"step":0}}`,
+		`{"type":"step/end","seq":12,"time":1,"data":{"turn":1,"step":70}}`,
+		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"user"}}}`,
+	}
+	fixtureBrackets := 0
+	err := filepath.WalkDir(fixtures.Path(t, "upstream", "raw"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".jsonl") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		for _, l := range strings.Split(string(data), "\n") {
+			for _, typ := range []string{"turn/start", "turn/end", "step/start", "step/end"} {
+				if strings.HasPrefix(l, `{"type":"`+typ+`"`) {
+					lines = append(lines, l)
+					fixtureBrackets++
+				}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := len(lines)
+	for i := range base {
+		for at := range len(lines[i]) {
+			for _, b := range []byte{'0', '1', '9', '-', '.', 'e', '}', ',', '"', 'x'} {
+				if m := []byte(lines[i]); m[at] != b {
+					m[at] = b
+					lines = append(lines, string(m))
+				}
+			}
+		}
+	}
+	accepted, fixturesAccepted, refused := 0, 0, 0
+	for i, l := range lines {
+		e, err := event.ParseEvent([]byte(l))
+		if err != nil {
+			continue
+		}
+		n, ok := bracketEvent(e)
+		if !ok {
+			refused++
+			continue
+		}
+		accepted++
+		if i < base && i >= base-fixtureBrackets {
+			fixturesAccepted++
+		}
+		if why := bracketCheckFailure(e, n); why != "" {
+			t.Errorf("%s: accepted without parsing, but %s", l, why)
+		}
+	}
+	if fixtureBrackets == 0 || fixturesAccepted*10 < fixtureBrackets*9 || refused < 100 || accepted < base {
+		t.Fatalf("%d accepted (%d of the fixtures' %d brackets), %d refused: the test exercises too little",
+			accepted, fixturesAccepted, fixtureBrackets, refused)
+	}
+	t.Logf("%d accepted (%d of the fixtures' %d brackets), %d refused", accepted, fixturesAccepted, fixtureBrackets, refused)
+}
+
+// bracketCheckFailure runs the load's checks of one event on its parsed record and says which one the
+// event fails or what differs from the unparsed path's reading, "" when none.
+func bracketCheckFailure(e event.Event, n float64) string {
+	rec, err := loadRecord(e)
+	if err != nil {
+		return "it does not parse: " + err.Error()
+	}
+	for _, check := range retiredChecks {
+		if err := check(e, rec, "s"); err != nil {
+			return "a retired-vocabulary check fails: " + err.Error()
+		}
+	}
+	if _, changed, err := migrateEvent(rec, "s", map[float64]string{}); err != nil || changed {
+		return fmt.Sprintf("the upgrade says changed %v, %v", changed, err)
+	}
+	if err := checkMessageEventShape(rec, func() string { return "event" }); err != nil {
+		return "the message shape check fails: " + err.Error()
+	}
+	if _, ok := eventMessageID(rec); ok {
+		return "it carries a message id"
+	}
+	if !event.IsKnownType(e.Type) {
+		return "its type is unknown"
+	}
+	if e.Seq < 0 {
+		return "its seq is not safe"
+	}
+	if err := checkEnvelope(rec, int(e.Seq)); err != nil {
+		return "the envelope check fails: " + err.Error()
+	}
+	if err := checkSupportedRequestHeader(rec, func() string { return "event" }); err != nil {
+		return "the request header check fails: " + err.Error()
+	}
+	parsed, fast := newTurnScan(), newTurnScan()
+	for _, s := range []*turnScan{parsed, fast} { // a state every bracket changes
+		s.openTurn, s.openStep = slotOf(event.Number(7), true), slotOf(event.Number(8), true)
+		s.pending.set(s.pending.key(event.String("c"), true), &pendingCall{id: event.String("c"), idOK: true})
+	}
+	if err := parsed.step(e, &rec); err != nil {
+		return "the planner fails: " + err.Error()
+	}
+	fast.stepBracket(e, n)
+	if !reflect.DeepEqual(parsed, fast) {
+		return fmt.Sprintf("the planner's state differs: parsed %+v, unparsed %+v", *parsed, *fast)
+	}
+	return ""
 }

@@ -165,13 +165,9 @@ func (s *turnScan) step(e event.Event, parsed *event.Value) error {
 		if err != nil {
 			return err
 		}
-		s.openTurn = slotOf(turn, ok)
-		s.openStep = jsSlot{null: true, defined: true}
-		s.pending.clear()
+		s.startTurn(slotOf(turn, ok))
 	case "turn/end":
-		s.openTurn = jsSlot{null: true, defined: true}
-		s.openStep = jsSlot{null: true, defined: true}
-		s.pending.clear()
+		s.endTurn()
 	case "step/start":
 		step, ok, err := jsGet(data, dataOK, "step")
 		if err != nil {
@@ -179,8 +175,7 @@ func (s *turnScan) step(e event.Event, parsed *event.Value) error {
 		}
 		s.openStep = slotOf(step, ok)
 	case "step/end":
-		s.pending.clear()
-		s.openStep = jsSlot{null: true, defined: true}
+		s.endStep()
 	case "assistant/message":
 		content, contentOK, err := jsPath(data, dataOK, "message", "content")
 		if err != nil {
@@ -222,6 +217,37 @@ func (s *turnScan) step(e event.Event, parsed *event.Value) error {
 		s.pending.delete(s.pending.key(callID, ok))
 	}
 	return nil
+}
+
+// stepBracket is step for an event the load checks read without parsing: a bracket (bracketEvent, n its
+// number) or a chunk row's member (nothing to track).
+func (s *turnScan) stepBracket(e event.Event, n float64) {
+	switch e.Type {
+	case "turn/start":
+		s.startTurn(slotOf(event.Number(n), true))
+	case "turn/end":
+		s.endTurn()
+	case "step/start":
+		s.openStep = slotOf(event.Number(n), true)
+	case "step/end":
+		s.endStep()
+	}
+}
+
+func (s *turnScan) startTurn(turn jsSlot) {
+	s.openTurn = turn
+	s.openStep = jsSlot{null: true, defined: true}
+	s.pending.clear()
+}
+
+func (s *turnScan) endTurn() {
+	s.openTurn = jsSlot{null: true, defined: true}
+	s.endStep()
+}
+
+func (s *turnScan) endStep() {
+	s.openStep = jsSlot{null: true, defined: true}
+	s.pending.clear()
 }
 
 // open reports whether the scan ended inside a turn (the harness's `openTurn !== null`).
