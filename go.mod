@@ -6,9 +6,6 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/klauspost/compress v1.20.4
-)
-
-require (
-	github.com/mattn/go-sqlite3 v1.14.53 // indirect
-	golang.org/x/sys v0.28.0 // indirect
+	github.com/mattn/go-sqlite3 v1.14.53
+	golang.org/x/sys v0.28.0
 )

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // The harness checks a stored log in whole-log passes, one after another (parse, the retired-vocabulary
@@ -131,6 +132,7 @@ func (c *logCheck) parse(lo, hi int) parsedBlock {
 	}
 	if cap(b.recs) < hi-lo {
 		b.recs, b.plain = make([]event.Value, hi-lo), make([]bool, hi-lo)
+		pages.Touch(b.recs) // most records stay zero, and the collector would read them first
 	} else {
 		b.recs, b.plain = b.recs[:hi-lo], b.plain[:hi-lo]
 		clear(b.recs) // an unparsed event's record must read as the zero Value

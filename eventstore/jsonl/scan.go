@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"unsafe"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // scanner consumes the plaintext after the header record and keeps the contiguous event prefix, as the
@@ -157,6 +157,19 @@ var errUnparsable = errors.New("unparsable line")
 // a list per line (or per row) was an allocation for every line of a load.
 var chunkEvents = sync.Pool{New: func() any { return new([]event.Event) }}
 
+// roomFor makes room in evs for at least n more events, in memory written before the collector can read
+// it (package pages): a list growing by append would be copied into untouched pages under the write
+// barrier, which reads them first.
+func roomFor(evs []event.Event, n int) []event.Event {
+	if cap(evs)-len(evs) >= n {
+		return evs
+	}
+	grown := make([]event.Event, len(evs), max(2*cap(evs), len(evs)+n, 1024))
+	pages.Touch(grown[:cap(grown)])
+	copy(grown, evs)
+	return grown
+}
+
 // maxPooledEvents bounds the lists chunkEvents keeps: a piece of tiny rows can expand to millions of
 // events, and the pool would hold that list's memory until the collector empties it.
 const maxPooledEvents = 1 << 16
@@ -195,6 +208,7 @@ func predecode(plain []byte, own bool) chunk {
 		if pos == 0 {
 			c.head = plain[:nl]
 		}
+		evs = roomFor(evs, 256) // rows longer than that are rare: append grows the list for them
 		before := len(evs)
 		row := false
 		err := errUnparsable
@@ -292,6 +306,7 @@ func (s *scanner) grow(need int) {
 		c = max(need, cap(s.events)+cap(s.events)/4, int(float64(need)/s.share*1.1))
 	}
 	grown := make([]event.Event, len(s.events), c)
+	pages.Touch(grown[:cap(grown)]) // before the copy's write barrier and the collector read it (package pages)
 	copy(grown, s.events)
 	s.events = grown
 }
@@ -300,7 +315,10 @@ func (s *scanner) grow(need int) {
 // session, and grow can leave room that was not needed.
 func (s *scanner) list() []event.Event {
 	if cap(s.events)-len(s.events) > len(s.events)/4 {
-		return slices.Clip(append([]event.Event(nil), s.events...))
+		trimmed := make([]event.Event, len(s.events))
+		pages.Touch(trimmed)
+		copy(trimmed, s.events)
+		return trimmed
 	}
 	return s.events
 }
