@@ -191,7 +191,7 @@ func (c *chunk) releaseEvents() {
 //
 // With own set, the events keep no reference to plain, which the caller may reuse: the bytes of every line
 // that is not a chunk row are copied into one buffer of their exact size. A row's bytes are not kept at
-// all, since its events are built afresh: in a log of streamed replies the rows are most of the text.
+// all, since its events are built afresh.
 // Without own, the events alias plain, which must then never change.
 func predecode(plain []byte, own bool) chunk {
 	c := chunk{size: len(plain), lines: make([]decodedLine, 0, bytes.Count(plain, []byte{'\n'}))}
