@@ -106,7 +106,7 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 		if rev != "" {
 			c.verdicts[id] = verdict{rev: rev, refusal: sess.Refusal}
 		}
-		e.mtime = sess.ModTime
+		e.mtime = sess.ModTime()
 		e.size = estimate(sess)
 		c.sessionBytes += e.size
 		c.evictSessionsLocked(e)

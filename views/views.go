@@ -49,7 +49,6 @@ type Session struct {
 	Location   string
 	Revision   string        // the backend's artifact token (the harness's revision), as status.json shows it
 	Identity   string        // the artifact's storage identity (eventstore.Artifact.Identity); "" when unknown
-	ModTime    time.Time     // newest event time; the artifact's mtime for an empty or refused session
 	Header     *event.Header // nil when the header itself was refused
 	HeaderLine []byte        // a refused session's first line, when it is a JSON object
 	Events     []event.Event // the list every view is computed from
@@ -58,6 +57,10 @@ type Session struct {
 	Refusal    error // why the session cannot be shown; only header, status and raw work then
 	Live       bool  // this process writes the session (its engine is the source of the snapshot)
 	Pending    int   // the last Pending events are accepted but not durable yet
+
+	// mtime answers ModTime; for a loaded log it reads every event, so it runs on first use (`cat` of
+	// the events view never asks)
+	mtime func() time.Time
 
 	store *eventstore.Store
 	opts  Options
@@ -92,7 +95,7 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 			e = entryOf(ctx, st, id)
 		}
 		if e != nil {
-			s.Location, s.Revision, s.ModTime, s.Header, s.HeaderLine = e.Path, e.Revision, e.ModTime, e.Header, e.HeaderLine
+			s.Location, s.Revision, s.mtime, s.Header, s.HeaderLine = e.Path, e.Revision, fixedTime(e.ModTime), e.Header, e.HeaderLine
 		}
 		return s, nil
 	}
@@ -104,7 +107,8 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	} else {
 		s.Events = ins.Events[:len(ins.Events)-len(ins.Closers)]
 	}
-	s.ModTime = modTime(s.Events, p.Artifact.ModTime)
+	events, artifact := s.Events, p.Artifact.ModTime
+	s.mtime = sync.OnceValue(func() time.Time { return modTime(events, artifact) })
 	if f := ins.Folder; f != nil && (opts.Inspect || len(ins.Closers) == 0) {
 		// the validation already folded exactly these events: keep its result instead of folding again
 		res := f.Result()
@@ -115,7 +119,7 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 
 // FromEntry is the snapshot of a session the listing already refused, without reading it again.
 func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session {
-	return &Session{ID: e.ID, Backend: st.Backend().Name(), Location: e.Path, Revision: e.Revision, ModTime: e.ModTime,
+	return &Session{ID: e.ID, Backend: st.Backend().Name(), Location: e.Path, Revision: e.Revision, mtime: fixedTime(e.ModTime),
 		Header: e.Header, HeaderLine: e.HeaderLine, Refusal: e.Refusal, store: st, opts: opts}
 }
 
@@ -124,11 +128,22 @@ func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session 
 func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) *Session {
 	h := snap.Header
 	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: st.Location(snap.Path), Revision: snap.Revision.Artifact, Identity: snap.Revision.Identity,
-		ModTime: snap.ModTime, Header: &h, Events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
+		mtime: fixedTime(snap.ModTime), Header: &h, Events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
 		store: st, opts: opts}
 	s.foldOnce.Do(func() { s.fold = snap.Fold })
 	return s
 }
+
+// ModTime is the session's mtime: its newest event time; the artifact's mtime for an empty or refused
+// session.
+func (s *Session) ModTime() time.Time {
+	if s.mtime == nil {
+		return time.Time{}
+	}
+	return s.mtime()
+}
+
+func fixedTime(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 // modTime is the newest event time of a log (a view's mtime comes from its data, so it is the same on
 // every mount); an empty log uses the artifact's mtime.
