@@ -147,7 +147,7 @@ func (c *logCheck) parse(lo, hi int) parsedBlock {
 				b.plain[i] = true
 				continue // recs[i] stays the zero Value: nothing below reads more than e.Type and e.Seq
 			}
-			if n, ok := bracketsFast(e); ok {
+			if n, ok := bracketEvent(e); ok {
 				b.plain[i] = true
 				b.recs[i] = event.Number(n) // not a record: the bracket's number, for the turns pass
 				continue
@@ -162,9 +162,6 @@ func (c *logCheck) parse(lo, hi int) parsedBlock {
 	})
 	return b
 }
-
-// bracketsFast is bracketEvent, unless a test turns the fast path off to compare with the parsed one.
-var bracketsFast = bracketEvent
 
 // rowMember reports whether stored event i is a member of a chunk row with a safe seq, whose envelope
 // plainEnvelope would accept without reading it: a record Expand wrote (TestRowMembersArePlain).
