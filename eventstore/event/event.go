@@ -191,6 +191,11 @@ func NewEventFrom(typ string, seq, time int64, data []byte, extra ...Member) Eve
 		buf = AppendStringify(buf, m.Value)
 	}
 	buf = append(buf, '}')
+	if cap(buf)-len(buf) > len(buf)/8 {
+		// extra members outgrew the first guess and append doubled the buffer: the event may live as long
+		// as its session (a SQLite load builds every scalar event here), so it keeps only its bytes
+		buf = append(make([]byte, 0, len(buf)), buf...)
+	}
 	return Event{Raw: buf, Type: typ, Seq: seqFromInt(seq)}
 }
 

@@ -157,19 +157,6 @@ var errUnparsable = errors.New("unparsable line")
 // a list per line (or per row) was an allocation for every line of a load.
 var chunkEvents = sync.Pool{New: func() any { return new([]event.Event) }}
 
-// roomFor makes room in evs for at least n more events, in memory written before the collector can read
-// it (package pages): a list growing by append would be copied into untouched pages under the write
-// barrier, which reads them first.
-func roomFor(evs []event.Event, n int) []event.Event {
-	if cap(evs)-len(evs) >= n {
-		return evs
-	}
-	grown := make([]event.Event, len(evs), max(2*cap(evs), len(evs)+n, 1024))
-	pages.Touch(grown[:cap(grown)])
-	copy(grown, evs)
-	return grown
-}
-
 // maxPooledEvents bounds the lists chunkEvents keeps: a piece of tiny rows can expand to millions of
 // events, and the pool would hold that list's memory until the collector empties it.
 const maxPooledEvents = 1 << 16
@@ -208,7 +195,9 @@ func predecode(plain []byte, own bool) chunk {
 		if pos == 0 {
 			c.head = plain[:nl]
 		}
-		evs = roomFor(evs, 256) // rows longer than that are rare: append grows the list for them
+		// room made ahead, in memory written before the collector reads it (package pages); a longer row
+		// grows the list by append
+		evs = pages.Grow(evs, 256)
 		before := len(evs)
 		row := false
 		err := errUnparsable
@@ -295,33 +284,14 @@ func (s *scanner) writeChunk(c chunk) error {
 	return nil
 }
 
-// grow makes room for need events. Copying the list is dear: it is a slice of pointers, and while the
-// collector runs (it does, most of a large load) every pointer copied takes a write barrier; growing by what
-// each chunk needed (slices.Grow: a quarter at a time) copied a 500k-event list about thirty times. So the
-// list doubles while little of the input is known, and once share says how far the scan is, it is sized
-// for all of the input at the rate of events seen so far, with a tenth more.
-func (s *scanner) grow(need int) {
-	c := max(need, 2*cap(s.events))
-	if s.share >= 1.0/32 {
-		c = max(need, cap(s.events)+cap(s.events)/4, int(float64(need)/s.share*1.1))
-	}
-	grown := make([]event.Event, len(s.events), c)
-	pages.Touch(grown[:cap(grown)]) // before the copy's write barrier and the collector read it (package pages)
-	copy(grown, s.events)
-	s.events = grown
-}
+// grow makes room for need events, sized by how much of the input the scan has consumed (pages.GrowTo):
+// growing by what each chunk needed (slices.Grow: a quarter at a time) copied a 500k-event list about
+// thirty times.
+func (s *scanner) grow(need int) { s.events = pages.GrowTo(s.events, need, s.share) }
 
 // list is the events scanned, without more than a quarter of slack: the list lives as long as the
 // session, and grow can leave room that was not needed.
-func (s *scanner) list() []event.Event {
-	if cap(s.events)-len(s.events) > len(s.events)/4 {
-		trimmed := make([]event.Event, len(s.events))
-		pages.Touch(trimmed)
-		copy(trimmed, s.events)
-		return trimmed
-	}
-	return s.events
-}
+func (s *scanner) list() []event.Event { return pages.Trim(s.events) }
 
 // decodeParallel produces the chunks for n pieces of input in order, running produce on up to
 // GOMAXPROCS goroutines; consume sees chunk i only after chunks 0..i-1 and may stop the run by

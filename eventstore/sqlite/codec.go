@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/pages"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -40,11 +41,15 @@ type row struct {
 	// maxData bounds a scalar row's decompressed data (the store's max_line_bytes; 0: none): the format
 	// caps only packed rows, and a hostile BLOB must not make a read allocate without bound.
 	maxData int64
+	// released is the size of data dropped once the row was decoded (scanRows with release): a load
+	// reports a torn tail by its size only, and holding every row's data beside its events took a 500k-event
+	// session's load past 256 MiB
+	released int64
 }
 
 // size is the row's stored size, for reports of what a repair removes.
 func (r *row) size() int64 {
-	n := int64(len(r.typ) + len(r.seqs) + 24)
+	n := int64(len(r.typ)+len(r.seqs)+24) + r.released
 	switch d := r.data.(type) {
 	case string:
 		n += int64(len(d))
@@ -55,6 +60,17 @@ func (r *row) size() int64 {
 		n += int64(len(*r.surface))
 	}
 	return n
+}
+
+// release drops the row's data, keeping its size.
+func (r *row) release() {
+	switch d := r.data.(type) {
+	case string:
+		r.released += int64(len(d))
+	case []byte:
+		r.released += int64(len(d))
+	}
+	r.data = nil
 }
 
 const maxSafe = 1<<53 - 1
@@ -175,12 +191,25 @@ func encodeData(text []byte) any {
 
 // decodeRow expands a physical row into its logical events (the harness's decodeRow).
 func decodeRow(r *row) ([]event.Event, error) {
-	if r.ignorable == nil || *r.ignorable != packedSentinel {
+	return decodeRowInto(r, nil)
+}
+
+// packed reports whether the row is a packed chunk row (by its discriminator; decodeRow validates it).
+func (r *row) packed() bool { return r.ignorable != nil && *r.ignorable == packedSentinel }
+
+// decodeRowInto is decodeRow returning a scalar row's event in single (one slot of an array, or nil for
+// a list of its own): a long log's scan gives every scalar row a slot of one shared array.
+func decodeRowInto(r *row, single []event.Event) ([]event.Event, error) {
+	if !r.packed() {
 		ev, err := decodeScalar(r)
 		if err != nil {
 			return nil, err
 		}
-		return []event.Event{ev}, nil
+		if single == nil {
+			single = make([]event.Event, 1)
+		}
+		single[0] = ev
+		return single, nil
 	}
 	if !event.IsRowTag(r.typ) {
 		return nil, &event.MalformedRowError{Tag: r.typ, Why: "packed discriminator requires a chunk tag"}
@@ -401,9 +430,10 @@ func DecodeSeqs(b []byte) ([]int64, error) {
 
 // scanned is the committed prefix of a run of rows (the harness's scanRows result).
 type scanned struct {
-	events   []event.Event
-	tornFrom int64 // -1: none
-	tornRows []row // the rows from tornFrom on
+	events     []event.Event
+	rowMembers []uint64 // bit i: events[i] came from a packed row (eventstore.Prefix.RowMembers)
+	tornFrom   int64    // -1: none
+	tornRows   []row    // the rows from tornFrom on
 }
 
 // CommittedRowError is the harness's refusal of a bad row at or before the last turn/end.
@@ -415,43 +445,86 @@ func (e *CommittedRowError) Error() string {
 
 // scanRows decides the committed prefix of rows read from base on: a row that fails to decode, or whose
 // members do not continue the seqs, is corruption when a later row proves a committed turn/end, and
-// otherwise starts the torn tail.
-func scanRows(rows []row, base int64) (scanned, error) {
-	decoded := make([][]event.Event, len(rows))
-	errs := make([]error, len(rows))
-	done := make([]bool, len(rows))
+// otherwise starts the torn tail. With release, a row's data is dropped once it is decoded (its size kept),
+// for callers that need no more of the torn rows than their size.
+func scanRows(rows []row, base int64, release bool) (scanned, error) {
+	s := newRowScan(base, lastTurnEnd(rows), release)
+	if err := s.add(rows); err != nil {
+		return scanned{}, err
+	}
+	return s.scanned, nil
+}
+
+// lastTurnEnd is the seq of the last of rows that decodes to a turn/end (-1: none): a malformed row cannot
+// prove that an earlier prefix committed. Only a scalar turn/end row can decode to one.
+func lastTurnEnd(rows []row) int64 {
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].typ != "turn/end" {
+			continue
+		}
+		if evs, err := decodeRow(&rows[i]); err == nil && len(evs) == 1 && evs[0].Type == "turn/end" {
+			return rows[i].seq
+		}
+	}
+	return -1
+}
+
+// rowScan assembles the committed prefix of rows given in seq order, in one run (scanRows) or block by
+// block as a query returns them (LoadStored), so that a long log's rows need not be held beside its
+// events.
+type rowScan struct {
+	scanned
+	base      int64   // the seq the first event must have
+	committed int64   // the seq of the last row that decodes to a turn/end (lastTurnEnd); -1: none
+	release   bool    // drop each row's data once decoded (row.release)
+	share     float64 // the fraction of all rows given once this block is in (0: unknown), to size the list
+	// a block's decoding, reused by the next block
+	decoded [][]event.Event
+	singles []event.Event // the events of scalar rows, a slot per row
+	errs    []error
+	done    []bool
+}
+
+func newRowScan(base, committed int64, release bool) *rowScan {
+	return &rowScan{scanned: scanned{tornFrom: -1}, base: base, committed: committed, release: release}
+}
+
+// add scans the next rows. Once a row starts the torn tail, tornRows holds it and the rest of this block,
+// and later rows are for the caller to count.
+func (s *rowScan) add(rows []row) error {
+	if s.tornFrom >= 0 {
+		return nil
+	}
+	n := len(rows)
+	if cap(s.decoded) < n {
+		s.decoded, s.singles = make([][]event.Event, n), make([]event.Event, n)
+		s.errs, s.done = make([]error, n), make([]bool, n)
+		pages.Touch(s.decoded) // both hold pointers, and most of singles stays zero: see package pages
+		pages.Touch(s.singles)
+	}
+	decoded, singles, errs, done := s.decoded[:n], s.singles[:n], s.errs[:n], s.done[:n]
+	clear(done)
 	decode := func(i int) ([]event.Event, error) {
 		if !done[i] {
-			decoded[i], errs[i] = decodeRow(&rows[i])
+			decoded[i], errs[i] = decodeRowInto(&rows[i], singles[i:i+1:i+1])
 			done[i] = true
+			if s.release && errs[i] == nil {
+				rows[i].release()
+			}
 		}
 		return decoded[i], errs[i]
 	}
-	if len(rows) >= 4096 {
-		// a long log: every row decoded on every core first (rows are independent); the passes below then
-		// only look the results up
-		_ = eventstore.Parallel(len(rows), 4096, func(lo, hi int) error {
+	if n >= 1024 {
+		// a long run: every row decoded on every core first (rows are independent); the pass below then
+		// only looks the results up
+		_ = eventstore.Parallel(n, 1024, func(lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				decode(i)
 			}
 			return nil
 		})
 	}
-	lastTurnEnd := -1
-	for i := len(rows) - 1; i >= 0 && lastTurnEnd < 0; i-- {
-		evs, err := decode(i)
-		if err != nil {
-			continue // a malformed row cannot prove that an earlier prefix committed
-		}
-		for _, e := range evs {
-			if e.Type == "turn/end" {
-				lastTurnEnd = i
-				break
-			}
-		}
-	}
-	out := scanned{tornFrom: -1}
-	total := 0
+	total := len(s.events)
 	for i := range rows {
 		if done[i] && errs[i] == nil {
 			total += len(decoded[i])
@@ -459,8 +532,8 @@ func scanRows(rows []row, base int64) (scanned, error) {
 			total++
 		}
 	}
-	out.events = make([]event.Event, 0, total)
-	expected := base
+	s.events = pages.GrowTo(s.events, total, s.share)
+	expected := s.base + int64(len(s.events))
 	for i := range rows {
 		evs, err := decode(i)
 		ok := err == nil
@@ -472,16 +545,24 @@ func scanRows(rows []row, base int64) (scanned, error) {
 			expected++
 		}
 		if !ok {
-			if i <= lastTurnEnd {
-				return scanned{}, &CommittedRowError{Seq: rows[i].seq}
+			if rows[i].seq <= s.committed {
+				return &CommittedRowError{Seq: rows[i].seq}
 			}
-			out.tornFrom, out.tornRows = rows[i].seq, rows[i:]
-			return out, nil
+			s.tornFrom, s.tornRows = rows[i].seq, rows[i:]
+			break
 		}
-		out.events = append(out.events, evs...)
-		decoded[i] = nil // the prefix holds them now
+		if rows[i].packed() && s.base == 0 { // a member's seq is then its index (checked above)
+			for k := len(s.events); k < len(s.events)+len(evs); k++ {
+				for k/64 >= len(s.rowMembers) {
+					s.rowMembers = append(s.rowMembers, 0)
+				}
+				s.rowMembers[k/64] |= 1 << (k % 64)
+			}
+		}
+		s.events = append(s.events, evs...)
 	}
-	return out, nil
+	clear(decoded) // the prefix holds the events now; singles are copied, and overwritten by the next block
+	return nil
 }
 
 // bound is one physical row ready to insert, in the column order of the insert statement.

@@ -13,7 +13,9 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/internal/eventtest"
+	"github.com/dshfs/dshfs/internal/synth"
 )
 
 func newDB(t *testing.T) (*Backend, string) {
@@ -540,5 +542,216 @@ func TestTwoProcesses(t *testing.T) {
 	b.db.QueryRow(`SELECT revision FROM sessions`).Scan(&rev)
 	if rev != 2 {
 		t.Errorf("revision %d", rev)
+	}
+}
+
+// TestRowMembers: LoadStored marks exactly the events that came from packed rows (eventstore.Prefix.RowMembers,
+// which lets the load checks skip their envelopes), for a log mixing packed rows with scalar rows.
+func TestRowMembers(t *testing.T) {
+	b, _ := newDB(t)
+	root := filepath.Join(t.TempDir(), "root")
+	if err := synth.Write(root, jsonl.None, "rows", 3000); err != nil {
+		t.Fatal(err)
+	}
+	src, err := jsonl.Open(root, jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := src.LoadStored(ctx, "rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Materialize(ctx, p.Header, p.Events); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.readRows(ctx, b.db, sqlSelectEvents, "rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []bool
+	for i := range rows {
+		evs, err := decodeRow(&rows[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range evs {
+			want = append(want, rows[i].packed())
+		}
+	}
+	got, err := b.LoadStored(ctx, "rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Events) != len(want) || len(want) != len(p.Events) {
+		t.Fatalf("%d events loaded, %d in the rows, %d written", len(got.Events), len(want), len(p.Events))
+	}
+	marked := 0
+	for i, w := range want {
+		if m := i/64 < len(got.RowMembers) && got.RowMembers[i/64]&(1<<(i%64)) != 0; m != w {
+			t.Fatalf("event %d (%s) marked %v, from a packed row %v", i, got.Events[i].Raw, m, w)
+		} else if m {
+			marked++
+		}
+	}
+	if marked == 0 || marked == len(want) {
+		t.Fatalf("%d of %d events marked: the test exercises too little", marked, len(want))
+	}
+	ins, err := eventstore.New(b).Inspect(ctx, "rows")
+	if err != nil || len(ins.Events) != len(p.Events) {
+		t.Fatalf("inspect: %v", err)
+	}
+}
+
+// TestReleasedRowsKeepTheirSize: a load drops each row's data once decoded (scanRows with release), and the
+// torn tail it reports still has the size of the rows as stored, rows after the bad one included.
+func TestReleasedRowsKeepTheirSize(t *testing.T) {
+	b, _ := newDB(t)
+	log := eventtest.Log(t, `turn/start {"turn":1}`, `step/start {"turn":1,"step":1}`)
+	if _, err := b.Materialize(ctx, hdr("s"), log); err != nil {
+		t.Fatal(err)
+	}
+	insertRow(t, b, "s", 2, "text-chunks", `{"turn":1,"step":1,"index":0,"dt":[0,0],"texts":["a","b",5]}`, 0)
+	insertRow(t, b, "s", 5, "step/end", `{"turn":1,"step":1,"note":"`+strings.Repeat("x", 5000)+`"}`, nil)
+	var sizes [2]int64
+	for k, release := range []bool{false, true} {
+		rows, err := b.readRows(ctx, b.db, sqlSelectEvents, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := scanRows(rows, 0, release)
+		if err != nil || sc.tornFrom != 2 || len(sc.tornRows) != 2 {
+			t.Fatalf("release %v: torn from %d, %d rows, %v", release, sc.tornFrom, len(sc.tornRows), err)
+		}
+		for i := range sc.tornRows {
+			sizes[k] += sc.tornRows[i].size()
+		}
+		if release && (rows[0].data != nil || rows[1].data != nil) {
+			t.Fatal("a decoded row kept its data")
+		}
+	}
+	if sizes[0] != sizes[1] || sizes[0] < 5000 {
+		t.Fatalf("torn sizes %d kept, %d released", sizes[0], sizes[1])
+	}
+	p, err := b.LoadStored(ctx, "s")
+	if err != nil || p.Torn == nil || p.Torn.Bytes != sizes[0] {
+		t.Fatalf("LoadStored: %+v, %v (want %d torn bytes)", p.Torn, err, sizes[0])
+	}
+}
+
+// TestLoadBlocksMatchWholeScan: LoadStored, which scans a session's rows block by block, gives what one
+// scan of all its rows gives — events, row members, the torn tail's start and size, the refusal — for
+// blocks down to one row, on an intact log (ending in an open turn) and on logs with a bad row before the
+// last turn/end, after it, and in the last turn/end itself.
+func TestLoadBlocksMatchWholeScan(t *testing.T) {
+	defer func(n int) { loadBlock = n }(loadBlock)
+	root := filepath.Join(t.TempDir(), "root")
+	if err := synth.Write(root, jsonl.None, "s", 600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := jsonl.Open(root, jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := src.LoadStored(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(p.Events))
+	// a session per variant: the synthetic log, then an open turn after its last turn/end
+	setup := func(t *testing.T) (*Backend, string) {
+		b, path := newDB(t)
+		if _, err := b.Materialize(ctx, p.Header, p.Events); err != nil {
+			t.Fatal(err)
+		}
+		insertRow(t, b, "s", n, "turn/start", `{"turn":999}`, nil)
+		insertRow(t, b, "s", n+1, "text-chunks", `{"turn":999,"step":1,"index":0,"dt":[0,0],"texts":["a","b","c"]}`, 0)
+		insertRow(t, b, "s", n+4, "step/start", `{"turn":999,"step":2}`, nil)
+		return b, path
+	}
+	b, _ := setup(t)
+	rows, err := b.readRows(ctx, b.db, sqlSelectEvents, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends, packed []int64
+	for _, r := range rows {
+		if r.typ == "turn/end" {
+			ends = append(ends, r.seq)
+		}
+		if r.packed() {
+			packed = append(packed, r.seq)
+		}
+	}
+	if len(ends) < 3 || len(packed) < 3 || len(rows) < 50 {
+		t.Fatalf("%d rows, %d turn/ends, %d packed: the test exercises too little", len(rows), len(ends), len(packed))
+	}
+	bad := func(seq int64, data string) string {
+		return fmt.Sprintf(`UPDATE events SET data = '%s' WHERE session_id = 's' AND seq = %d`, data, seq)
+	}
+	variants := []struct {
+		name string
+		sql  []string
+	}{
+		{"intact", nil},
+		{"bad packed row before the last turn/end", []string{bad(packed[len(packed)/2], `{"turn":1}`)}},
+		{"bad row after the last turn/end", []string{bad(n+1, `{"turn":1}`)}},
+		{"bad last turn/end", []string{bad(ends[len(ends)-1], `nope`), bad(n, `nope`)}},
+		// a row that fails validation fails the read even after a committed row that does not decode
+		{"invalid row after a bad committed row", []string{bad(packed[len(packed)/2], `{"turn":1}`),
+			fmt.Sprintf(`UPDATE events SET data = 42 WHERE session_id = 's' AND seq = %d`, n+4)}},
+	}
+	kinds := map[string]bool{}
+	for _, v := range variants {
+		b, path := setup(t)
+		if len(v.sql) > 0 {
+			rawExec(t, path, v.sql...)
+		}
+		all, wantErr := b.readRows(ctx, b.db, sqlSelectEvents, "s")
+		var want scanned
+		if wantErr == nil {
+			want, wantErr = scanRows(all, 0, false)
+		}
+		var wantTorn int64
+		for i := range want.tornRows {
+			wantTorn += want.tornRows[i].size()
+		}
+		switch {
+		case wantErr != nil && strings.HasPrefix(wantErr.Error(), "stored "): // a fieldError
+			kinds["invalid"] = true
+		case wantErr != nil:
+			kinds["refused"] = true
+		case want.tornFrom >= 0:
+			kinds["torn"] = true
+		default:
+			kinds["intact"] = true
+		}
+		for _, block := range []int{1, 2, 7, 4096} {
+			loadBlock = block
+			got, err := b.LoadStored(ctx, "s")
+			where := fmt.Sprintf("%s, blocks of %d", v.name, block)
+			if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+				t.Fatalf("%s: error %v, want %v", where, err, wantErr)
+			}
+			if err != nil {
+				continue
+			}
+			if len(got.Events) != len(want.events) || fmt.Sprint(got.RowMembers) != fmt.Sprint(want.rowMembers) {
+				t.Fatalf("%s: %d events, members %v; want %d, %v", where, len(got.Events), got.RowMembers, len(want.events), want.rowMembers)
+			}
+			for i := range got.Events {
+				if string(got.Events[i].Raw) != string(want.events[i].Raw) {
+					t.Fatalf("%s: event %d %s, want %s", where, i, got.Events[i].Raw, want.events[i].Raw)
+				}
+			}
+			switch {
+			case want.tornFrom < 0 && got.Torn != nil:
+				t.Fatalf("%s: torn %+v, want none", where, got.Torn)
+			case want.tornFrom >= 0 && (got.Torn == nil || got.Torn.Seq != want.tornFrom || got.Torn.Bytes != wantTorn):
+				t.Fatalf("%s: torn %+v, want from %d, %d bytes", where, got.Torn, want.tornFrom, wantTorn)
+			}
+		}
+	}
+	if len(kinds) != 4 {
+		t.Fatalf("outcomes %v: the variants must fail validation, refuse, tear and load", kinds)
 	}
 }

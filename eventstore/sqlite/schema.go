@@ -254,3 +254,10 @@ func (b *Backend) checkMutation(ctx context.Context, q querier) error {
 
 // uuidPattern is the harness's UUID check for store ids and incarnations.
 var uuidPattern = regexp.MustCompile(`(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// sqlSelectTurnEnds is dshfs's own: a session's turn/end rows, newest first, from which a load learns how
+// far the log is proven committed before it scans the rows block by block (the harness reads them all).
+const sqlSelectTurnEnds = `SELECT ` + sqlEventColumns + ` FROM events WHERE session_id = ? AND type = 'turn/end' ORDER BY seq DESC`
+
+// sqlCountEvents is dshfs's own: how many rows a session has, which sizes a load's event list.
+const sqlCountEvents = `SELECT count(*) FROM events WHERE session_id = ?`

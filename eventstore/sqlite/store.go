@@ -19,6 +19,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/pages"
 	"golang.org/x/sys/unix"
 )
 
@@ -594,25 +595,117 @@ func (b *Backend) lastTimes(ctx context.Context, sessions []session) {
 
 // readRows runs an events query and validates every row; one bad row fails the read, as in the harness.
 func (b *Backend) readRows(ctx context.Context, q querier, query string, args ...any) ([]row, error) {
+	var out []row
+	err := b.eachRow(ctx, q, func(r row, bad error) error {
+		if bad != nil {
+			return bad
+		}
+		out = append(pages.Grow(out, 1), r) // rows hold pointers: see package pages
+		return nil
+	}, query, args...)
+	return out, err
+}
+
+// errStop ends an eachRow early without an error.
+var errStop = errors.New("stop")
+
+// eachRow runs query and hands fn its rows one at a time, each with its validation error (newRow), until
+// fn returns an error (errStop: none).
+func (b *Backend) eachRow(ctx context.Context, q querier, fn func(r row, bad error) error, query string, args ...any) error {
 	rs, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rs.Close()
-	var out []row
 	var c [7]any
 	for rs.Next() {
 		if err := rs.Scan(&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6]); err != nil {
-			return nil, err
+			return err
 		}
-		r, err := newRow(c[0], c[1], c[2], c[3], c[4], c[5], c[6])
-		if err != nil {
-			return nil, err
-		}
+		r, bad := newRow(c[0], c[1], c[2], c[3], c[4], c[5], c[6])
 		r.maxData = b.opts.MaxData
-		out = append(out, r)
+		if err := fn(r, bad); err == errStop {
+			return nil
+		} else if err != nil {
+			return err
+		}
 	}
-	return out, rs.Err()
+	return rs.Err()
+}
+
+// loadBlock is how many rows LoadStored holds at once: enough to decode on every core, few enough that a
+// long log's rows (its stored data) are never all held beside its events.
+var loadBlock = 4096 // a variable so tests can make blocks tiny
+
+// loadRows scans a session's rows block by block (rowScan), with the committed prefix proven by the last
+// turn/end row that decodes, found first by a query of its own; what it returns is scanRows' prefix, and
+// the size of the torn tail. Its errors are readRows' then scanRows': a row that fails validation fails
+// the load wherever it is, even after a committed row that does not decode.
+func (b *Backend) loadRows(ctx context.Context, q querier, id string) (*rowScan, int64, error) {
+	committed := int64(-1)
+	err := b.eachRow(ctx, q, func(r row, bad error) error {
+		if bad != nil {
+			return nil // the scan below reports it, in seq order
+		}
+		if committed = lastTurnEnd([]row{r}); committed >= 0 {
+			return errStop
+		}
+		return nil
+	}, sqlSelectTurnEnds, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	var count int64 // rows in all: how far a block is into them sizes the event list
+	if err := q.QueryRowContext(ctx, sqlCountEvents, id).Scan(&count); err != nil {
+		return nil, 0, err
+	}
+	s := newRowScan(0, committed, true)
+	var torn, given int64
+	var refused error // a committed row that does not decode: reported once every row is validated
+	block := make([]row, 0, loadBlock)
+	flush := func() error {
+		if given += int64(len(block)); count > 0 {
+			s.share = float64(given) / float64(count)
+		}
+		switch {
+		case refused != nil:
+		case s.tornFrom < 0:
+			if refused = s.add(block); refused != nil {
+				break
+			}
+			for i := range s.tornRows {
+				torn += s.tornRows[i].size()
+			}
+			s.tornRows = nil
+		default:
+			for i := range block {
+				torn += block[i].size()
+			}
+		}
+		clear(block)
+		block = block[:0]
+		return nil
+	}
+	err = b.eachRow(ctx, q, func(r row, bad error) error {
+		if bad != nil {
+			return bad
+		}
+		if block = append(block, r); len(block) == loadBlock {
+			return flush()
+		}
+		return nil
+	}, sqlSelectEvents, id)
+	if err == nil {
+		err = flush()
+	}
+	if err == nil {
+		err = refused
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	s.events = pages.Trim(s.events) // the list lives as long as the session
+	return s, torn, nil
 }
 
 // List reads the sessions rows only (the harness's listSnapshots, in its rowid order); a row the harness
@@ -690,7 +783,7 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err != nil {
 		return nil, err
 	}
-	rows, err := b.readRows(ctx, tx, sqlSelectEvents, id)
+	sc, torn, err := b.loadRows(ctx, tx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -698,16 +791,9 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	sc, err := scanRows(rows, 0)
-	if err != nil {
-		return nil, err
-	}
-	p := &eventstore.Prefix{Header: s.header, Events: sc.events, Artifact: art}
+	p := &eventstore.Prefix{Header: s.header, Events: sc.events, RowMembers: sc.rowMembers, Artifact: art}
 	if sc.tornFrom >= 0 {
-		p.Torn = &eventstore.Torn{Seq: sc.tornFrom}
-		for i := range sc.tornRows {
-			p.Torn.Bytes += sc.tornRows[i].size()
-		}
+		p.Torn = &eventstore.Torn{Seq: sc.tornFrom, Bytes: torn}
 	}
 	return p, nil
 }

@@ -75,7 +75,7 @@ func (b *Backend) nextSeq(ctx context.Context, q querier, id string) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	sc, err := scanRows(rows, base)
+	sc, err := scanRows(rows, base, false)
 	if err != nil {
 		return 0, err
 	}
@@ -272,7 +272,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		if err != nil {
 			return err
 		}
-		sc, err := scanRows(rows, 0)
+		sc, err := scanRows(rows, 0, false) // the torn rows go to a sidecar whole
 		if err != nil {
 			return err
 		}

@@ -50,3 +50,47 @@ func Touch[T any](s []T) {
 	}
 	b[len(b)-1] = 0
 }
+
+// Grow returns s with room for at least n more values: s itself when it has the room, else a copy in a
+// new allocation of at least twice the capacity, touched before the copy (whose write barrier would read
+// the new pages first). For lists of pointerful values built by append.
+func Grow[T any](s []T, n int) []T {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	grown := make([]T, len(s), max(2*cap(s), len(s)+n, 64))
+	Touch(grown[:cap(grown)])
+	copy(grown, s)
+	return grown
+}
+
+// Trim returns s, or a copy of it in a new touched allocation of its exact length when more than a
+// quarter of s's capacity is unused: for lists that live as long as what they hold, grown ahead by Grow.
+func Trim[T any](s []T) []T {
+	if cap(s)-len(s) <= len(s)/4 {
+		return s
+	}
+	trimmed := make([]T, len(s))
+	Touch(trimmed)
+	copy(trimmed, s)
+	return trimmed
+}
+
+// GrowTo returns s with room for need values in all, for a list filled from an input of known size:
+// share is the fraction of the input consumed once those values are in (0: unknown). Copying a list of
+// pointers is dear (each pointer copied takes a write barrier while the collector runs, as it does during
+// most of a large load), so the list doubles while little of the input is known, and once share is at
+// least 1/32 it is sized for all of the input at the rate seen so far, with a tenth more.
+func GrowTo[T any](s []T, need int, share float64) []T {
+	if need <= cap(s) {
+		return s
+	}
+	c := max(need, 2*cap(s))
+	if share >= 1.0/32 {
+		c = max(need, cap(s)+cap(s)/4, int(float64(need)/share*1.1))
+	}
+	grown := make([]T, len(s), c)
+	Touch(grown[:cap(grown)])
+	copy(grown, s)
+	return grown
+}
