@@ -545,22 +545,30 @@ func TestTwoProcesses(t *testing.T) {
 	}
 }
 
-// TestRowMembers: LoadStored marks exactly the events that came from packed rows (eventstore.Prefix.RowMembers,
-// which lets the load checks skip their envelopes), for a log mixing packed rows with scalar rows.
-func TestRowMembers(t *testing.T) {
-	b, _ := newDB(t)
+// synthLog is a synthetic session of at least n events (internal/synth), with chunk runs the SQLite
+// backend packs, as a JSONL load reads it.
+func synthLog(t *testing.T, id string, n int) *eventstore.Prefix {
+	t.Helper()
 	root := filepath.Join(t.TempDir(), "root")
-	if err := synth.Write(root, jsonl.None, "rows", 3000); err != nil {
+	if err := synth.Write(root, jsonl.None, id, n); err != nil {
 		t.Fatal(err)
 	}
 	src, err := jsonl.Open(root, jsonl.None)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := src.LoadStored(ctx, "rows")
+	p, err := src.LoadStored(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// TestRowMembers: LoadStored marks exactly the events that came from packed rows (eventstore.Prefix.RowMembers,
+// which lets the load checks skip their envelopes), for a log mixing packed rows with scalar rows.
+func TestRowMembers(t *testing.T) {
+	b, _ := newDB(t)
+	p := synthLog(t, "rows", 3000)
 	if _, err := b.Materialize(ctx, p.Header, p.Events); err != nil {
 		t.Fatal(err)
 	}
@@ -644,18 +652,7 @@ func TestReleasedRowsKeepTheirSize(t *testing.T) {
 // last turn/end, after it, and in the last turn/end itself.
 func TestLoadBlocksMatchWholeScan(t *testing.T) {
 	defer func(n int) { loadBlock = n }(loadBlock)
-	root := filepath.Join(t.TempDir(), "root")
-	if err := synth.Write(root, jsonl.None, "s", 600); err != nil {
-		t.Fatal(err)
-	}
-	src, err := jsonl.Open(root, jsonl.None)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := src.LoadStored(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := synthLog(t, "s", 600)
 	n := int64(len(p.Events))
 	// a session per variant: the synthetic log, then an open turn after its last turn/end
 	setup := func(t *testing.T) (*Backend, string) {
