@@ -85,12 +85,17 @@ func TestDiffReportsChanges(t *testing.T) {
 	next := buildListing(eventstore.Listing{Entries: []eventstore.Entry{l.Entries[0], l.Entries[1]}}, "jsonl+raw", "/r")
 	next.Entries[0].Revision = "changed"
 	c := diff(prev, next)
-	if len(c.removed) != 1 || c.removed[0] != "c" || len(c.changed) != 2 || len(c.added) != 0 {
+	if len(c.removed) != 1 || c.removed[0] != "c" || len(c.changed) != 2 || len(c.added) != 0 || len(c.gone) != 1 || c.gone[0] != "c" {
 		t.Fatalf("diff %+v", c)
 	}
 	c = diff(next, prev)
-	if len(c.added) != 1 || c.added[0] != "c" {
+	if len(c.added) != 1 || c.added[0] != "c" || len(c.gone) != 0 {
 		t.Fatalf("diff %+v", c)
+	}
+	// a listing that failed in part names a session it missed as removed, but not as gone: the index keeps it
+	next.RootErrors = []eventstore.RootError{{Path: "/r/x", Message: "permission denied"}}
+	if c = diff(prev, next); len(c.removed) != 1 || len(c.gone) != 0 {
+		t.Fatalf("diff over a failed listing %+v", c)
 	}
 }
 

@@ -560,6 +560,7 @@ type changes struct {
 	replaced []string // ids among changed whose artifact was replaced (a new storage identity)
 	added    []string // names
 	removed  []string // names
+	gone     []string // ids of the removed sessions (the index forgets them on disk too)
 	evicted  []string // ids whose file nodes the kernel is asked to drop (trees.go)
 }
 
@@ -585,6 +586,9 @@ func diff(prev, next *nodes.Listing) changes {
 		if _, ok := next.ByID[e.ID]; !ok {
 			c.removed = append(c.removed, prev.Names[i])
 			c.changed = append(c.changed, e.ID)
+			if len(next.RootErrors) == 0 { // a listing that failed in part may just have missed it
+				c.gone = append(c.gone, e.ID)
+			}
 		}
 	}
 	return c

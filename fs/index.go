@@ -500,8 +500,11 @@ func fileStamp(info os.FileInfo) string {
 }
 
 // viewPath is the file holding a view's bytes.
-func (x *index) viewPath(id string, view views.View) string {
-	return filepath.Join(x.dir, x.key(id)+"."+view.String())
+func (x *index) viewPath(id string, view views.View) string { return x.keyPath(x.key(id), view) }
+
+// keyPath is the file holding a view's bytes of the session whose key is key.
+func (x *index) keyPath(key string, view views.View) string {
+	return filepath.Join(x.dir, key+"."+view.String())
 }
 
 // content returns a view's bytes at revision rev as the index keeps them, when they are still the bytes the
@@ -595,6 +598,55 @@ func (x *index) forget(id string) {
 	x.mu.Lock()
 	delete(x.entries, id)
 	x.mu.Unlock()
+}
+
+// purge forgets sessions that are gone from the store, on disk too: a tombstone in the pack for each entry
+// and the removal of its view files. Without it the pack, which compaction keeps down to one record per
+// key, and the directory, which holds a file per large view, would keep every session ever read.
+func (x *index) purge(ids []string) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		x.forget(id)
+		keys[i] = x.key(id)
+	}
+	x.purgeKeys(keys)
+}
+
+// purgeAbsent purges every entry of the pack whose session is not among ids (the store's listing): what
+// was removed while no mount watched the store.
+func (x *index) purgeAbsent(ids []string) {
+	if x.pack == nil {
+		return
+	}
+	listed := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		listed[x.key(id)] = true
+	}
+	var gone []string
+	for _, k := range x.pack.keys() {
+		if !listed[k] {
+			gone = append(gone, k)
+		}
+	}
+	x.purgeKeys(gone)
+}
+
+// purgeKeys drops the entries and view files of keys; under files, so that no entry being written names a
+// file removed here.
+func (x *index) purgeKeys(keys []string) {
+	if x.pack == nil || len(keys) == 0 {
+		return
+	}
+	x.files.Lock()
+	defer x.files.Unlock()
+	for _, k := range keys {
+		if _, ok := x.pack.lookup(k); ok {
+			x.pack.drop(k)
+		}
+		for _, v := range entryOrder {
+			os.Remove(x.keyPath(k, v))
+		}
+	}
 }
 
 // encode appends an entry to dst: its text in a fixed line order and a checksum of that text, then

@@ -223,6 +223,14 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyW
 		}
 		return interval
 	}
+	// sessions removed while no mount watched the store leave the index here, off the mount's start
+	if l := f.Listing(); len(l.RootErrors) == 0 {
+		ids := make([]string, len(l.Entries))
+		for i, e := range l.Entries {
+			ids[i] = e.ID
+		}
+		f.index.purgeAbsent(ids)
+	}
 	wait := poll()
 	for {
 		select {
@@ -257,6 +265,7 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 	for _, id := range c.changed {
 		f.stats.drop(id)
 	}
+	f.index.purge(c.gone)
 	if root == nil {
 		return
 	}

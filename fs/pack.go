@@ -24,7 +24,8 @@ import (
 //
 // A record is a header line — packMagic, the session's key (index.key: a hash of the store and the id, 32
 // hex digits) and the length of the body — and the body, the entry's bytes as encode writes them. The last
-// record of a key is its entry; earlier ones are garbage until the pack is compacted. The records' framing
+// record of a key is its entry; earlier ones are garbage until the pack is compacted. A record with an empty
+// body is a tombstone: its key has no entry any more (a session removed from the store). The records' framing
 // is all the pack checks: the entry's own checksums decide whether its text and the views kept inside it
 // are served, as they did for an entry file.
 //
@@ -192,10 +193,15 @@ func (p *pack) frame(size int64) {
 	}
 }
 
-// note makes r key's record, keeping the count of live bytes.
+// note makes r key's record, keeping the count of live bytes. A record with an empty body is a tombstone
+// (drop): the key has no entry any more, and the tombstone itself is garbage.
 func (p *pack) note(key string, r packRec, hl int64) {
 	if old, ok := p.recs[key]; ok {
 		p.live -= old.n + packHeaderLen(old.n)
+	}
+	if r.n == 0 {
+		delete(p.recs, key)
+		return
 	}
 	p.recs[key] = r
 	p.live += r.n + hl
@@ -294,8 +300,22 @@ func (p *pack) body(key string) []byte {
 	return buf
 }
 
-// put appends body as key's record (scratch is a buffer to build it in). It returns false when the pack
-// could not take it; nothing half-written is left behind then.
+// drop appends a tombstone for key, whose session is gone: a record with an empty body, after which key has
+// no entry (note), in this process and in every other that frames the pack.
+func (p *pack) drop(key string) bool { return p.put(key, nil, make([]byte, 0, packHeaderMax)) }
+
+// keys are the keys with an entry, as the pack is now.
+func (p *pack) keys() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.refreshLocked(); !ok {
+		return nil
+	}
+	return slices.Collect(maps.Keys(p.recs))
+}
+
+// put appends body as key's record (scratch is a buffer to build it in); an empty body is a tombstone
+// (drop). It returns false when the pack could not take it; nothing half-written is left behind then.
 func (p *pack) put(key string, body, scratch []byte) bool {
 	return p.exclusive(func(size int64) bool {
 		if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
@@ -442,7 +462,27 @@ func (p *pack) compact(job compactJob) bool {
 			}
 		}
 		more, end, ok := copyRecords(w, p.f, newer, off)
-		if !ok || w.Flush() != nil {
+		if !ok {
+			return false
+		}
+		// a key dropped since the job began has its copied record undone by a tombstone, or other
+		// processes framing the new file would find the entry again
+		var gone []string
+		for k := range job.recs {
+			if _, ok := p.recs[k]; !ok {
+				gone = append(gone, k)
+			}
+		}
+		slices.Sort(gone)
+		for _, k := range gone {
+			hdr := packHeader(nil, k, 0)
+			if _, err := w.Write(hdr); err != nil {
+				return false
+			}
+			end += int64(len(hdr))
+			delete(recs, k)
+		}
+		if w.Flush() != nil {
 			return false
 		}
 		info, err := tmp.Stat()

@@ -348,3 +348,76 @@ func TestPackCompactionBacksOff(t *testing.T) {
 	}
 	noTemporaries(t, dir)
 }
+
+// TestIndexPurge: a purged session is served by no index over the directory — this process's, another
+// process's, or one opened later — and its view files are removed; purgeAbsent purges exactly the sessions
+// a listing lacks; a compaction drops purged records, tombstones included, also when the purge comes while
+// the compaction copies.
+func TestIndexPurge(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Unix(1778573701, 0)
+	x := newIndex(dir, "salt")
+	x.pack.compactMin = 32 << 10
+	y := newIndex(dir, "salt") // another process
+	view := func(id string) []byte { return bytes.Repeat([]byte(id+" line\n"), 200) }
+	big := bytes.Repeat([]byte("{\"pad\":\""+strings.Repeat("p", 100)+"\"}\n"), blobMin/100+1) // a view in a file of its own
+	for k := range 8 {
+		id := fmt.Sprintf("s%d", k)
+		record(t, x, id, "1", views.Events, view(id), at)
+	}
+	record(t, x, "s0", "1", views.Raw, big, at)
+	if _, err := os.Stat(x.viewPath("s0", views.Raw)); err != nil {
+		t.Fatalf("no view file for the large view: %v", err)
+	}
+	if !served(t, dir, "s1", "1", view("s1")) || y.entry("s0", "1") == nil {
+		t.Fatal("not served before the purge")
+	}
+
+	x.purge([]string{"s0", "s1"})
+	x.purgeAbsent([]string{"s2", "s3", "s4", "s5", "s6"}) // s7 is not listed
+	for id, want := range map[string]bool{"s0": false, "s1": false, "s7": false, "s2": true, "s6": true} {
+		if got := served(t, dir, id, "1", view(id)); got != want {
+			t.Errorf("%s served by a new index: %v, want %v", id, got, want)
+		}
+		y.forget(id) // the other process's memory; its pack must not name the entry either
+		if got := y.entry(id, "1") != nil; got != want {
+			t.Errorf("%s served by the other process: %v, want %v", id, got, want)
+		}
+	}
+	if _, err := os.Stat(x.viewPath("s0", views.Raw)); !os.IsNotExist(err) {
+		t.Fatalf("the purged session's view file is still there: %v", err)
+	}
+	if keys := x.pack.keys(); len(keys) != 5 {
+		t.Fatalf("%d keys with an entry, want 5", len(keys))
+	}
+
+	// a compaction leaves only live records; s2 purged while it copies is not found again in the new file
+	during := false
+	x.pack.copied = func() {
+		if !during {
+			during = true
+			y.purge([]string{"s2"})
+		}
+	}
+	for rev := range 12 {
+		for _, id := range []string{"s3", "s4", "s5", "s6"} {
+			record(t, x, id, fmt.Sprint(rev+2), views.Events, view(id+fmt.Sprint(rev)), at)
+		}
+	}
+	x.pack.compactions.Wait()
+	if !during {
+		t.Fatal("no compaction ran")
+	}
+	record(t, x, "s3", "99", views.Events, view("s3"), at) // x switches to the new file
+	x.pack.compactions.Wait()                              // (and may start another compaction)
+	p := framesWhole(t, x.pack.path, 4)
+	for _, id := range []string{"s0", "s1", "s2", "s7"} {
+		if _, ok := p.recs[x.key(id)]; ok {
+			t.Errorf("%s has a record after the compaction", id)
+		}
+	}
+	if served(t, dir, "s2", "1", view("s2")) {
+		t.Error("s2, purged during the compaction, is served from the compacted pack")
+	}
+	noTemporaries(t, dir)
+}

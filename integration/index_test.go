@@ -217,3 +217,84 @@ func TestLargeViewServedFromIndexFile(t *testing.T) {
 		return bytes.Equal(got, after), fmt.Sprintf("%d bytes, want %d", len(got), len(after))
 	})
 }
+
+// packEntries frames the pack files in the index directory of cacheDir the way a reader does and returns
+// how many keys have an entry: the last record of a key is its entry, and an empty one is a tombstone.
+func packEntries(t *testing.T, cacheDir string) int {
+	t.Helper()
+	packs, _ := filepath.Glob(filepath.Join(cacheDir, "index", "*.pack"))
+	if len(packs) != 1 {
+		t.Fatalf("pack files %v", packs)
+	}
+	data := readFile(t, packs[0])
+	last := map[string]int{}
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		f := strings.Fields(string(data[:max(nl, 0)]))
+		if nl < 0 || len(f) != 4 || f[0]+" "+f[1] != "dshfs-pack 1" {
+			t.Fatalf("the pack does not frame at %q", data[:min(len(data), 60)])
+		}
+		n, err := strconv.Atoi(f[3])
+		if err != nil || nl+1+n > len(data) {
+			t.Fatalf("a record of %s bytes at the end of %d", f[3], len(data))
+		}
+		last[f[2]] = n
+		data = data[nl+1+n:]
+	}
+	entries := 0
+	for _, n := range last {
+		if n > 0 {
+			entries++
+		}
+	}
+	return entries
+}
+
+// TestIndexForgetsRemovedSessions: the index's pack keeps no entry of a session removed from the store —
+// removed while the mount watches (the watcher's pass) or while no mount runs (the next mount's start).
+func TestIndexForgetsRemovedSessions(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "none")
+	for _, id := range []string{"a", "b", "c"} {
+		mustRun(t, gensessionBin(t), "-mode", "none", "-id", id, store, "30")
+	}
+	cacheDir := t.TempDir()
+	cfg := writeConfig(t, "[cache]\ndir = %q\n", cacheDir)
+	dirOf := func(id string) string {
+		t.Helper()
+		d, _ := filepath.Glob(filepath.Join(store, "*", id))
+		if len(d) != 1 {
+			t.Fatalf("session %s: %v", id, d)
+		}
+		return d[0]
+	}
+
+	m := startMount(t, "--read-only", "--config", cfg, store)
+	for _, id := range []string{"a", "b", "c"} {
+		readFile(t, filepath.Join(m.dir, "sessions", id, "events.jsonl"))
+	}
+	if n := packEntries(t, cacheDir); n != 3 {
+		t.Fatalf("%d entries after reading three sessions", n)
+	}
+	if err := os.RemoveAll(dirOf("a")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the watcher to forget session a", func() (bool, string) {
+		n := packEntries(t, cacheDir)
+		return n == 2, fmt.Sprintf("%d entries", n)
+	})
+	m.stop(t)
+
+	if err := os.RemoveAll(dirOf("b")); err != nil {
+		t.Fatal(err)
+	}
+	m = startMount(t, "--read-only", "--config", cfg, store)
+	waitFor(t, "the next mount to forget session b", func() (bool, string) {
+		n := packEntries(t, cacheDir)
+		return n == 1, fmt.Sprintf("%d entries", n)
+	})
+	if got := readFile(t, filepath.Join(m.dir, "sessions", "c", "events.jsonl")); len(got) == 0 {
+		t.Fatal("session c is empty")
+	}
+	m.stop(t)
+}
