@@ -58,7 +58,12 @@ func Grow[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	grown := make([]T, len(s), max(2*cap(s), len(s)+n, 64))
+	return moved(s, max(2*cap(s), len(s)+n, 64))
+}
+
+// moved is a copy of s in a new allocation of capacity c, touched before the copy.
+func moved[T any](s []T, c int) []T {
+	grown := make([]T, len(s), c)
 	Touch(grown[:cap(grown)])
 	copy(grown, s)
 	return grown
@@ -70,10 +75,7 @@ func Trim[T any](s []T) []T {
 	if cap(s)-len(s) <= len(s)/4 {
 		return s
 	}
-	trimmed := make([]T, len(s))
-	Touch(trimmed)
-	copy(trimmed, s)
-	return trimmed
+	return moved(s, len(s))
 }
 
 // GrowTo returns s with room for need values in all, for a list filled from an input of known size:
@@ -89,8 +91,5 @@ func GrowTo[T any](s []T, need int, share float64) []T {
 	if share >= 1.0/32 {
 		c = max(need, cap(s)+cap(s)/4, int(float64(need)/share*1.1))
 	}
-	grown := make([]T, len(s), c)
-	Touch(grown[:cap(grown)])
-	copy(grown, s)
-	return grown
+	return moved(s, c)
 }
