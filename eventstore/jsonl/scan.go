@@ -185,7 +185,6 @@ func predecode(plain []byte, own bool) chunk {
 	c.events = chunkEvents.Get().(*[]event.Event)
 	evs := *c.events
 	var sc event.RowScratch
-	kept := 0 // bytes of the events that alias plain
 	pos := 0
 	for {
 		nl := bytes.IndexByte(plain[pos:], '\n')
@@ -208,8 +207,6 @@ func predecode(plain []byte, own bool) chunk {
 			}
 			if err != nil {
 				evs, err = evs[:before], errUnparsable
-			} else if !row && aliases(canon, plain) {
-				kept += len(canon)
 			}
 		}
 		// a run of failures merges, except into the first line: writeChunk may have to replace that one
@@ -225,15 +222,21 @@ func predecode(plain []byte, own bool) chunk {
 	*c.events = evs
 	if own {
 		c.head, c.tail = bytes.Clone(c.head), bytes.Clone(c.tail)
-		c.own(plain, kept)
+		c.own(plain)
 	}
 	return c
 }
 
-// own moves the events that alias plain (kept bytes of them) into one buffer of their exact size.
-func (c *chunk) own(plain []byte, kept int) {
-	buf := make([]byte, 0, kept)
+// own moves the events that alias plain into one buffer of their exact size.
+func (c *chunk) own(plain []byte) {
 	evs := *c.events
+	kept := 0
+	for i := range evs {
+		if aliases(evs[i].Raw, plain) {
+			kept += len(evs[i].Raw)
+		}
+	}
+	buf := make([]byte, 0, kept)
 	for i := range evs {
 		if raw := evs[i].Raw; aliases(raw, plain) {
 			at := len(buf)
