@@ -643,9 +643,14 @@ func (x *index) purgeKeys(keys []string) {
 		if _, ok := x.pack.lookup(k); ok {
 			x.pack.drop(k)
 		}
-		for _, v := range entryOrder {
-			os.Remove(x.keyPath(k, v))
-		}
+		x.removeViewFiles(k)
+	}
+}
+
+// removeViewFiles removes the view files of the session whose key is key, those there are.
+func (x *index) removeViewFiles(key string) {
+	for _, v := range entryOrder {
+		os.Remove(x.keyPath(key, v))
 	}
 }
 
@@ -823,9 +828,7 @@ func (x *index) dropEntryFile(id string) {
 	}
 	delete(x.entryFiles, key)
 	os.Remove(filepath.Join(x.dir, key+".idx"))
-	for _, v := range entryOrder {
-		os.Remove(x.viewPath(id, v))
-	}
+	x.removeViewFiles(key)
 }
 
 // cutLastLine splits data before its last LF-terminated line.
