@@ -36,14 +36,23 @@ func readStored(id string, h event.Header, stored []event.Event, rows []uint64, 
 // checkStored runs the passes before end over stored (sc checking the surface in passSeed), after the
 // header checks that precede them. rows are the stored events' row members (Prefix.RowMembers).
 func checkStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, end pass, sc SurfaceChecker) (*logCheck, error) {
+	return checkFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), end, sc)
+}
+
+// checkFeed is checkStored over the events of a load as it delivers them.
+func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker) (*logCheck, error) {
+	h, path, err := feed.waitHeader()
+	if err != nil {
+		return nil, err
+	}
 	if err := checkStoredID(id, h); err != nil {
 		return nil, err
 	}
 	if err := checkVersion(h, path); err != nil {
 		return nil, err
 	}
-	c := newLogCheck(id, h, stored, path, end)
-	c.sc, c.rows = sc, rows
+	c := newLogCheck(id, h, feed, path, end)
+	c.sc = sc
 	return c, c.run()
 }
 
@@ -74,7 +83,12 @@ func inspectError(id string, err error) error {
 // inspect is Inspect with the stored prefix's row members (Prefix.RowMembers; nil: unknown), and errors
 // unwrapped.
 func inspect(id string, h event.Header, stored []event.Event, rows []uint64, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
-	c, err := checkStored(id, h, stored, rows, path, passCount, sc)
+	return inspectFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), sc)
+}
+
+// inspectFeed is inspect over the events of a load as it delivers them.
+func inspectFeed(id string, feed *Progress, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
+	c, err := checkFeed(id, feed, passCount, sc)
 	if err != nil {
 		return nil, nil, err
 	}

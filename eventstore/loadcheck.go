@@ -40,8 +40,8 @@ type logCheck struct {
 	id, path string
 	h        event.Header
 	sc       SurfaceChecker
-	stored   []event.Event
-	rows     []uint64      // bit i: stored[i] is a member of a chunk row (Prefix.RowMembers)
+	feed     *Progress     // where the stored events come from, as they are decoded
+	stored   []event.Event // the stored events the passes have reached (and more)
 	out      []event.Event // the normalized log; stored itself until an upgrade changes an event
 	copied   bool          // out is a copy of stored
 
@@ -61,9 +61,19 @@ type logCheck struct {
 	spare chan parsedBlock
 }
 
-func newLogCheck(id string, h event.Header, stored []event.Event, path string, end pass) *logCheck {
-	return &logCheck{id: id, path: path, h: h, stored: stored, out: stored, end: end, failed: end,
+func newLogCheck(id string, h event.Header, feed *Progress, path string, end pass) *logCheck {
+	return &logCheck{id: id, path: path, h: h, feed: feed, end: end, failed: end,
 		messageIDs: map[float64]string{}, turns: newTurnScan(), spare: make(chan parsedBlock, 3)}
+}
+
+// advance makes the events the feed has delivered so far the ones the passes read.
+func (c *logCheck) advance(events []event.Event) {
+	c.stored = events
+	if !c.copied {
+		c.out = events
+	} else if len(c.out) < len(events) {
+		c.out = append(c.out, events[len(c.out):]...)
+	}
 }
 
 // run runs the passes over every block, and returns the first error whole-log passes would report
@@ -71,21 +81,29 @@ func newLogCheck(id string, h event.Header, stored []event.Event, path string, e
 //
 // The next block is parsed while the passes run over this one: parsing is spread over the cores, the
 // passes are serial, and on their own they would leave the other cores idle for a sixth of a large load.
+// A block is parsed as soon as the feed has delivered its events, so with a progressive backend the
+// checks run while the rest of the log is decoded.
 func (c *logCheck) run() error {
-	n := len(c.stored)
 	next := make(chan parsedBlock, 1)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
 		defer close(next)
-		for lo := 0; lo < n; lo += checkBlock {
-			b := c.parse(lo, min(n, lo+checkBlock))
+		for lo := 0; ; lo += checkBlock {
+			events, rows, done, err := c.feed.wait(lo + checkBlock)
+			if err == nil && lo >= len(events) {
+				return // done: the whole list is parsed
+			}
+			b := parsedBlock{err: err}
+			if err == nil {
+				b = c.parse(events, rows, lo, min(len(events), lo+checkBlock))
+			}
 			select {
 			case next <- b:
 			case <-stop:
 				return
 			}
-			if b.err != nil {
+			if b.err != nil || done && b.hi == len(events) {
 				return // nothing after a parse error can be reported
 			}
 		}
@@ -93,13 +111,14 @@ func (c *logCheck) run() error {
 	for b := range next {
 		c.passes(b)
 		if c.failed == passParse {
-			break
+			return c.err
 		}
 		select {
 		case c.spare <- b:
 		default:
 		}
 	}
+	c.advance(c.feed.current()) // the whole list: the loop ended at its end
 	if c.failed < min(c.end, passSeed) {
 		return c.err
 	}
@@ -118,13 +137,15 @@ func (c *logCheck) fail(p pass, err error) {
 // reads.
 type parsedBlock struct {
 	lo, hi int
+	events []event.Event // the feed's list when the block was parsed, which covers it
 	recs   []event.Value
 	plain  []bool
 	err    error
 }
 
-func (c *logCheck) parse(lo, hi int) parsedBlock {
-	b := parsedBlock{lo: lo, hi: hi}
+// parse parses events lo..hi of events, whose row members rows marks.
+func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsedBlock {
+	b := parsedBlock{lo: lo, hi: hi, events: events}
 	select {
 	case old := <-c.spare:
 		b.recs, b.plain = old.recs[:0], old.plain[:0]
@@ -142,8 +163,8 @@ func (c *logCheck) parse(lo, hi int) parsedBlock {
 	// first failing index wins, as in a sequential pass.
 	b.err = parallelRanges(hi-lo, func(x, y int) error {
 		for i := x; i < y; i++ {
-			e := c.stored[lo+i]
-			if c.rowMember(lo+i) || plainEnvelope(e) {
+			e := events[lo+i]
+			if rowMember(rows, lo+i) || plainEnvelope(e) {
 				b.plain[i] = true
 				continue // recs[i] stays the zero Value: nothing below reads more than e.Type and e.Seq
 			}
@@ -163,10 +184,11 @@ func (c *logCheck) parse(lo, hi int) parsedBlock {
 	return b
 }
 
-// rowMember reports whether stored event i is a member of a chunk row with a safe seq, whose envelope
-// plainEnvelope would accept without reading it: a record Expand wrote (TestRowMembersArePlain).
-func (c *logCheck) rowMember(i int) bool {
-	return i/64 < len(c.rows) && c.rows[i/64]&(1<<(i%64)) != 0
+// rowMember reports whether rows (Prefix.RowMembers) marks stored event i as a member of a chunk row
+// with a safe seq, whose envelope plainEnvelope would accept without reading it: a record Expand wrote
+// (TestRowMembersArePlain).
+func rowMember(rows []uint64, i int) bool {
+	return i/64 < len(rows) && rows[i/64]&(1<<(i%64)) != 0
 }
 
 // passes runs the passes after parsing over a parsed block, each over the whole block before the next.
@@ -175,6 +197,7 @@ func (c *logCheck) passes(b parsedBlock) {
 		c.fail(passParse, b.err)
 		return
 	}
+	c.advance(b.events)
 	c.recs, c.plain = b.recs, b.plain
 	for p := passHeaderDelta; p < c.failed; p++ {
 		for i := b.lo; i < b.hi; i++ {

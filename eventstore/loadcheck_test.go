@@ -77,9 +77,12 @@ func (f failingSurface) Next(e event.Event) error {
 
 // randomLog is a log of a few turns, with a few events replaced by ones that fail one pass or another
 // (or by legacy shapes an upgrade rewrites), and sometimes cut inside a turn.
-func randomLog(rng *rand.Rand) []string {
+func randomLog(rng *rand.Rand) []string { return randomTurns(rng, 1+rng.IntN(3)) }
+
+// randomTurns is randomLog with turns turns.
+func randomTurns(rng *rand.Rand, turns int) []string {
 	var tmpl []string
-	for turn := 1; turn <= 1+rng.IntN(3); turn++ {
+	for turn := 1; turn <= turns; turn++ {
 		tmpl = append(tmpl,
 			`{"type":"turn/start","seq":@,"time":1,"data":{"turn":`+strconv.Itoa(turn)+`}}`,
 			`{"type":"user/message","seq":@,"time":2,"data":{"id":"u`+strconv.Itoa(turn)+`","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,

@@ -316,19 +316,53 @@ type Inspection struct {
 
 // Inspect is the harness's inspect(): the validated stored log plus the synthetic closers, in memory only.
 func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
-	p, err := s.b.LoadStored(ctx, id)
+	pb, ok := s.b.(ProgressiveBackend)
+	if !ok {
+		p, err := s.b.LoadStored(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return s.inspectPrefix(id, p)
+	}
+	// The checks run on their own goroutine over what the backend has decoded so far. Their result
+	// counts only when the load succeeds: a load error comes first, as when the checks follow the load.
+	feed := newProgress()
+	sc := s.surfaceChecker()
+	type checked struct {
+		events, closers []event.Event
+		err             error
+	}
+	res := make(chan checked, 1)
+	go func() {
+		events, closers, err := inspectFeed(id, feed, sc)
+		res <- checked{events, closers, err}
+	}()
+	p, err := pb.LoadStoredProgress(ctx, id, feed)
 	if err != nil {
+		feed.abort()
+		<-res
 		return nil, err
 	}
-	return s.inspectPrefix(id, p)
+	feed.finish(p)
+	r := <-res
+	return inspection(id, p, sc, r.events, r.closers, r.err)
+}
+
+func (s *Store) surfaceChecker() SurfaceChecker {
+	if s.Surface == nil {
+		return nil
+	}
+	return s.Surface()
 }
 
 func (s *Store) inspectPrefix(id string, p *Prefix) (*Inspection, error) {
-	var sc SurfaceChecker
-	if s.Surface != nil {
-		sc = s.Surface()
-	}
+	sc := s.surfaceChecker()
 	events, closers, err := inspect(id, p.Header, p.Events, p.RowMembers, p.Path, sc)
+	return inspection(id, p, sc, events, closers, err)
+}
+
+// inspection is what Inspect returns for prefix p, given the checks' result.
+func inspection(id string, p *Prefix, sc SurfaceChecker, events, closers []event.Event, err error) (*Inspection, error) {
 	if err != nil {
 		return nil, inspectError(id, err)
 	}
@@ -365,14 +399,11 @@ func (s *Store) Load(ctx context.Context, id string) (*Inspection, error) {
 // repair commits the crash repair of a session whose writer lock is held, and returns the re-read log.
 func (s *Store) repair(ctx context.Context, id string) (*Inspection, error) {
 	for range 3 {
-		p, err := s.b.LoadStored(ctx, id)
+		ins, err := s.Inspect(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		ins, err := s.inspectPrefix(id, p)
-		if err != nil {
-			return nil, err
-		}
+		p := ins.Prefix
 		if p.Torn == nil && len(ins.Closers) == 0 {
 			return ins, nil
 		}

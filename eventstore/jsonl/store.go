@@ -284,6 +284,15 @@ func jsonString(s string) string { return string(event.Stringify(event.String(s)
 // LoadStored reads the stored prefix of one session (the harness's loadStored): header checks, the scan with
 // torn-tail rules, and identity binding.
 func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix, error) {
+	return b.LoadStoredProgress(ctx, id, nil)
+}
+
+var _ eventstore.ProgressiveBackend = (*Backend)(nil)
+
+// LoadStoredProgress is LoadStored reporting a zstd artifact's events to progress (nil: none) as its
+// pieces are decoded (eventstore.ProgressiveBackend). A raw transcript reports nothing before the end: its read starts over when the file
+// changes under it (stableRead), and what it reported would then not be a prefix of what it returns.
+func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress eventstore.ProgressSink) (*eventstore.Prefix, error) {
 	path, err := b.find(id)
 	if err != nil {
 		return nil, err
@@ -295,7 +304,7 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	} else {
 		var buf []byte
 		if buf, art, err = b.readArtifact(path); err == nil {
-			p, err = b.scanZstd(buf)
+			p, err = b.scanZstd(buf, path, progress)
 		}
 	}
 	if err != nil {
@@ -503,7 +512,9 @@ func (b *Backend) decodePiece(buf []byte, piece []Frame) chunk {
 	return c
 }
 
-func (b *Backend) scanZstd(buf []byte) (*eventstore.Prefix, error) {
+// scanZstd scans a zstd artifact's frames, reporting the header and the events to progress (nil: none)
+// as it goes (eventstore.ProgressiveBackend).
+func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.ProgressSink) (*eventstore.Prefix, error) {
 	frames, tornStart, err := ScanFrames(buf, 0)
 	if err != nil {
 		return nil, err
@@ -523,6 +534,9 @@ func (b *Backend) scanZstd(buf []byte) (*eventstore.Prefix, error) {
 		return nil, err
 	}
 	s := newScanner(int64(len(first)))
+	if progress != nil {
+		progress.Header(h, path)
+	}
 	pieces := framePieces(buf, frames[1:], zstdPieceBytes, zstdPieceText)
 	done := 0
 	err = decodeParallel(len(pieces), func(i int) chunk {
@@ -533,6 +547,11 @@ func (b *Backend) scanZstd(buf []byte) (*eventstore.Prefix, error) {
 		done++
 		if err := s.writeChunk(c); err != nil {
 			return err
+		}
+		if progress != nil {
+			// the scanner only ever appends: a gap or a bad line ends the list there, and growing it
+			// copies into a new array (scanner.grow)
+			progress.Events(s.events, s.rows)
 		}
 		return c.err // after the lines of the frames before the failing one, as frame by frame
 	})
