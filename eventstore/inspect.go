@@ -15,6 +15,14 @@ import (
 // does; the projections package plugs in later. nil = no surface validation yet.
 type SurfaceChecker interface{ Next(e event.Event) error }
 
+// UnmarkedChecker is a SurfaceChecker with a shortcut for events known to carry neither surfaceOp nor
+// sourceEventSeqs (a chunk row's members, brackets in the harness's layout: most of a log). NextUnmarked
+// must do what Next does with such an event.
+type UnmarkedChecker interface {
+	SurfaceChecker
+	NextUnmarked(e event.Event) error
+}
+
 // ReadStored is the harness's readFrom(id, 0) post-read path (readStoredPrefix): assertStoredId,
 // assertVersion (UnsupportedError with " (raw log: <path>)" when path != ""), snapshotStoredEvents
 // (legacy refusals, legacy normalization, message-shape check with subject "session event at seq N"),

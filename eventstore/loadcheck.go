@@ -53,8 +53,8 @@ type logCheck struct {
 	turns      *turnScan
 
 	// the current block's parse (parsedBlock)
-	recs  []event.Value
-	plain []bool
+	recs []event.Value
+	kind []recKind
 	// spare holds the arrays of blocks the passes are done with, for the next parse: at most three blocks
 	// are alive at once (one in the passes, one queued, one being parsed), and allocating each block's
 	// anew was 31 MB for a 500k-event load
@@ -131,45 +131,62 @@ func (c *logCheck) fail(p pass, err error) {
 	}
 }
 
-// parsedBlock is the parse pass over stored events lo..hi: the records the later passes read, and which
-// events were not parsed (chunk row members, plainEnvelope, bracketEvent). The record of an unparsed
-// event is the zero Value, except for a bracket's: its number (bracketEvent), which only the turns pass
-// reads.
+// parsedBlock is the parse pass over stored events lo..hi: the records the later passes read, and what
+// each event is (recKind). The record of an unparsed event is the zero Value, except for a bracket's:
+// its number (bracketEvent), which only the turns pass reads.
 type parsedBlock struct {
 	lo, hi int
 	events []event.Event // the feed's list when the block was parsed, which covers it
 	recs   []event.Value
-	plain  []bool
+	kind   []recKind
 	err    error
 }
+
+// recKind is what the parse pass made of an event.
+type recKind uint8
+
+const (
+	recParsed  recKind = iota // parsed (loadRecord): the passes read its record
+	recPlain                  // plainEnvelope: unparsed; its position and surface markers remain to check
+	recMember                 // a chunk row's member (rowMember): unparsed, and only its position remains
+	recBracket                // bracketEvent: its record is its number; it carries no surface markers
+)
+
+// unparsed reports whether the passes must not read k's record as one.
+func (k recKind) unparsed() bool { return k != recParsed }
 
 // parse parses events lo..hi of events, whose row members rows marks.
 func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsedBlock {
 	b := parsedBlock{lo: lo, hi: hi, events: events}
 	select {
 	case old := <-c.spare:
-		b.recs, b.plain = old.recs[:0], old.plain[:0]
+		b.recs, b.kind = old.recs[:0], old.kind[:0]
 	default:
 	}
 	if cap(b.recs) < hi-lo {
-		b.recs, b.plain = make([]event.Value, hi-lo), make([]bool, hi-lo)
+		b.recs, b.kind = make([]event.Value, hi-lo), make([]recKind, hi-lo)
 		pages.Touch(b.recs) // most records stay zero, and the collector would read them first
 	} else {
-		b.recs, b.plain = b.recs[:hi-lo], b.plain[:hi-lo]
+		b.recs, b.kind = b.recs[:hi-lo], b.kind[:hi-lo]
 		clear(b.recs) // an unparsed event's record must read as the zero Value
-		clear(b.plain)
 	}
 	// Parsing is independent per event and is most of a large load, so it is spread over the cores; the
 	// first failing index wins, as in a sequential pass.
 	b.err = parallelRanges(hi-lo, func(x, y int) error {
 		for i := x; i < y; i++ {
+			// recs[i] stays the zero Value for an unparsed event: nothing below reads more than its
+			// Type and Seq
 			e := events[lo+i]
-			if rowMember(rows, lo+i) || plainEnvelope(e) {
-				b.plain[i] = true
-				continue // recs[i] stays the zero Value: nothing below reads more than e.Type and e.Seq
+			if rowMember(rows, lo+i) {
+				b.kind[i] = recMember
+				continue
+			}
+			if plainEnvelope(e) {
+				b.kind[i] = recPlain
+				continue
 			}
 			if n, ok := bracketEvent(e); ok {
-				b.plain[i] = true
+				b.kind[i] = recBracket
 				b.recs[i] = event.Number(n) // not a record: the bracket's number, for the turns pass
 				continue
 			}
@@ -177,7 +194,7 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 			if err != nil {
 				return err
 			}
-			b.recs[i] = rec
+			b.kind[i], b.recs[i] = recParsed, rec
 		}
 		return nil
 	})
@@ -185,8 +202,10 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 }
 
 // rowMember reports whether rows (Prefix.RowMembers) marks stored event i as a member of a chunk row
-// with a safe seq, whose envelope plainEnvelope would accept without reading it: a record Expand wrote
-// (TestRowMembersArePlain).
+// with a safe seq: an assistant/chunk record Expand wrote, {type, seq, time, data} and nothing else, whose
+// envelope plainEnvelope would accept without reading it (TestRowMembersArePlain). No pass but the seed
+// check of its position has anything to say about it: it is no retired type, its type is known, the
+// repair planner skips it, and it carries no surface markers.
 func rowMember(rows []uint64, i int) bool {
 	return i/64 < len(rows) && rows[i/64]&(1<<(i%64)) != 0
 }
@@ -198,9 +217,12 @@ func (c *logCheck) passes(b parsedBlock) {
 		return
 	}
 	c.advance(b.events)
-	c.recs, c.plain = b.recs, b.plain
+	c.recs, c.kind = b.recs, b.kind
 	for p := passHeaderDelta; p < c.failed; p++ {
 		for i := b.lo; i < b.hi; i++ {
+			if c.kind[i-b.lo] == recMember && p != passSeed {
+				continue // see rowMember
+			}
 			if err := c.check(p, i, i-b.lo); err != nil {
 				c.fail(p, err)
 				return
@@ -215,21 +237,24 @@ func (c *logCheck) check(p pass, i, k int) error {
 	case passHeaderDelta, passModeSet, passFallback:
 		return retiredChecks[p-passHeaderDelta](c.stored[i], c.recs[k], c.id)
 	case passMigrate:
-		if c.plain[k] {
+		if c.kind[k].unparsed() {
 			return nil
 		}
 		return c.migrate(i, k)
 	case passVocabulary:
 		return checkKnownType(c.h, c.out[i], c.path)
 	case passTurns:
-		if c.plain[k] {
+		if c.kind[k].unparsed() {
 			c.turns.stepBracket(c.out[i], c.recs[k].Num)
 			return nil
 		}
 		return c.turns.step(c.out[i], &c.recs[k])
 	case passSeed:
-		if c.plain[k] {
-			return c.seedPlain(i, c.out[i])
+		switch c.kind[k] {
+		case recPlain:
+			return c.seedPlain(i, c.out[i], false)
+		case recMember, recBracket:
+			return c.seedPlain(i, c.out[i], true)
 		}
 		return c.seed(i, c.out[i], c.recs[k])
 	}
@@ -276,10 +301,17 @@ func (c *logCheck) migrate(i, k int) error {
 }
 
 // seedPlain is the seed check of an event whose envelope already passed checkEnvelope's rules
-// (plainEnvelope): only its position remains to check.
-func (c *logCheck) seedPlain(index int, e event.Event) error {
+// (plainEnvelope): only its position remains to check, and the surface. unmarked says the event carries
+// no surface markers (recKind).
+func (c *logCheck) seedPlain(index int, e event.Event, unmarked bool) error {
 	if e.Seq != int64(index) {
 		return errors.New(seedAt(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
+	}
+	if u, ok := c.sc.(UnmarkedChecker); ok && unmarked {
+		if err := u.NextUnmarked(e); err != nil {
+			return errors.New("invalid " + seedAt(index) + ": " + err.Error())
+		}
+		return nil
 	}
 	return c.surface(index, e)
 }

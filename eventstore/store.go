@@ -186,6 +186,9 @@ type results struct {
 	gen           uint64 // bumped on every record, so a status rendered before is known stale
 }
 
+// the surface fold takes the load checks' shortcut for unmarked events
+var _ UnmarkedChecker = (*surface.Folder)(nil)
+
 // New wraps a backend.
 func New(b Backend) *Store {
 	return &Store{b: b, Surface: func() SurfaceChecker { return surface.NewFolder(0) },

@@ -453,6 +453,19 @@ func (f *Folder) Push(e event.Event) error {
 	return nil
 }
 
+// PushUnmarked is Push for an event known to carry neither surfaceOp nor sourceEventSeqs at its top
+// level: the search of its bytes for them is skipped.
+func (f *Folder) PushUnmarked(e event.Event) error {
+	if e.Seq != f.s.next || event.IsSurfaceType(e.Type) {
+		return f.Push(e) // refused, with Push's own message
+	}
+	f.s.apply(plan{}) // as Push applies a log-only event
+	return nil
+}
+
+// NextUnmarked is PushUnmarked under the name eventstore's UnmarkedChecker expects.
+func (f *Folder) NextUnmarked(e event.Event) error { return f.PushUnmarked(e) }
+
 func (f *Folder) origin(seq int64) (event.Event, bool) {
 	e, ok := f.tools[seq]
 	return e, ok
