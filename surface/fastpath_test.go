@@ -1,9 +1,14 @@
 package surface
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/fixtures"
 )
 
 // The byte-level fast paths must never disagree with the general parse-based rules.
@@ -93,4 +98,87 @@ func TestSkipCanonical(t *testing.T) {
 			t.Fatalf("%s: %d, want %d", c.in, got, c.want)
 		}
 	}
+}
+
+// tailMarkers, when it answers, answers what the walk of the members does: for every event with a marker
+// the fixtures hold, edge cases, and those and a sample of the fixtures' each with one byte changed (the
+// ones still canonical JSON).
+func TestTailMarkersAgreeWithTheWalk(t *testing.T) {
+	lines := []string{
+		`{"type":"user/message","seq":1,"data":{},"surfaceOp":"append"}`,
+		`{"type":"user/message","seq":1,"data":{},"sourceEventSeqs":[],"surfaceOp":"append"}`,
+		`{"type":"user/message","seq":1,"data":{},"sourceEventSeqs":[0,1,22],"surfaceOp":"append"}`,
+		`{"sourceEventSeqs":[1],"surfaceOp":"append"}`,
+		`{"type":"x","sourceEventSeqs":[2],"seq":1,"surfaceOp":"append"}`,
+		`{"type":"x","sourceEventSeqs":[2],"seq":1,"sourceEventSeqs":[3],"surfaceOp":"append"}`,
+		`{"type":"x","sourceEventSeqs":[2],"y":[1],"surfaceOp":"append"}`,
+		`{"type":"x","y":"\",\"sourceEventSeqs\":[1]","surfaceOp":"append"}`,
+		`{"type":"x","sourceEventSeqs":[[1]],"surfaceOp":"append"}`,
+		`{"type":"x","sourceEventSeqs":[1.5],"surfaceOp":"append"}`,
+		`{"type":"x","sourceEventSeqs":{"a":[1]},"surfaceOp":"append"}`,
+		`{"type":"x","y":{"sourceEventSeqs":[1]},"surfaceOp":"append"}`,
+		`{"type":"x","surfaceOp":"replace","surfaceOp":"append"}`,
+		`{"type":"x","surfaceOp":"append","surfaceOp":"append"}`,
+		`{"type":"x","y":{"surfaceOp":"append"}}`,
+		`{"type":"x","y":["surfaceOp","append"]}`,
+		`{"type":"x","y":"\"surfaceOp\":\"append\"}"}`,
+	}
+	err := filepath.WalkDir(fixtures.Path(t, "upstream", "raw"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".jsonl") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, `"surfaceOp"`) {
+				lines = append(lines, l)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := len(lines)
+	for k, l := range lines[:base] {
+		if k >= 17 && k%50 != 0 {
+			continue // mutate the edge cases and a sample of the fixtures' lines
+		}
+		for i := range len(l) {
+			for _, c := range []byte{'"', ',', ':', ']', '[', '}', '1', 'x', '\\'} {
+				lines = append(lines, l[:i]+string(c)+l[i+1:])
+			}
+			lines = append(lines, l[:i]+l[i+1:])
+		}
+	}
+	answered, walked := 0, 0
+	for _, l := range lines {
+		raw, err := event.Canonical([]byte(l))
+		if err != nil || len(raw) == 0 || raw[0] != '{' {
+			continue
+		}
+		op, src, hasSrc, found := tailMarkers(raw)
+		if !found {
+			walked++
+			continue
+		}
+		answered++
+		var wantOp, wantSrc []byte
+		var wantHasOp, wantHasSrc bool
+		event.EachMember(raw, func(name, value []byte) bool {
+			switch string(name) {
+			case "surfaceOp":
+				wantOp, wantHasOp = value, true
+			case "sourceEventSeqs":
+				wantSrc, wantHasSrc = value, true
+			}
+			return true
+		})
+		if !wantHasOp || string(op) != string(wantOp) || hasSrc != wantHasSrc || string(src) != string(wantSrc) {
+			t.Errorf("%s: tail says op %s src %s (%v), the walk op %s (%v) src %s (%v)", raw, op, src, hasSrc, wantOp, wantHasOp, wantSrc, wantHasSrc)
+		}
+	}
+	if answered < base/2 || walked < 100 {
+		t.Fatalf("%d answered from the tail, %d walked, of %d base lines: the test proves little", answered, walked, base)
+	}
+	t.Logf("%d answered from the tail, %d walked", answered, walked)
 }

@@ -77,17 +77,18 @@ func (s *foldState) plan(e event.Event, origin originFunc) (plan, error) {
 		return plan{}, checkLogOnly(e)
 	}
 	typ := e.Type
-	var opRaw, srcRaw []byte
-	var hasOp, hasSrc bool
-	event.EachMember(e.Raw, func(name, value []byte) bool {
-		switch string(name) {
-		case "surfaceOp":
-			opRaw, hasOp = value, true
-		case "sourceEventSeqs":
-			srcRaw, hasSrc = value, true
-		}
-		return true
-	})
+	opRaw, srcRaw, hasSrc, hasOp := tailMarkers(e.Raw)
+	if !hasOp {
+		event.EachMember(e.Raw, func(name, value []byte) bool {
+			switch string(name) {
+			case "surfaceOp":
+				opRaw, hasOp = value, true
+			case "sourceEventSeqs":
+				srcRaw, hasSrc = value, true
+			}
+			return true
+		})
+	}
 	if !hasOp {
 		return plan{}, errText(`session event "`, typ, `" is surface-eligible and requires a surfaceOp marker`)
 	}
@@ -124,6 +125,42 @@ func (s *foldState) plan(e event.Event, origin originFunc) (plan, error) {
 	}
 	return plan{kind: planReplace, seq: e.Seq, start: start, end: end, startIdx: si, endIdx: ei}, nil
 }
+
+// tailMarkers reads an event's surface markers where the harness writes them, without walking its
+// members: last, `,"surfaceOp":"append"}`, after `,"sourceEventSeqs":[…]` when there are sources.
+// found is false when raw does not end that way, and the caller walks the members.
+//
+// raw is a valid JSON object, so its last `}` closes it and the bytes before it are its last member: a
+// quote preceded by a colon, not a backslash, opens a string, and one preceded by a comma opens a
+// name. The last member is the one JSON.parse keeps of a repeated name, as the walk does. With no
+// sources member right before it, a sources member anywhere else would show as the bytes
+// `EventSeqs":` — a name's closing quote and colon, which cannot occur inside a string, where the
+// quote would be escaped — so their absence proves there is none.
+func tailMarkers(raw []byte) (op, src []byte, hasSrc, found bool) {
+	rest, ok := bytes.CutSuffix(raw, appendTail)
+	if !ok {
+		return nil, nil, false, false
+	}
+	op = raw[len(raw)-len(`"append"}`) : len(raw)-1]
+	if n := len(rest); n > 0 && rest[n-1] == ']' {
+		open := n - 2
+		for open >= 0 && (rest[open] == ',' || rest[open] >= '0' && rest[open] <= '9') {
+			open--
+		}
+		if open >= 0 && rest[open] == '[' && bytes.HasSuffix(rest[:open], srcMember) {
+			return op, rest[open:], true, true
+		}
+	}
+	if bytes.Contains(rest, srcName) {
+		return nil, nil, false, false // somewhere else: walk the members
+	}
+	return op, nil, false, true
+}
+
+var (
+	appendTail = []byte(`,"surfaceOp":"append"}`)
+	srcMember  = []byte(`,"sourceEventSeqs":`)
+)
 
 // checkLogOnly rejects surface markers on an event that cannot join the surface. One pass over the
 // top-level members, no allocation: this runs for nearly every event of a log.
