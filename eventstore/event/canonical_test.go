@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -172,6 +173,34 @@ func BenchmarkCanonical(b *testing.B) {
 			if _, err := Canonical(l); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// skipString finds the closing quote by searching for quotes; it must agree with a byte-by-byte scan
+// that steps over every escape, on any input.
+func TestSkipStringAgreesWithAScan(t *testing.T) {
+	scan := func(s []byte, i int) int {
+		for j := i + 1; j < len(s); j++ {
+			switch s[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return -1
+	}
+	rng := rand.New(rand.NewPCG(5, 9))
+	alphabet := []byte{'"', '\\', 'a', 'x', ' ', 'u', '0'}
+	for range 200000 {
+		s := make([]byte, 1+rng.IntN(24))
+		s[0] = '"'
+		for k := 1; k < len(s); k++ {
+			s[k] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if got, want := skipString(s, 0), scan(s, 0); got != want {
+			t.Fatalf("%q: %d, want %d", s, got, want)
 		}
 	}
 }
