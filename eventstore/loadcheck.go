@@ -53,8 +53,9 @@ type logCheck struct {
 	turns      *turnScan
 
 	// the current block's parse (parsedBlock)
-	recs []event.Value
-	kind []recKind
+	recs  []event.Value
+	kind  []recKind
+	quick []quickMessage
 	// spare holds the arrays of blocks the passes are done with, for the next parse: at most three blocks
 	// are alive at once (one in the passes, one queued, one being parsed), and allocating each block's
 	// anew was 31 MB for a 500k-event load
@@ -139,6 +140,7 @@ type parsedBlock struct {
 	events []event.Event // the feed's list when the block was parsed, which covers it
 	recs   []event.Value
 	kind   []recKind
+	quick  []quickMessage // what quickEvent read of a recQuick event
 	err    error
 }
 
@@ -150,6 +152,7 @@ const (
 	recPlain                  // plainEnvelope: unparsed; its position and surface markers remain to check
 	recMember                 // a chunk row's member (rowMember): unparsed, and only its position remains
 	recBracket                // bracketEvent: its record is its number; it carries no surface markers
+	recQuick                  // quickEvent: unparsed; the block's quick entry holds what the passes take
 )
 
 // unparsed reports whether the passes must not read k's record as one.
@@ -160,15 +163,16 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 	b := parsedBlock{lo: lo, hi: hi, events: events}
 	select {
 	case old := <-c.spare:
-		b.recs, b.kind = old.recs[:0], old.kind[:0]
+		b.recs, b.kind, b.quick = old.recs[:0], old.kind[:0], old.quick[:0]
 	default:
 	}
 	if cap(b.recs) < hi-lo {
-		b.recs, b.kind = make([]event.Value, hi-lo), make([]recKind, hi-lo)
+		b.recs, b.kind, b.quick = make([]event.Value, hi-lo), make([]recKind, hi-lo), make([]quickMessage, hi-lo)
 		pages.Touch(b.recs) // most records stay zero, and the collector would read them first
 	} else {
-		b.recs, b.kind = b.recs[:hi-lo], b.kind[:hi-lo]
+		b.recs, b.kind, b.quick = b.recs[:hi-lo], b.kind[:hi-lo], b.quick[:hi-lo]
 		clear(b.recs) // an unparsed event's record must read as the zero Value
+		clear(b.quick)
 	}
 	// Parsing is independent per event and is most of a large load, so it is spread over the cores; the
 	// first failing index wins, as in a sequential pass.
@@ -188,6 +192,10 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 			if n, ok := bracketEvent(e); ok {
 				b.kind[i] = recBracket
 				b.recs[i] = event.Number(n) // not a record: the bracket's number, for the turns pass
+				continue
+			}
+			if q, ok := quickEvent(e); ok {
+				b.kind[i], b.quick[i] = recQuick, q
 				continue
 			}
 			rec, err := loadRecord(e)
@@ -217,11 +225,18 @@ func (c *logCheck) passes(b parsedBlock) {
 		return
 	}
 	c.advance(b.events)
-	c.recs, c.kind = b.recs, b.kind
+	c.recs, c.kind, c.quick = b.recs, b.kind, b.quick
 	for p := passHeaderDelta; p < c.failed; p++ {
 		for i := b.lo; i < b.hi; i++ {
-			if c.kind[i-b.lo] == recMember && p != passSeed {
-				continue // see rowMember
+			switch c.kind[i-b.lo] {
+			case recMember:
+				if p != passSeed {
+					continue // see rowMember
+				}
+			case recQuick:
+				if p < passMigrate || p == passVocabulary {
+					continue // a message type, none of them retired or unknown
+				}
 			}
 			if err := c.check(p, i, i-b.lo); err != nil {
 				c.fail(p, err)
@@ -237,6 +252,13 @@ func (c *logCheck) check(p pass, i, k int) error {
 	case passHeaderDelta, passModeSet, passFallback:
 		return retiredChecks[p-passHeaderDelta](c.stored[i], c.recs[k], c.id)
 	case passMigrate:
+		if c.kind[k] == recQuick {
+			// nothing to upgrade, and the shape passes (quickEvent): only the message id to remember
+			if q := &c.quick[k]; q.id != "" {
+				c.messageIDs[float64(c.stored[i].Seq)] = q.id
+			}
+			return nil
+		}
 		if c.kind[k].unparsed() {
 			return nil
 		}
@@ -244,6 +266,10 @@ func (c *logCheck) check(p pass, i, k int) error {
 	case passVocabulary:
 		return checkKnownType(c.h, c.out[i], c.path)
 	case passTurns:
+		if c.kind[k] == recQuick {
+			c.turns.stepQuick(c.out[i], &c.quick[k])
+			return nil
+		}
 		if c.kind[k].unparsed() {
 			c.turns.stepBracket(c.out[i], c.recs[k].Num)
 			return nil
@@ -251,7 +277,7 @@ func (c *logCheck) check(p pass, i, k int) error {
 		return c.turns.step(c.out[i], &c.recs[k])
 	case passSeed:
 		switch c.kind[k] {
-		case recPlain:
+		case recPlain, recQuick: // the envelope and message checks passed (plainEnvelope, quickEvent)
 			return c.seedPlain(i, c.out[i], false)
 		case recMember, recBracket:
 			return c.seedPlain(i, c.out[i], true)

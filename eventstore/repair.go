@@ -219,6 +219,22 @@ func (s *turnScan) step(e event.Event, parsed *event.Value) error {
 	return nil
 }
 
+// stepQuick is step for a message event quickEvent read, q what it read.
+func (s *turnScan) stepQuick(e event.Event, q *quickMessage) {
+	switch e.Type {
+	case "assistant/message":
+		for _, id := range q.calls {
+			s.pending.set(s.pending.key(event.String(id), true), &pendingCall{id: event.String(id), idOK: true, step: slotOf(event.Number(q.step), true)})
+		}
+	case "tool/call":
+		if c := s.pending.calls[s.pending.key(event.String(q.callID), true)]; c != nil {
+			c.callSeq, c.started = event.Int(e.Seq), true
+		}
+	case "tool/result":
+		s.pending.delete(s.pending.key(event.String(q.callID), true))
+	}
+}
+
 // stepBracket is step for an event the load checks read without parsing: a bracket (bracketEvent, n its
 // number) or a chunk row's member (nothing to track).
 func (s *turnScan) stepBracket(e event.Event, n float64) {

@@ -444,6 +444,9 @@ func skipString(s []byte, i int) int {
 	return -1
 }
 
+// SkipValue returns the index just past the canonical JSON value starting at s[i], or -1.
+func SkipValue(s []byte, i int) int { return skipValue(s, i) }
+
 // skipValue returns the index just past the canonical JSON value starting at s[i], or -1.
 func skipValue(s []byte, i int) int {
 	if i >= len(s) {
