@@ -47,236 +47,269 @@ func quickEvent(e event.Event) (q quickMessage, ok bool) {
 	if e.Seq < 0 {
 		return q, false
 	}
+	raw := e.Raw
 	var seen bits
-	ok = members(e.Raw, func(name, value []byte) bool {
+	end := event.Members(raw, 0, func(name []byte, at int) int {
 		switch string(name) {
 		case "type":
-			return seen.first(0) && len(value) == len(e.Type)+2 && string(value[1:len(value)-1]) == e.Type
+			tok, end := scalar(raw, at)
+			return check(end, seen.first(0) && len(tok) == len(e.Type)+2 && string(tok[1:len(tok)-1]) == e.Type)
 		case "seq":
 			var buf [20]byte
-			return seen.first(1) && bytes.Equal(value, strconv.AppendInt(buf[:0], e.Seq, 10))
+			tok, end := scalar(raw, at)
+			return check(end, seen.first(1) && bytes.Equal(tok, strconv.AppendInt(buf[:0], e.Seq, 10)))
 		case "time":
-			return seen.first(2) && safeIntToken(value)
+			tok, end := scalar(raw, at)
+			return check(end, seen.first(2) && safeIntToken(tok))
 		case "data":
-			return seen.first(3) && q.data(e.Type, value)
+			if !seen.first(3) {
+				return -1
+			}
+			return q.data(e.Type, raw, at)
 		case "ignorable":
-			return seen.first(4) && string(value) == "true"
+			tok, end := scalar(raw, at)
+			return check(end, seen.first(4) && string(tok) == "true")
 		case "surfaceOp", "sourceEventSeqs": // the surface fold reads them from the bytes
-			return true
+			return event.SkipValue(raw, at)
 		}
-		return false // not an envelope member: the envelope check refuses the event
+		return -1 // not an envelope member: the envelope check refuses the event
 	})
-	return q, ok && seen.all(4) // type, seq, time and data
+	return q, end == len(raw) && seen.all(4) // type, seq, time and data
 }
 
-// data reads the data member of an event of type typ.
-func (q *quickMessage) data(typ string, raw []byte) bool {
+// data reads the data member of an event of type typ, at raw[at], and returns where it ends (-1: the
+// event is not for quickEvent).
+func (q *quickMessage) data(typ string, raw []byte, at int) int {
 	var seen bits
+	var end int
 	switch typ {
 	case "user/message":
-		return q.message(raw, "user", nil)
+		return q.message(raw, at, "user", typ)
 	case "tool/call":
-		ok := members(raw, func(name, value []byte) bool {
+		end = event.Members(raw, at, func(name []byte, at int) int {
 			switch string(name) {
 			case "callId":
-				var s bool
-				q.callID, s = str(value)
-				return seen.first(0) && s
+				tok, end := scalar(raw, at)
+				var ok bool
+				q.callID, ok = str(tok)
+				return check(end, seen.first(0) && ok)
 			case "message":
-				return false
+				return -1
 			}
-			return true
+			return event.SkipValue(raw, at)
 		})
-		return ok && seen.all(1)
+		return check(end, seen.all(1))
 	}
-	ok := members(raw, func(name, value []byte) bool {
+	role := "user"
+	if typ == "assistant/message" {
+		role = "assistant"
+	}
+	end = event.Members(raw, at, func(name []byte, at int) int {
 		switch string(name) {
 		case "step":
-			if !seen.first(0) || !safeIntToken(value) {
-				return false
+			tok, end := scalar(raw, at)
+			if !seen.first(0) || !safeIntToken(tok) {
+				return -1
 			}
-			q.step = intToken(value)
-			return true
+			q.step = intToken(tok)
+			return end
 		case "message":
-			role := "user"
-			if typ == "assistant/message" {
-				role = "assistant"
+			if !seen.first(1) {
+				return -1
 			}
-			return seen.first(1) && q.message(value, role, &typ)
+			return q.message(raw, at, role, typ)
 		}
-		return true
+		return event.SkipValue(raw, at)
 	})
 	if typ == "tool/result" {
-		return ok && seen.has(1)
+		return check(end, seen.has(1))
 	}
-	return ok && seen.all(2)
+	return check(end, seen.all(2))
 }
 
-// message reads a message object with role role; typ is the event's type, nil for a user/message.
-func (q *quickMessage) message(raw []byte, role string, typ *string) bool {
+// message reads the message object at raw[at], of role role in an event of type typ.
+func (q *quickMessage) message(raw []byte, at int, role, typ string) int {
 	var seen bits
-	var kind, toolCallID, callID []byte
-	model := typ != nil && *typ == "assistant/message"
-	result := typ != nil && *typ == "tool/result"
-	ok := members(raw, func(name, value []byte) bool {
+	var src sourceFacts
+	var toolCallID []byte
+	model, result := typ == "assistant/message", typ == "tool/result"
+	end := event.Members(raw, at, func(name []byte, at int) int {
 		switch string(name) {
 		case "id":
-			var s bool
-			q.id, s = str(value)
-			return seen.first(0) && s && q.id != ""
+			tok, end := scalar(raw, at)
+			var ok bool
+			q.id, ok = str(tok)
+			return check(end, seen.first(0) && ok && q.id != "")
 		case "role":
-			return seen.first(1) && len(value) == len(role)+2 && string(value[1:len(value)-1]) == role
+			tok, end := scalar(raw, at)
+			return check(end, seen.first(1) && len(tok) == len(role)+2 && string(tok[1:len(tok)-1]) == role)
 		case "content":
-			if !seen.first(2) || len(value) == 0 || value[0] != '[' {
-				return false
+			if !seen.first(2) || raw[at] != '[' {
+				return -1
 			}
 			switch {
 			case model:
-				return q.blocks(value)
+				return q.blocks(raw, at)
 			case result:
-				var ok bool
-				toolCallID, ok = resultBlock(value)
-				return ok
+				var end int
+				toolCallID, end = resultBlock(raw, at)
+				return end
 			}
-			return true
+			return event.SkipValue(raw, at)
 		case "source":
-			var s sourceFacts
-			if !seen.first(3) || !s.read(value, model, result) {
-				return false
+			if !seen.first(3) {
+				return -1
 			}
-			kind, callID = s.kind, s.callID
-			return true
+			return src.read(raw, at, model, result)
 		}
-		return true
+		return event.SkipValue(raw, at)
 	})
-	if !ok || !seen.all(4) || len(kind) < 3 { // kind: a non-empty string
-		return false
+	if end < 0 || !seen.all(4) || len(src.kind) < 3 { // kind: a non-empty string
+		return -1
 	}
 	switch {
 	case model:
-		return string(kind) == `"model"`
+		return check(end, string(src.kind) == `"model"`)
 	case result:
-		if string(kind) != `"tool"` || len(callID) < 3 || !bytes.Equal(callID, toolCallID) {
-			return false // canonical strings are equal exactly when their bytes are
+		if string(src.kind) != `"tool"` || len(src.callID) < 3 || !bytes.Equal(src.callID, toolCallID) {
+			return -1 // canonical strings are equal exactly when their bytes are
 		}
-		q.callID, ok = str(callID)
-		return ok
+		var ok bool
+		q.callID, ok = str(src.callID)
+		return check(end, ok)
 	}
-	return true
+	return end
 }
 
 // sourceFacts is what message reads of a message's source.
 type sourceFacts struct{ kind, callID []byte }
 
-// read reads a source object: a string kind, and for a model the provider and model, for a tool result
-// the callId, as non-empty strings.
-func (s *sourceFacts) read(raw []byte, model, result bool) bool {
+// read reads the source object at raw[at]: a string kind, and for a model the provider and model, for a
+// tool result the callId, as non-empty strings.
+func (s *sourceFacts) read(raw []byte, at int, model, result bool) int {
 	var seen bits
-	ok := members(raw, func(name, value []byte) bool {
+	end := event.Members(raw, at, func(name []byte, at int) int {
+		tok, end := scalar(raw, at)
 		switch string(name) {
 		case "kind":
-			s.kind = value
-			return seen.first(0) && isStrToken(value)
+			s.kind = tok
+			return check(end, seen.first(0) && isStrToken(tok))
 		case "provider":
-			return !model || seen.first(1) && isStrToken(value) && len(value) > 2
+			return check(end, !model || seen.first(1) && isStrToken(tok) && len(tok) > 2)
 		case "model":
-			return !model || seen.first(2) && isStrToken(value) && len(value) > 2
+			return check(end, !model || seen.first(2) && isStrToken(tok) && len(tok) > 2)
 		case "callId":
-			s.callID = value
-			return !result || seen.first(1) && isStrToken(value)
+			s.callID = tok
+			return check(end, !result || seen.first(1) && isStrToken(tok))
 		}
-		return true
+		return end
 	})
 	switch {
 	case model:
-		return ok && seen.all(3)
+		return check(end, seen.all(3))
 	case result:
-		return ok && seen.all(2)
+		return check(end, seen.all(2))
 	}
-	return ok && seen.all(1)
+	return check(end, seen.all(1))
 }
 
-// blocks reads an assistant message's content: objects, the ids of its tool-call blocks kept.
-func (q *quickMessage) blocks(raw []byte) bool {
-	return elements(raw, func(block []byte) bool {
+// blocks reads an assistant message's content at raw[at]: objects, the ids of its tool-call blocks kept.
+func (q *quickMessage) blocks(raw []byte, at int) int {
+	return elements(raw, at, func(at int) int {
 		var seen bits
 		var call bool
 		var id []byte
-		ok := members(block, func(name, value []byte) bool {
+		end := event.Members(raw, at, func(name []byte, at int) int {
 			switch string(name) {
 			case "type":
-				call = string(value) == `"tool-call"`
-				return seen.first(0)
+				tok, end := scalar(raw, at)
+				call = string(tok) == `"tool-call"`
+				return check(end, seen.first(0))
 			case "id":
-				id = value
-				return seen.first(1)
+				tok, end := scalar(raw, at)
+				id = tok
+				return check(end, seen.first(1))
 			}
-			return true
+			return event.SkipValue(raw, at)
 		})
-		if !ok || !call {
-			return ok
+		if end < 0 || !call {
+			return end
 		}
 		s, isStr := str(id)
 		q.calls = append(q.calls, s)
-		return isStr
+		return check(end, isStr)
 	})
 }
 
-// resultBlock reads a tool result's content, which must be exactly one tool-result block with an array
-// content, and returns its toolCallId token.
-func resultBlock(raw []byte) (toolCallID []byte, ok bool) {
+// resultBlock reads a tool result's content at raw[at], which must be exactly one tool-result block with
+// an array content, and returns its toolCallId token and where the content ends.
+func resultBlock(raw []byte, at int) (toolCallID []byte, end int) {
 	n := 0
-	ok = elements(raw, func(block []byte) bool {
+	end = elements(raw, at, func(at int) int {
 		n++
 		var seen bits
-		ok := members(block, func(name, value []byte) bool {
+		end := event.Members(raw, at, func(name []byte, at int) int {
+			tok, end := scalar(raw, at)
 			switch string(name) {
 			case "type":
-				return seen.first(0) && string(value) == `"tool-result"`
+				return check(end, seen.first(0) && string(tok) == `"tool-result"`)
 			case "content":
-				return seen.first(1) && value[0] == '['
+				return check(end, seen.first(1) && tok[0] == '[')
 			case "toolCallId":
-				toolCallID = value
-				return seen.first(2) && isStrToken(value)
+				toolCallID = tok
+				return check(end, seen.first(2) && isStrToken(tok))
 			}
-			return true
+			return end
 		})
-		return ok && seen.all(3)
+		return check(end, seen.all(3))
 	})
-	return toolCallID, ok && n == 1
+	return toolCallID, check(end, n == 1)
 }
 
-// members calls fn with each member of the canonical object raw, and reports whether raw is an object
-// and fn accepted every member.
-func members(raw []byte, fn func(name, value []byte) bool) bool {
-	all := true
-	isObject := event.EachMember(raw, func(name, value []byte) bool {
-		all = fn(name, value)
-		return all
-	})
-	return isObject && all
-}
-
-// elements calls fn with each element of the canonical array raw, each of which must be an object, and
-// reports whether fn accepted them all.
-func elements(raw []byte, fn func(element []byte) bool) bool {
-	if len(raw) < 2 || raw[0] != '[' {
-		return false
+// elements walks the canonical array at raw[at], whose elements must be objects: fn reads each and
+// returns where it ends. elements returns where the array ends, or -1.
+func elements(raw []byte, at int, fn func(at int) int) int {
+	if at+1 >= len(raw) || raw[at] != '[' {
+		return -1
 	}
-	for i := 1; i < len(raw)-1; {
+	if raw[at+1] == ']' {
+		return at + 2
+	}
+	for i := at + 1; i < len(raw); {
 		if raw[i] != '{' {
-			return false
+			return -1
 		}
-		end := event.SkipValue(raw, i)
-		if end < 0 || !fn(raw[i:end]) {
-			return false
+		end := fn(i)
+		if end <= i || end >= len(raw) {
+			return -1
 		}
-		if raw[end] == ',' {
-			end++
+		switch raw[end] {
+		case ',':
+			i = end + 1
+		case ']':
+			return end + 1
+		default:
+			return -1
 		}
-		i = end
 	}
-	return true
+	return -1
+}
+
+// scalar returns the value token at raw[at] and where it ends.
+func scalar(raw []byte, at int) ([]byte, int) {
+	end := event.SkipValue(raw, at)
+	if end < 0 {
+		return nil, -1
+	}
+	return raw[at:end], end
+}
+
+// check is end when ok, else -1.
+func check(end int, ok bool) int {
+	if !ok {
+		return -1
+	}
+	return end
 }
 
 // bits records which of up to eight names an object had.

@@ -487,6 +487,42 @@ func skipValue(s []byte, i int) int {
 	}
 }
 
+// Members walks the members of the canonical object starting at raw[at]: fn gets each member's raw
+// (still escaped) name and the index where its value starts, and returns the index just past the value
+// (SkipValue, or whatever reading it found) or -1 to stop. Members returns the index just past the
+// object, or -1 when fn stopped or raw holds no object there. Unlike EachMember it lets fn read a value
+// as it goes, so that a reader descending into nested objects reads each byte once.
+func Members(raw []byte, at int, fn func(name []byte, value int) int) int {
+	if at+1 >= len(raw) || raw[at] != '{' {
+		return -1
+	}
+	if raw[at+1] == '}' {
+		return at + 2
+	}
+	for i := at + 1; i < len(raw); {
+		if raw[i] != '"' {
+			return -1
+		}
+		kEnd := skipString(raw, i)
+		if kEnd < 0 || kEnd >= len(raw) || raw[kEnd] != ':' {
+			return -1
+		}
+		vEnd := fn(raw[i+1:kEnd-1], kEnd+1)
+		if vEnd <= kEnd || vEnd >= len(raw) {
+			return -1
+		}
+		switch raw[vEnd] {
+		case ',':
+			i = vEnd + 1
+		case '}':
+			return vEnd + 1
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
 // EachMember calls fn with the raw (still escaped) name and the raw value of each member of the canonical
 // object raw, in order, without allocating; it stops early when fn returns false. It reports false when raw
 // is not an object.
