@@ -326,9 +326,9 @@ func (c *logCheck) migrate(i, k int) error {
 	return nil
 }
 
-// seedPlain is the seed check of an event whose envelope already passed checkEnvelope's rules
-// (plainEnvelope): only its position remains to check, and the surface. unmarked says the event carries
-// no surface markers (recKind).
+// seedPlain is the seed check of an event whose envelope and message shape are known to pass
+// checkEnvelope (recKind: every kind but recParsed): only its position remains to check, and the
+// surface. unmarked says the event carries no surface markers.
 func (c *logCheck) seedPlain(index int, e event.Event, unmarked bool) error {
 	if e.Seq != int64(index) {
 		return errors.New(seedAt(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
