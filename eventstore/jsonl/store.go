@@ -290,8 +290,9 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 var _ eventstore.ProgressiveBackend = (*Backend)(nil)
 
 // LoadStoredProgress is LoadStored reporting a zstd artifact's events to progress (nil: none) as its
-// pieces are decoded (eventstore.ProgressiveBackend). A raw transcript reports nothing before the end: its read starts over when the file
-// changes under it (stableRead), and what it reported would then not be a prefix of what it returns.
+// pieces are decoded (eventstore.ProgressiveBackend). A raw transcript reports nothing before the end:
+// its read starts over when the file changes under it (stableRead), and what it reported would then not
+// be a prefix of what it returns.
 func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress eventstore.ProgressSink) (*eventstore.Prefix, error) {
 	path, err := b.find(id)
 	if err != nil {
