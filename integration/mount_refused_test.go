@@ -158,13 +158,17 @@ func TestMountRefused(t *testing.T) {
 		t.Errorf("rsync -a copy differs from the mount:\n%s%s", r.stdout, r.stderr)
 	}
 
-	// the mount log names every refusal a reader met, with the harness's text (slog quotes it)
-	log := m.log.String()
-	for _, id := range refused {
-		if q := strconv.Quote(messages[id]); !strings.Contains(log, q[1:len(q)-1]) {
-			t.Errorf("mount log does not name the refusal of %q (%s); log:\n%s", id, messages[id], log)
+	// the mount log names every refusal a reader met, with the harness's text (slog quotes it); its
+	// stderr reaches m.log through a pipe
+	waitFor(t, "the mount log to name every refusal", func() (bool, string) {
+		log := m.log.String()
+		for _, id := range refused {
+			if q := strconv.Quote(messages[id]); !strings.Contains(log, q[1:len(q)-1]) {
+				return false, fmt.Sprintf("no refusal of %q (%s) in:\n%s", id, messages[id], log)
+			}
 		}
-	}
+		return true, ""
+	})
 }
 
 // sameSet compares two newline-separated lists ignoring order.

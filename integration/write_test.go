@@ -131,9 +131,10 @@ func TestWriteBadInput(t *testing.T) {
 	if n := len(listStore(t, store)); n != 1 {
 		t.Errorf("%d sessions after refused creates and forks, want 1", n)
 	}
-	if !strings.Contains(m.log.String(), "duplicate key") {
-		t.Errorf("the mount's log lacks the refusals")
-	}
+	// the mount's stderr reaches m.log through a pipe: wait for it rather than read it once
+	waitFor(t, "the mount's log to show the refusals", func() (bool, string) {
+		return strings.Contains(m.log.String(), "duplicate key"), m.log.String()
+	})
 }
 
 // TestWriteAwkwardIDs: ids with "/", "..", spaces and non-ASCII are created encoded, as the harness names
