@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/storetest"
 	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
@@ -430,12 +431,12 @@ func TestZstdPiecesMatchFrameByFrame(t *testing.T) {
 				}
 				got += fmt.Sprintf(" %d events %q torn %+v", len(p.Events), strings.Join(raw, "\n"), p.Torn)
 			}
-			rec := &recordingSink{}
+			rec := &storetest.ProgressRecorder{}
 			pp, perr := b.LoadStoredProgress(ctx, "p", rec)
 			if fmt.Sprint(perr) != fmt.Sprint(err) || (pp == nil) != (p == nil) {
 				t.Fatalf("%s, pieces of %d bytes: LoadStoredProgress gives %v, LoadStored %v", name, piece, perr, err)
 			}
-			rec.check(t, fmt.Sprintf("%s, pieces of %d bytes", name, piece), pp)
+			rec.Check(t, fmt.Sprintf("%s, pieces of %d bytes", name, piece), pp)
 			if piece == 1 {
 				want = got
 				if name == "intact" && (err != nil || len(p.Events) != 120) {

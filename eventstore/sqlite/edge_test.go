@@ -14,6 +14,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/eventstore/storetest"
 	"github.com/dshfs/dshfs/internal/eventtest"
 	"github.com/dshfs/dshfs/internal/synth"
 )
@@ -728,6 +729,16 @@ func TestLoadBlocksMatchWholeScan(t *testing.T) {
 			where := fmt.Sprintf("%s, blocks of %d", v.name, block)
 			if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
 				t.Fatalf("%s: error %v, want %v", where, err, wantErr)
+			}
+			// the progressive load returns the same, and reports prefixes of it on the way
+			rec := &storetest.ProgressRecorder{}
+			pgot, perr := b.LoadStoredProgress(ctx, "s", rec)
+			if fmt.Sprint(perr) != fmt.Sprint(err) || err == nil && len(pgot.Events) != len(got.Events) {
+				t.Fatalf("%s: LoadStoredProgress gives %v, LoadStored %v", where, perr, err)
+			}
+			rec.Check(t, where, pgot)
+			if block == 7 && len(rec.Reports) < 10 {
+				t.Fatalf("%s: %d reports", where, len(rec.Reports))
 			}
 			if err != nil {
 				continue

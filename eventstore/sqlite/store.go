@@ -641,7 +641,7 @@ var loadBlock = 4096 // a variable so tests can make blocks tiny
 // turn/end row that decodes, found first by a query of its own; what it returns is scanRows' prefix, and
 // the size of the torn tail. Its errors are readRows' then scanRows': a row that fails validation fails
 // the load wherever it is, even after a committed row that does not decode.
-func (b *Backend) loadRows(ctx context.Context, q querier, id string) (*rowScan, int64, error) {
+func (b *Backend) loadRows(ctx context.Context, q querier, id string, sink eventstore.ProgressSink) (*rowScan, int64, error) {
 	committed := int64(-1)
 	err := b.eachRow(ctx, q, func(r row, bad error) error {
 		if bad != nil {
@@ -672,6 +672,10 @@ func (b *Backend) loadRows(ctx context.Context, q querier, id string) (*rowScan,
 		case s.tornFrom < 0:
 			if refused = s.add(block); refused != nil {
 				break
+			}
+			if sink != nil {
+				// the scan only ever appends, and a row that starts the torn tail ends the list
+				sink.Events(s.events, s.rowMembers)
 			}
 			for i := range s.tornRows {
 				torn += s.tornRows[i].size()
@@ -771,6 +775,14 @@ func (b *Backend) session(ctx context.Context, q querier, id string) (session, e
 
 // LoadStored reads a session's row and all its events rows in one read transaction (one snapshot).
 func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix, error) {
+	return b.LoadStoredProgress(ctx, id, nil)
+}
+
+var _ eventstore.ProgressiveBackend = (*Backend)(nil)
+
+// LoadStoredProgress is LoadStored reporting the session's events to sink (nil: none) block by block as
+// its rows are decoded (eventstore.ProgressiveBackend).
+func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink eventstore.ProgressSink) (*eventstore.Prefix, error) {
 	if b.pristine {
 		return nil, &eventstore.NotFoundError{ID: id}
 	}
@@ -783,7 +795,10 @@ func (b *Backend) LoadStored(ctx context.Context, id string) (*eventstore.Prefix
 	if err != nil {
 		return nil, err
 	}
-	sc, torn, err := b.loadRows(ctx, tx, id)
+	if sink != nil {
+		sink.Header(s.header, "") // a SQLite prefix names no path (Locate)
+	}
+	sc, torn, err := b.loadRows(ctx, tx, id, sink)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,7 @@ func Run(t *testing.T, be Backend) {
 		{"WriterLock", testWriterLock},
 		{"ForeignWriter", testForeignWriter},
 		{"Fork", testFork},
+		{"ProgressiveLoad", testProgressiveLoad},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -551,5 +552,49 @@ func testFork(t *testing.T, be Backend) {
 	id, err := st.Fork(ctx, "p", "8", "")
 	if err != nil || len(id) != 36 || id[14] != '4' {
 		t.Errorf("fork with a default child id: %q %v", id, err)
+	}
+}
+
+// testProgressiveLoad: a backend that reports a load's events as it decodes them reports a header first,
+// then prefixes of what the load returns, for an intact log and a torn one; and Inspect, which checks
+// what it reports while the load goes on, finds what checking the loaded prefix afterwards finds.
+func testProgressiveLoad(t *testing.T, be Backend) {
+	st, _ := open(t, be)
+	pb, ok := st.Backend().(eventstore.ProgressiveBackend)
+	if !ok {
+		t.Skip("the backend loads all at once")
+	}
+	log := turns(t, 400)
+	for _, id := range []string{"intact", "torn"} {
+		if _, err := st.Backend().Materialize(ctx, header(id), log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	be.Tear(t, st.Backend(), "torn")
+	for _, id := range []string{"intact", "torn"} {
+		want, err := st.Backend().LoadStored(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &ProgressRecorder{}
+		got, err := pb.LoadStoredProgress(ctx, id, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, id+": the progressive load", got.Events, want.Events)
+		if (got.Torn == nil) != (id == "intact") {
+			t.Fatalf("%s: torn %+v", id, got.Torn)
+		}
+		rec.Check(t, id, got)
+
+		ins, err := st.Inspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, closers, err := eventstore.Inspect(id, want.Header, want.Events, want.Path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, id+": the inspected events", ins.Events, append(events, closers...))
 	}
 }
