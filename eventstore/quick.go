@@ -254,7 +254,7 @@ func resultBlock(raw []byte, at int) (toolCallID []byte, end int) {
 			case "type":
 				return check(end, seen.first(0) && string(tok) == `"tool-result"`)
 			case "content":
-				return check(end, seen.first(1) && tok[0] == '[')
+				return check(end, seen.first(1) && len(tok) > 0 && tok[0] == '[')
 			case "toolCallId":
 				toolCallID = tok
 				return check(end, seen.first(2) && isStrToken(tok))

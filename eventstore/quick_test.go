@@ -190,3 +190,44 @@ func quickCheckFailure(e event.Event, q quickMessage) string {
 	}
 	return ""
 }
+
+// TestQuickEventTakesAnyBytes: quickEvent reads bytes that are not JSON — every proper prefix of the edge
+// lines of TestQuickEventsPassEveryCheck, and those lines with a byte changed, canonical or not — without
+// panicking, and accepts no proper prefix of a line.
+func TestQuickEventTakesAnyBytes(t *testing.T) {
+	lines := []string{
+		`{"type":"user/message","seq":2,"time":1,"data":{"id":"u-1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,
+		`{"type":"assistant/message","seq":24,"time":1,"data":{"turn":1,"step":1,"message":{"id":"a-1-1","role":"assistant","content":[{"type":"text","text":"Running."},{"type":"tool-call","id":"call-1","name":"bash","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"}},"usage":{"inputTokens":1,"outputTokens":2}},"sourceEventSeqs":[4,5],"surfaceOp":"append"}`,
+		`{"type":"tool/call","seq":25,"time":1,"data":{"turn":1,"step":1,"callId":"call-1","name":"bash","arguments":"{}"}}`,
+		`{"type":"tool/result","seq":26,"time":1,"data":{"turn":1,"step":1,"message":{"id":"t-1","role":"user","content":[{"type":"tool-result","toolCallId":"call-1","content":[{"type":"text","text":"ok"}],"isError":false}],"source":{"kind":"tool","callId":"call-1"}}},"sourceEventSeqs":[25],"surfaceOp":"append"}`,
+	}
+	types := []string{"user/message", "assistant/message", "tool/call", "tool/result"}
+	seqs := []int64{2, 24, 25, 26}
+	read := func(raw []byte, typ string, seq int64) (ok bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("%s: quickEvent panics: %v", raw, r)
+			}
+		}()
+		_, ok = quickEvent(event.Event{Raw: raw, Type: typ, Seq: seq})
+		return ok
+	}
+	for i, l := range lines {
+		if !read([]byte(l), types[i], seqs[i]) {
+			t.Fatalf("%s: refused", l)
+		}
+		for n := range len(l) {
+			if read([]byte(l[:n]), types[i], seqs[i]) {
+				t.Errorf("%q: a proper prefix accepted", l[:n])
+			}
+		}
+		for at := range len(l) {
+			for _, b := range []byte{'0', '-', '.', '}', ']', ',', '"', 'x', '[', '{', ':', ' ', '\\', 0xff} {
+				m := []byte(l)
+				m[at] = b
+				read(m, types[i], seqs[i])
+				read(m[:at+1], types[i], seqs[i])
+			}
+		}
+	}
+}

@@ -488,7 +488,7 @@ func skipValue(s []byte, i int) int {
 }
 
 // Members walks the members of the canonical object starting at raw[at]: fn gets each member's raw
-// (still escaped) name and the index where its value starts, and returns the index just past the value
+// (still escaped) name and the index where its value starts (an index of raw), and returns the index just past the value
 // (SkipValue, or whatever reading it found) or -1 to stop. Members returns the index just past the
 // object, or -1 when fn stopped or raw holds no object there. Unlike EachMember it lets fn read a value
 // as it goes, so that a reader descending into nested objects reads each byte once.
@@ -504,8 +504,8 @@ func Members(raw []byte, at int, fn func(name []byte, value int) int) int {
 			return -1
 		}
 		kEnd := skipString(raw, i)
-		if kEnd < 0 || kEnd >= len(raw) || raw[kEnd] != ':' {
-			return -1
+		if kEnd < 0 || kEnd+1 >= len(raw) || raw[kEnd] != ':' {
+			return -1 // fn is never given an index past raw
 		}
 		vEnd := fn(raw[i+1:kEnd-1], kEnd+1)
 		if vEnd <= kEnd || vEnd >= len(raw) {
