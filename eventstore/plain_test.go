@@ -193,35 +193,15 @@ func TestBracketEventsPassEveryCheck(t *testing.T) {
 // bracketCheckFailure runs the load's checks of one event on its parsed record and says which one the
 // event fails or what differs from the unparsed path's reading, "" when none.
 func bracketCheckFailure(e event.Event, n float64) string {
-	rec, err := loadRecord(e)
-	if err != nil {
-		return "it does not parse: " + err.Error()
-	}
-	for _, check := range retiredChecks {
-		if err := check(e, rec, "s"); err != nil {
-			return "a retired-vocabulary check fails: " + err.Error()
-		}
-	}
-	if _, changed, err := migrateEvent(rec, "s", map[float64]string{}); err != nil || changed {
-		return fmt.Sprintf("the upgrade says changed %v, %v", changed, err)
-	}
-	if err := checkMessageEventShape(rec, func() string { return "event" }); err != nil {
-		return "the message shape check fails: " + err.Error()
+	rec, why := recordCheckFailure(e)
+	if why != "" {
+		return why
 	}
 	if _, ok := eventMessageID(rec); ok {
 		return "it carries a message id"
 	}
-	if !event.IsKnownType(e.Type) {
-		return "its type is unknown"
-	}
 	if e.Seq < 0 {
 		return "its seq is not safe"
-	}
-	if err := checkEnvelope(rec, int(e.Seq)); err != nil {
-		return "the envelope check fails: " + err.Error()
-	}
-	if err := checkSupportedRequestHeader(rec, func() string { return "event" }); err != nil {
-		return "the request header check fails: " + err.Error()
 	}
 	if markers(e) {
 		return "it carries a surface marker"
@@ -239,6 +219,39 @@ func bracketCheckFailure(e event.Event, n float64) string {
 		return fmt.Sprintf("the planner's state differs: parsed %+v, unparsed %+v", *parsed, *fast)
 	}
 	return ""
+}
+
+// recordCheckFailure parses e as the load checks do and runs on its record the checks every event goes
+// through: the retired vocabulary, the upgrade (which must change nothing), the message shape, the known
+// types, the envelope and the request header. It says which one fails, "" when none.
+func recordCheckFailure(e event.Event) (event.Value, string) {
+	rec, err := loadRecord(e)
+	if err != nil {
+		return rec, "it does not parse: " + err.Error()
+	}
+	for _, check := range retiredChecks {
+		if err := check(e, rec, "s"); err != nil {
+			return rec, "a retired-vocabulary check fails: " + err.Error()
+		}
+	}
+	if _, changed, err := migrateEvent(rec, "s", map[float64]string{}); err != nil || changed {
+		return rec, fmt.Sprintf("the upgrade says changed %v, %v", changed, err)
+	}
+	if err := checkMessageEventShape(rec, func() string { return "event" }); err != nil {
+		return rec, "the message shape check fails: " + err.Error()
+	}
+	if !event.IsKnownType(e.Type) {
+		return rec, "its type is unknown"
+	}
+	if e.Seq >= 0 {
+		if err := checkEnvelope(rec, int(e.Seq)); err != nil {
+			return rec, "the envelope check fails: " + err.Error()
+		}
+	}
+	if err := checkSupportedRequestHeader(rec, func() string { return "event" }); err != nil {
+		return rec, "the request header check fails: " + err.Error()
+	}
+	return rec, ""
 }
 
 // markers reports whether e has a surfaceOp or sourceEventSeqs member at its top level.

@@ -144,35 +144,15 @@ func TestQuickEventsPassEveryCheck(t *testing.T) {
 // quickCheckFailure runs the load's checks of one event on its parsed record and says which one the
 // event fails or what differs from quickEvent's reading q, "" when none.
 func quickCheckFailure(e event.Event, q quickMessage) string {
-	rec, err := loadRecord(e)
-	if err != nil {
-		return "it does not parse: " + err.Error()
-	}
-	for _, check := range retiredChecks {
-		if err := check(e, rec, "s"); err != nil {
-			return "a retired-vocabulary check fails: " + err.Error()
-		}
-	}
-	if _, changed, err := migrateEvent(rec, "s", map[float64]string{}); err != nil || changed {
-		return fmt.Sprintf("the upgrade says changed %v, %v", changed, err)
-	}
-	if err := checkMessageEventShape(rec, func() string { return "event" }); err != nil {
-		return "the message shape check fails: " + err.Error()
+	rec, why := recordCheckFailure(e)
+	if why != "" {
+		return why
 	}
 	if id, ok := eventMessageID(rec); id != q.id || ok != (q.id != "") {
 		return fmt.Sprintf("its message id is %q (%v), read as %q", id, ok, q.id)
 	}
-	if !event.IsKnownType(e.Type) {
-		return "its type is unknown"
-	}
 	if seq, ok := rec.Get("seq"); e.Seq < 0 || !ok || seq.Num != float64(e.Seq) {
 		return "its seq is not its own"
-	}
-	if err := checkEnvelope(rec, int(e.Seq)); err != nil {
-		return "the envelope check fails: " + err.Error()
-	}
-	if err := checkSupportedRequestHeader(rec, func() string { return "event" }); err != nil {
-		return "the request header check fails: " + err.Error()
 	}
 	parsed, fast := newTurnScan(), newTurnScan()
 	for _, s := range []*turnScan{parsed, fast} { // calls pending, the event's own among them
