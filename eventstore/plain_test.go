@@ -134,25 +134,9 @@ func TestBracketEventsPassEveryCheck(t *testing.T) {
 		`{"type":"step/end","seq":12,"time":1,"data":{"turn":1,"step":70}}`,
 		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"user"}}}`,
 	}
-	fixtureBrackets := 0
-	err := filepath.WalkDir(fixtures.Path(t, "upstream", "raw"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".jsonl") {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		for _, l := range strings.Split(string(data), "\n") {
-			for _, typ := range []string{"turn/start", "turn/end", "step/start", "step/end"} {
-				if strings.HasPrefix(l, `{"type":"`+typ+`"`) {
-					lines = append(lines, l)
-					fixtureBrackets++
-				}
-			}
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fromFixtures := fixtureLines(t, []string{"turn/start", "turn/end", "step/start", "step/end"}, fixtures.Path(t, "upstream", "raw"))
+	fixtureBrackets := len(fromFixtures)
+	lines = append(lines, fromFixtures...)
 	base := len(lines)
 	for i := range base {
 		for at := range len(lines[i]) {
@@ -219,6 +203,32 @@ func bracketCheckFailure(e event.Event, n float64) string {
 		return fmt.Sprintf("the planner's state differs: parsed %+v, unparsed %+v", *parsed, *fast)
 	}
 	return ""
+}
+
+// fixtureLines is every line of the raw logs under dirs that holds an event of one of the types.
+func fixtureLines(t *testing.T, types []string, dirs ...string) []string {
+	t.Helper()
+	var lines []string
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".jsonl") {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			for _, l := range strings.Split(string(data), "\n") {
+				for _, typ := range types {
+					if strings.HasPrefix(l, `{"type":"`+typ+`"`) {
+						lines = append(lines, l)
+					}
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lines
 }
 
 // recordCheckFailure parses e as the load checks do and runs on its record the checks every event goes

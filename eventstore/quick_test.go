@@ -2,11 +2,7 @@ package eventstore
 
 import (
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -76,27 +72,9 @@ func TestQuickEventsPassEveryCheck(t *testing.T) {
 		`{"type":"assistant/message","seq":0,"time":1,"data":{"step":1,"message":{"id":"a","role":"user","content":[],"source":{"kind":"model","provider":"p","model":"m"}}}}`,
 	}
 	edges := len(lines)
-	fromFixtures := 0
-	for _, dir := range []string{fixtures.Path(t, "upstream", "raw"), fixtures.Path(t, "generated", "raw")} {
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".jsonl") {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			for _, l := range strings.Split(string(data), "\n") {
-				for _, typ := range types {
-					if strings.HasPrefix(l, `{"type":"`+typ+`"`) {
-						lines = append(lines, l)
-						fromFixtures++
-					}
-				}
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixtureEvents := fixtureLines(t, types, fixtures.Path(t, "upstream", "raw"), fixtures.Path(t, "generated", "raw"))
+	lines = append(lines, fixtureEvents...)
+	fromFixtures := len(fixtureEvents)
 	base := len(lines)
 	for i := range base {
 		if i >= edges && i%40 != 0 {
