@@ -16,6 +16,19 @@ func TestPrimer(t *testing.T) {
 	k := &kernelView{primes: &primes}
 	idle := make(chan struct{}, 1)
 	k.primer.idle = func() { idle <- struct{}{} }
+	// waitIdle returns once no primer goroutine runs. The queue can empty between two adds, so that one
+	// goroutine exits and another starts: a signal alone may be the first one's.
+	waitIdle := func() {
+		for {
+			<-idle
+			k.primer.mu.Lock()
+			running := k.primer.running
+			k.primer.mu.Unlock()
+			if !running {
+				return
+			}
+		}
+	}
 	data := []byte("0123456789")
 
 	var mu sync.Mutex
@@ -35,10 +48,12 @@ func TestPrimer(t *testing.T) {
 		k.reported(ino, int64(len(data)))
 		k.primer.add(priming{kernel: k, ino: ino, data: data, rev: "r1", store: store(ino, enoents)})
 	}
-	<-idle
+	waitIdle()
+	mu.Lock()
 	if stores[1] != 1 || stores[2] != 3 || stores[3] != primeTries {
 		t.Fatalf("stores per inode: %v; want 1, 3 (after two ENOENT) and %d (given up)", stores, primeTries)
 	}
+	mu.Unlock()
 	if primes.Load() != 2 || !k.keeps(1, "r1", 10) || !k.keeps(2, "r1", 10) || k.keeps(3, "r1", 10) {
 		t.Fatalf("primed %d; keeps 1, 2, 3: %v %v %v", primes.Load(), k.keeps(1, "r1", 10), k.keeps(2, "r1", 10), k.keeps(3, "r1", 10))
 	}
@@ -66,7 +81,7 @@ func TestPrimer(t *testing.T) {
 		k.primer.add(priming{kernel: k, ino: ino, data: data, rev: "r1", store: counting})
 	}
 	close(release)
-	<-idle
+	waitIdle()
 	if n := stored.Load(); n != 1+primeQueue {
 		t.Fatalf("%d stored; want %d (the blocked one and a full queue)", n, 1+primeQueue)
 	}
