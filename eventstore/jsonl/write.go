@@ -263,7 +263,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		return eventstore.Artifact{}, conflict(path, expect, cur)
 	}
 	if torn != nil {
-		buf, _, err := b.readArtifact(path)
+		buf, _, err := b.readArtifact(path, 0)
 		if err != nil {
 			return eventstore.Artifact{}, err
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"unsafe"
@@ -113,4 +115,54 @@ func vmFlags(addr uintptr) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no mapping holds %#x (%v)", addr, sc.Err())
+}
+
+// TestExpect: Expect reserves only in a process that allows it, only for a load of at least hugeMin, and
+// then the size allowed.
+func TestExpect(t *testing.T) {
+	defer func(old func(int) bool) { reserve = old }(reserve)
+	defer AllowHuge(0)
+	var got []int
+	reserve = func(n int) bool { got = append(got, n); return true }
+	AllowHuge(0)
+	Expect(1 << 40)
+	AllowHuge(192 << 20)
+	Expect(hugeMin - 1)
+	Expect(0)
+	if len(got) != 0 {
+		t.Fatalf("reserved %v: not allowed, or loads too small", got)
+	}
+	Expect(hugeMin)
+	if len(got) != 1 || got[0] != 192<<20 {
+		t.Fatalf("reserved %v, want [%d]", got, 192<<20)
+	}
+}
+
+// TestHugeHeapUnderALimit: under a soft memory limit below the reservation, the reservation starts no
+// collection of its own (one that would see it alive), only the one that frees it, and the limit is
+// restored after.
+func TestHugeHeapUnderALimit(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skip("this kernel has no transparent huge pages:", err)
+	}
+	defer func(old string) { thpSetting = old }(thpSetting)
+	thpSetting = filepath.Join(t.TempDir(), "enabled")
+	if err := os.WriteFile(thpSetting, []byte("always [madvise] never\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if !hugeHeap(256 << 20) {
+		t.Fatal("not advised")
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.NumGC - before.NumGC; n != 1 {
+		t.Errorf("%d collections during the reservation, want 1 (the one that frees it)", n)
+	}
+	if limit := debug.SetMemoryLimit(-1); limit != 64<<20 {
+		t.Errorf("memory limit %d after the reservation, want %d", limit, 64<<20)
+	}
 }
