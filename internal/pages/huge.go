@@ -82,9 +82,10 @@ func hugeHeap(n int) bool {
 	}
 	// No collection may see the allocation alive: one that did would count it as live heap, and a soft
 	// limit that follows the live heap (fs.SoftMemoryLimit) would let the heap grow half as much again
-	// above it before the next (a SQLite load peaked at 289 MiB instead of 170). So the limit is lifted
-	// until the allocation is dropped and collected, and restored after.
+	// above it before the next (a SQLite load peaked at 289 MiB instead of 170). So the limit and the
+	// pacing are lifted until the allocation is dropped and collected, and restored after.
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	ok := adviseHuge(make([]byte, n))
 	debug.FreeOSMemory()
 	return ok

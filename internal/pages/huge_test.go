@@ -138,9 +138,9 @@ func TestExpect(t *testing.T) {
 	}
 }
 
-// TestHugeHeapUnderALimit: under a soft memory limit below the reservation, the reservation starts no
-// collection of its own (one that would see it alive), only the one that frees it, and the limit is
-// restored after.
+// TestHugeHeapUnderALimit: under a soft memory limit below the reservation and the default pacing, the
+// reservation starts no collection of its own (one that would see it alive), only the one that frees it,
+// and the limit and the pacing are restored after.
 func TestHugeHeapUnderALimit(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
 		t.Skip("this kernel has no transparent huge pages:", err)
@@ -150,7 +150,7 @@ func TestHugeHeapUnderALimit(t *testing.T) {
 	if err := os.WriteFile(thpSetting, []byte("always [madvise] never\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetGCPercent(debug.SetGCPercent(100)) // the default pacing would collect at once too
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -164,5 +164,8 @@ func TestHugeHeapUnderALimit(t *testing.T) {
 	}
 	if limit := debug.SetMemoryLimit(-1); limit != 64<<20 {
 		t.Errorf("memory limit %d after the reservation, want %d", limit, 64<<20)
+	}
+	if pct := debug.SetGCPercent(100); pct != 100 {
+		t.Errorf("GOGC %d after the reservation, want 100", pct)
 	}
 }
