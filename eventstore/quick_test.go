@@ -80,14 +80,7 @@ func TestQuickEventsPassEveryCheck(t *testing.T) {
 		if i >= edges && i%40 != 0 {
 			continue // the edge cases and a sample of the fixtures
 		}
-		for at := range len(lines[i]) {
-			for _, b := range []byte{'0', '-', '.', '}', ']', ',', '"', 'x', '['} {
-				if m := []byte(lines[i]); m[at] != b {
-					m[at] = b
-					lines = append(lines, string(m))
-				}
-			}
-		}
+		lines = append(lines, oneByteMutations(lines[i], []byte{'0', '-', '.', '}', ']', ',', '"', 'x', '['})...)
 	}
 	accepted, refused, fixturesAccepted := 0, 0, 0
 	for i, l := range lines {
