@@ -150,7 +150,7 @@ func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e e
 		r.Outcome, r.Reason = Differs, "the destination holds a session of this id that it refuses: "+err.Error()
 		return r
 	}
-	if !bytes.Equal(cur.Header.Meta(), p.Header.Meta()) {
+	if !bytes.Equal(cur.Header.WithDepth().Meta(), p.Header.WithDepth().Meta()) {
 		r.Outcome, r.Reason = Differs, "the destination holds a session of this id with another header: "+string(cur.Header.Meta())
 		return r
 	}
@@ -277,7 +277,7 @@ func verify(ctx context.Context, src *eventstore.Store, reports []Report, reopen
 			r.Outcome, r.Reason = Failed, "verify: the destination cannot be read: "+err.Error()
 			continue
 		}
-		if !bytes.Equal(got.Header.Meta(), p.Header.Meta()) {
+		if !bytes.Equal(got.Header.WithDepth().Meta(), p.Header.WithDepth().Meta()) {
 			r.Outcome, r.Reason = Failed, "verify: the destination's header differs"
 			continue
 		}

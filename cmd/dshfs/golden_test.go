@@ -17,14 +17,48 @@ import (
 type goldenSet struct {
 	name, root, golden string
 	perRoot            bool // colliders: one golden dir per root, named after the root
+	database           bool // root is a SQLite database: its sessions are the golden directory's
+}
+
+// nativeDatabase copies the database the harness's rc.8 SQLite provider wrote itself (WAL mode,
+// top-level sessions with delegation_depth NULL) into a private directory: the provider refuses a
+// group- or world-writable one, and a read must be seen to leave the directory as it was.
+func nativeDatabase(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fixtures.Path(t, "generated", "sqlite-native-v17.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "sessions.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// dirNames lists a directory's entries, for checking that reading a store left it as it was.
+func dirNames(t *testing.T, dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, " ")
 }
 
 func goldenSets(t *testing.T) []goldenSet {
 	sets := []goldenSet{
-		{"upstream-raw", fixtures.Path(t, "upstream", "raw"), fixtures.Path(t, "golden", "upstream"), false},
-		{"upstream-zstd", fixtures.Path(t, "upstream", "zstd"), fixtures.Path(t, "golden", "upstream"), false},
-		{"generated-raw", fixtures.Path(t, "generated", "raw"), fixtures.Path(t, "golden", "generated-raw"), false},
-		{"generated-zstd", fixtures.Path(t, "generated", "zstd"), fixtures.Path(t, "golden", "generated-zstd"), false},
+		{"upstream-raw", fixtures.Path(t, "upstream", "raw"), fixtures.Path(t, "golden", "upstream"), false, false},
+		{"upstream-zstd", fixtures.Path(t, "upstream", "zstd"), fixtures.Path(t, "golden", "upstream"), false, false},
+		{"generated-raw", fixtures.Path(t, "generated", "raw"), fixtures.Path(t, "golden", "generated-raw"), false, false},
+		{"generated-zstd", fixtures.Path(t, "generated", "zstd"), fixtures.Path(t, "golden", "generated-zstd"), false, false},
+		{"generated-sqlite-native", nativeDatabase(t), fixtures.Path(t, "golden", "generated-sqlite-native"), false, true},
 	}
 	colliders, err := os.ReadDir(fixtures.Path(t, "upstream", "colliders"))
 	if err != nil {
@@ -32,7 +66,7 @@ func goldenSets(t *testing.T) []goldenSet {
 	}
 	for _, c := range colliders {
 		sets = append(sets, goldenSet{"colliders/" + c.Name(), fixtures.Path(t, "upstream", "colliders", c.Name()),
-			fixtures.Path(t, "golden", "colliders", c.Name()), true})
+			fixtures.Path(t, "golden", "colliders", c.Name()), true, false})
 	}
 	return sets
 }
@@ -62,10 +96,33 @@ func firstDiff(got, want string) string {
 	return "identical lines (different trailing bytes?)"
 }
 
+// setSessions are a golden set's sessions: a JSONL root's session directories, or for a database the
+// sessions its golden directory answers for.
+func setSessions(t *testing.T, set goldenSet) []fixtures.Session {
+	if !set.database {
+		return fixtures.Sessions(t, set.root)
+	}
+	entries, err := os.ReadDir(set.golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []fixtures.Session
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, fixtures.Session{Root: set.root, EncodedID: e.Name(), Path: set.root})
+		}
+	}
+	return out
+}
+
 func TestGoldenConformance(t *testing.T) {
 	sessions := 0
 	for _, set := range goldenSets(t) {
-		for _, s := range fixtures.Sessions(t, set.root) {
+		var before string
+		if set.database {
+			before = dirNames(t, filepath.Dir(set.root))
+		}
+		for _, s := range setSessions(t, set) {
 			id, ok := jsonl.DecodeSegment(s.EncodedID)
 			if !ok {
 				t.Fatalf("%s: undecodable session dir %q", set.name, s.EncodedID)
@@ -128,8 +185,13 @@ func TestGoldenConformance(t *testing.T) {
 				}
 			})
 		}
+		if set.database {
+			if after := dirNames(t, filepath.Dir(set.root)); after != before {
+				t.Errorf("%s: reading the database changed its directory: %q, was %q", set.name, after, before)
+			}
+		}
 	}
-	if sessions < 60+60+5+5+43 {
+	if sessions < 60+60+5+5+5+43 {
 		t.Fatalf("only %d fixture sessions checked", sessions)
 	}
 }

@@ -19,11 +19,16 @@ type Header struct {
 	ID              string
 	CreatedAt       int64
 	DelegationDepth int64
-	Cwd             *Value // nil = absent
-	ParentSession   *Value
-	SeedLength      *Value
-	Origin          *Value // when present, always the string "subagent" (the shape guard checks it)
-	AgentPreset     *Value // when present, always a string
+	// NoDelegationDepth marks a header stored without a delegation depth: the harness's SQLite provider
+	// stores delegation_depth NULL for top-level sessions and forks (only subagents set it) and its
+	// inspect().meta then has no delegationDepth. A JSONL header line cannot be without one (the JSONL
+	// reader's shape guard refuses it), so only the SQLite backend sets this.
+	NoDelegationDepth bool
+	Cwd               *Value // nil = absent
+	ParentSession     *Value
+	SeedLength        *Value
+	Origin            *Value // when present, always the string "subagent" (the shape guard checks it)
+	AgentPreset       *Value // when present, always a string
 }
 
 // Header-line failures, with the harness's exact texts.
@@ -150,10 +155,19 @@ func nonNegativeSafeInt(v Value) bool {
 	return v.Kind == KindNumber && IsSafeInteger(v.Num) && v.Num >= 0 && !math.Signbit(v.Num)
 }
 
-// Line is the on-disk header line without its LF, in toHeaderLine key order.
+// Line is the on-disk JSONL header line without its LF, in toHeaderLine key order. It always carries
+// delegationDepth (0 for a header without one, which is what NULL means to the SQLite provider: top
+// level), because the JSONL reader refuses a header line without it.
 func (h Header) Line() []byte {
 	dst := append(make([]byte, 0, 160), `{"type":"session",`...)
-	return h.appendFields(dst)
+	return h.WithDepth().appendFields(dst)
+}
+
+// WithDepth is the header with its delegation depth explicit: what it becomes in a JSONL store. Two
+// headers that differ only in a NULL depth against depth 0 are the same session header.
+func (h Header) WithDepth() Header {
+	h.NoDelegationDepth = false
+	return h
 }
 
 // Meta is inspect().meta as JSON (fromHeaderLine order, no "type"), without a trailing LF.
@@ -173,8 +187,10 @@ func (h Header) appendFields(dst []byte) []byte {
 	dst = appendOptional(dst, "parentSession", h.ParentSession)
 	dst = appendOptional(dst, "seedLength", h.SeedLength)
 	dst = appendOptional(dst, "origin", h.Origin)
-	dst = append(dst, `,"delegationDepth":`...)
-	dst = AppendNumber(dst, float64(h.DelegationDepth))
+	if !h.NoDelegationDepth {
+		dst = append(dst, `,"delegationDepth":`...)
+		dst = AppendNumber(dst, float64(h.DelegationDepth))
+	}
 	dst = appendOptional(dst, "agentPreset", h.AgentPreset)
 	return append(dst, '}')
 }

@@ -39,6 +39,9 @@ func TestHeaderMetaGolden(t *testing.T) {
 	for _, g := range goldens {
 		set := filepath.Base(filepath.Dir(filepath.Dir(g)))
 		name := filepath.Base(filepath.Dir(g))
+		if set == "generated-sqlite-native" {
+			continue // headers from database rows, not header lines: eventstore/sqlite checks them
+		}
 		path, ok := files[set][name]
 		if !ok {
 			t.Errorf("%s/%s: no session file found", set, name)

@@ -163,7 +163,7 @@ func rowDump(t *testing.T, path string) (sessions, events []string, blobs int) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rs, err := b.db.Query(`SELECT id, typeof(version), version, typeof(created_at), created_at, typeof(cwd), cwd, typeof(parent_session), parent_session,
+	rs, err := readDB(t, b).Query(`SELECT id, typeof(version), version, typeof(created_at), created_at, typeof(cwd), cwd, typeof(parent_session), parent_session,
 		typeof(seed_length), seed_length, typeof(origin), origin, typeof(delegation_depth), delegation_depth, typeof(agent_preset), agent_preset,
 		typeof(incarnation), typeof(revision), revision FROM sessions ORDER BY rowid`)
 	if err != nil {
@@ -181,7 +181,7 @@ func rowDump(t *testing.T, path string) (sessions, events []string, blobs int) {
 		sessions = append(sessions, dump(cols))
 	}
 	rs.Close()
-	rs, err = b.db.Query(`SELECT rowid, session_id, typeof(seq), seq, typeof(type), type, typeof(time), time, typeof(data), data,
+	rs, err = readDB(t, b).Query(`SELECT rowid, session_id, typeof(seq), seq, typeof(type), type, typeof(time), time, typeof(data), data,
 		typeof(source_event_seqs), source_event_seqs, typeof(surface_op), surface_op, typeof(ignorable), ignorable FROM events ORDER BY rowid`)
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,11 @@ func (b *Backend) Snapshot(ctx context.Context, dst string) error {
 		return fail(err)
 	}
 	defer dconn.Close()
-	sconn, err := b.db.Conn(ctx)
+	sdb, consistent, err := b.reader()
+	if err != nil {
+		return fail(err)
+	}
+	sconn, err := sdb.Conn(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -78,6 +82,9 @@ func (b *Backend) Snapshot(ctx context.Context, dst string) error {
 			return bk.Finish()
 		})
 	})
+	if err == nil && !consistent() {
+		err = errChangedWhileRead
+	}
 	if err != nil {
 		return fail(fmt.Errorf("online backup of %s: %w", b.path, err))
 	}
@@ -111,7 +118,11 @@ func (b *Backend) storeToken(ctx context.Context) (string, time.Time, error) {
 	if b.pristine {
 		return "pristine", time.Time{}, nil
 	}
-	rs, err := b.db.QueryContext(ctx, sqlSelectSessions)
+	db, _, err := b.reader()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	rs, err := db.QueryContext(ctx, sqlSelectSessions)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -133,7 +144,7 @@ func (b *Backend) storeToken(ctx context.Context) (string, time.Time, error) {
 	var newest time.Time
 	b.lastTimes(ctx, sessions)
 	for _, s := range sessions {
-		if t := b.lastTime(ctx, b.db, s, b.token(s)); t.After(newest) {
+		if t := b.lastTime(ctx, db, s, b.token(s)); t.After(newest) {
 			newest = t
 		}
 	}

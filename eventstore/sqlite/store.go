@@ -42,7 +42,8 @@ type Options struct {
 type Backend struct {
 	path     string
 	opts     Options
-	db       *sql.DB
+	db       *sql.DB // the read-write pool; a read-only backend reads through reads (quiet.go)
+	reads    readPool
 	identity string // file:<dev>:<ino>:<birthtimeNs>:store:<store_id>
 	pristine bool   // read-only over a file never initialized: no sessions
 
@@ -100,9 +101,7 @@ func Open(path string, opts Options) (*Backend, error) {
 		err = b.openReadWrite()
 	}
 	if err != nil {
-		if b.db != nil {
-			b.db.Close()
-		}
+		b.closePools()
 		return nil, err
 	}
 	return b, nil
@@ -137,11 +136,10 @@ func (b *Backend) openReadOnly() error {
 	if err := b.checkFile(false); err != nil {
 		return err
 	}
-	db, err := sql.Open(driverName, b.dsn("mode=ro"))
+	db, err := b.openReadPool()
 	if err != nil {
 		return err
 	}
-	b.db = db
 	ctx := context.Background()
 	pristine, err := b.identify(ctx, db)
 	if err != nil {
@@ -258,8 +256,12 @@ func (b *Backend) selectJournal(ctx context.Context, conn *sql.Conn) error {
 }
 
 func (b *Backend) readIdentity(ctx context.Context) error {
+	db, _, err := b.reader()
+	if err != nil {
+		return err
+	}
 	var id string
-	if err := b.db.QueryRowContext(ctx, `SELECT store_id FROM persistence_state WHERE singleton = 1`).Scan(&id); err != nil || !uuidPattern.MatchString(id) {
+	if err := db.QueryRowContext(ctx, `SELECT store_id FROM persistence_state WHERE singleton = 1`).Scan(&id); err != nil || !uuidPattern.MatchString(id) {
 		return &FormatError{Message: "session database at " + quote(b.path) + " has no valid store identity"}
 	}
 	var stx unix.Statx_t
@@ -310,7 +312,14 @@ func (b *Backend) Close() error {
 		b.snapDir, b.snap = "", nil
 	}
 	b.snapMu.Unlock()
-	return b.db.Close()
+	return b.closePools()
+}
+
+func (b *Backend) closePools() error {
+	if b.db != nil {
+		return b.db.Close()
+	}
+	return b.reads.close()
 }
 
 // Name is the backend name status.json reports.
@@ -465,10 +474,11 @@ func decodeSession(cols [11]any) (session, error) {
 		h.SeedLength = &v
 	}
 	if depth == nil {
-		// Every header this harness writes has delegationDepth; the JSONL reader refuses one without.
-		return s, fieldError("stored session has no delegation_depth")
+		// The rc.8 provider's own top-level sessions and forks: its inspect().meta has no delegationDepth.
+		h.NoDelegationDepth = true
+	} else {
+		h.DelegationDepth = *depth
 	}
-	h.DelegationDepth = *depth
 	return session{header: h, incarnation: *inc, revision: *rev}, nil
 }
 
@@ -558,7 +568,11 @@ func (b *Backend) lastTimes(ctx context.Context, sessions []session) {
 	if stale < 64 {
 		return // a few changed sessions: their own tail queries are cheaper
 	}
-	rs, err := b.db.QueryContext(ctx, sqlLastRows)
+	db, _, err := b.reader()
+	if err != nil {
+		return
+	}
+	rs, err := db.QueryContext(ctx, sqlLastRows)
 	if err != nil {
 		return // each session then asks for its own
 	}
@@ -723,7 +737,16 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	if b.pristine {
 		return eventstore.Listing{}, nil
 	}
-	rs, err := b.db.QueryContext(ctx, sqlSelectSessions)
+	var l eventstore.Listing
+	err := b.again(func(db *sql.DB) (err error) {
+		l, err = b.list(ctx, db)
+		return err
+	})
+	return l, err
+}
+
+func (b *Backend) list(ctx context.Context, db *sql.DB) (eventstore.Listing, error) {
+	rs, err := db.QueryContext(ctx, sqlSelectSessions)
 	if err != nil {
 		return eventstore.Listing{}, err
 	}
@@ -747,7 +770,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	b.lastTimes(ctx, sessions)
 	for _, s := range sessions {
 		h := s.header
-		art := b.artifact(ctx, b.db, s, owner)
+		art := b.artifact(ctx, db, s, owner)
 		e := eventstore.Entry{ID: h.ID, Path: b.path, Header: &h, HeaderLine: h.Line(), Revision: art.Token, Identity: art.Identity,
 			ModTime: art.ModTime, Owner: owner}
 		if h.Version != 0 {
@@ -760,11 +783,15 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 
 // Stat returns a session's state from its sessions row and its last row.
 func (b *Backend) Stat(ctx context.Context, id, _ string) (eventstore.Artifact, error) {
-	s, err := b.session(ctx, b.db, id)
-	if err != nil {
-		return eventstore.Artifact{}, err
-	}
-	return b.artifact(ctx, b.db, s, b.owner()), nil
+	var art eventstore.Artifact
+	err := b.again(func(db *sql.DB) error {
+		s, err := b.session(ctx, db, id)
+		if err == nil {
+			art = b.artifact(ctx, db, s, b.owner())
+		}
+		return err
+	})
+	return art, err
 }
 
 func (b *Backend) session(ctx context.Context, q querier, id string) (session, error) {
@@ -791,7 +818,28 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 	if b.pristine {
 		return nil, &eventstore.NotFoundError{ID: id}
 	}
-	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if sink != nil {
+		// Reported events cannot be taken back: a load that overlapped a checkpoint fails instead.
+		db, done, err := b.reader()
+		if err != nil {
+			return nil, err
+		}
+		p, err := b.loadStored(ctx, db, id, sink)
+		if !done() {
+			return nil, errChangedWhileRead
+		}
+		return p, err
+	}
+	var p *eventstore.Prefix
+	err := b.again(func(db *sql.DB) (err error) {
+		p, err = b.loadStored(ctx, db, id, nil)
+		return err
+	})
+	return p, err
+}
+
+func (b *Backend) loadStored(ctx context.Context, db *sql.DB, id string, sink eventstore.ProgressSink) (*eventstore.Prefix, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}

@@ -174,11 +174,19 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 			return err
 		}
 		if _, err := conn.ExecContext(ctx, sqlUpsertSession, h.ID, int64(h.Version), h.CreatedAt, valueArg(h.Cwd),
-			valueArg(h.ParentSession), valueArg(h.SeedLength), valueArg(h.Origin), h.DelegationDepth, valueArg(h.AgentPreset), inc); err != nil {
+			valueArg(h.ParentSession), valueArg(h.SeedLength), valueArg(h.Origin), depthArg(h), valueArg(h.AgentPreset), inc); err != nil {
 			return err
 		}
 		return insert(ctx, conn, h.ID, recs)
 	})
+}
+
+// depthArg binds delegation_depth: NULL for a header without one, as the harness's provider stores it.
+func depthArg(h event.Header) any {
+	if h.NoDelegationDepth {
+		return nil
+	}
+	return h.DelegationDepth
 }
 
 // valueArg binds an optional header field: NULL when absent, else its string or integer.
