@@ -1,7 +1,6 @@
 package compaction
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -93,10 +92,4 @@ func stable(events []event.Event, nodes []int64, balance []int, prepared span, p
 		return &changedError{msg: "compaction: the selected span was rewritten during summarization"}
 	}
 	return nil
-}
-
-// isChanged reports whether err is (or wraps) a changed-span failure.
-func isChanged(err error) bool {
-	var c *changedError
-	return errors.As(err, &c)
 }

@@ -10,18 +10,6 @@ import (
 // time optional.
 var inputKeys = []string{"type", "data", "seq", "time", "surfaceOp", "sourceEventSeqs", "ignorable"}
 
-// ParseInput turns one append line (without its LF) into the event it appends at seq: `type` and `data`
-// required; `seq` optional and, if given, equal to seq; `time` optional (default now, epoch ms);
-// `surfaceOp`, `sourceEventSeqs` and `ignorable` as the envelope allows; no other keys. The line must be
-// lossless JSON (no duplicate keys, no -0, valid UTF-8). The event is encoded as the harness's
-// Session.append builds it — type, seq, time, data, then sourceEventSeqs and surfaceOp — with ignorable
-// (which Session.append cannot set) after data. Whether the event fits the log (envelope rules, surface
-// rules, vocabulary) is checked when it is accepted.
-func ParseInput(line []byte, seq, now int64) (event.Event, *CommandError) {
-	in, err := parseInput(line, seq, now)
-	return in.ev, err
-}
-
 // input is a parsed append line: the event and its record (the parsed object), so that validation does
 // not parse the event a second time.
 type input struct {
@@ -29,6 +17,13 @@ type input struct {
 	rec event.Value
 }
 
+// parseInput turns one append line (without its LF) into the event it appends at seq: `type` and `data`
+// required; `seq` optional and, if given, equal to seq; `time` optional (default now, epoch ms);
+// `surfaceOp`, `sourceEventSeqs` and `ignorable` as the envelope allows; no other keys. The line must be
+// lossless JSON (no duplicate keys, no -0, valid UTF-8). The event is encoded as the harness's
+// Session.append builds it — type, seq, time, data, then sourceEventSeqs and surfaceOp — with ignorable
+// (which Session.append cannot set) after data. Whether the event fits the log (envelope rules, surface
+// rules, vocabulary) is checked when it is accepted.
 func parseInput(line []byte, seq, now int64) (input, *CommandError) {
 	bad := func(msg string) (input, *CommandError) {
 		return input{}, &CommandError{Failure: Invalid, Code: CodeBadInput, Message: msg}

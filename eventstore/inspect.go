@@ -8,7 +8,7 @@ import (
 )
 
 // This file composes the coordinator's two post-read paths over a backend's stored prefix: readFrom's
-// readStoredPrefix (ReadStored) and inspect/load's prepareCore (Inspect), in the harness's exact check
+// readStoredPrefix (readStored) and inspect/load's prepareCore (Inspect), in the harness's exact check
 // order, so that the first failing check — and so the reported text — is the harness's.
 
 // SurfaceChecker validates the next event of a seed the way the harness's SurfaceManager.validateNext
@@ -23,16 +23,12 @@ type UnmarkedChecker interface {
 	NextUnmarked(e event.Event) error
 }
 
-// ReadStored is the harness's readFrom(id, 0) post-read path (readStoredPrefix): assertStoredId,
+// readStored is the harness's readFrom(id, 0) post-read path (readStoredPrefix): assertStoredId,
 // assertVersion (UnsupportedError with " (raw log: <path>)" when path != ""), snapshotStoredEvents
 // (legacy refusals, legacy normalization, message-shape check with subject "session event at seq N"),
-// then the vocabulary check. Errors are not wrapped: plain errors with the harness's text, a *TypeError
-// where the harness would raise one, or *UnsupportedError. It returns the normalized events.
-func ReadStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
-	return readStored(id, h, stored, nil, path)
-}
-
-// readStored is ReadStored with the stored prefix's row members (Prefix.RowMembers; nil: unknown).
+// then the vocabulary check, given the stored prefix's row members (Prefix.RowMembers; nil: unknown).
+// Errors are not wrapped: plain errors with the harness's text, a *TypeError where the harness would
+// raise one, or *UnsupportedError. It returns the normalized events.
 func readStored(id string, h event.Header, stored []event.Event, rows []uint64, path string) ([]event.Event, error) {
 	c, err := checkStored(id, h, stored, rows, path, passTurns, nil)
 	if err != nil {
@@ -64,7 +60,7 @@ func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker) (*logChec
 	return c, c.run()
 }
 
-// Inspect is the harness's prepareCore: the ReadStored steps, then the closers (PlanClosers, each
+// Inspect is the harness's prepareCore: the readStored steps, then the closers (the repair plan, each
 // message-shape checked), then the restore-mode Session constructor over stored+closers: header
 // validation, and per event the envelope, request/header and message checks, the legacy header check,
 // seq contiguity and sc.Next (wrapped as "invalid seed event at index N: <msg>"). Every failure except

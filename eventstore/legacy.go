@@ -559,32 +559,6 @@ func loadRecord(e event.Event) (event.Value, error) {
 	return e.Envelope()
 }
 
-// NeedsLegacyPrefix is the coordinator's needsLegacyPrefix: whether a stored event's upgrade depends on
-// message ids minted earlier in the log, so that a seek-capable readFrom must fall back to reading the
-// whole stored prefix instead of normalizing the suffix alone.
-func NeedsLegacyPrefix(e event.Event) bool {
-	if e.Type == "steering/message" {
-		return true
-	}
-	rec, err := e.Record()
-	if err != nil {
-		return false
-	}
-	data, ok := rec.Get("data")
-	if !isRecord(data, ok) {
-		return false
-	}
-	switch e.Type {
-	case "user/message":
-		return !data.Has("id") && data.Has("content")
-	case "assistant/message":
-		return !data.Has("message") && data.Has("content")
-	case "tool/result":
-		return !data.Has("message") && data.Has("callId")
-	}
-	return false
-}
-
 // parallelRanges runs fn over contiguous index ranges covering [0, n) on up to GOMAXPROCS goroutines and
 // returns the error of the lowest failing range.
 func parallelRanges(n int, fn func(lo, hi int) error) error { return Parallel(n, 4096, fn) }

@@ -302,25 +302,3 @@ func TestLegacyFirstFailingEventWins(t *testing.T) {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }
-
-func TestNeedsLegacyPrefix(t *testing.T) {
-	cases := []struct {
-		event string
-		want  bool
-	}{
-		{`{"type":"steering/message","seq":0,"time":1,"data":null}`, true},
-		{`{"type":"user/message","seq":0,"time":1,"data":{"content":[],"source":{"kind":"user"}}}`, true},
-		{`{"type":"user/message","seq":0,"time":1,"data":{"id":"u","content":[]}}`, false},
-		{`{"type":"assistant/message","seq":0,"time":1,"data":{"content":[],"provenance":{}}}`, true},
-		{`{"type":"assistant/message","seq":0,"time":1,"data":{"message":{}}}`, false},
-		{`{"type":"tool/result","seq":0,"time":1,"data":{"callId":"c"}}`, true},
-		{`{"type":"tool/result","seq":0,"time":1,"data":{"message":{},"callId":"c"}}`, false},
-		{`{"type":"tool/result","seq":0,"time":1,"data":[]}`, false},
-		{`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"x"}}}`, false},
-	}
-	for _, c := range cases {
-		if got := NeedsLegacyPrefix(vEvents(t, c.event)[0]); got != c.want {
-			t.Errorf("%s: got %v, want %v", c.event, got, c.want)
-		}
-	}
-}

@@ -117,24 +117,6 @@ type turnScan struct {
 	pending  callMap
 }
 
-// scanTurns walks the log the way interruptedTurnClosers does. It fails with the harness's TypeError
-// where the harness would read a property of null or undefined data.
-//
-// recs, when not nil, holds already parsed records (at least recordDepth deep) for the events it covers.
-func scanTurns(events []event.Event, recs []event.Value) (*turnScan, error) {
-	s := newTurnScan()
-	for i, e := range events {
-		var rec *event.Value
-		if i < len(recs) {
-			rec = &recs[i]
-		}
-		if err := s.step(e, rec); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
 func newTurnScan() *turnScan {
 	s := &turnScan{openTurn: jsSlot{null: true, defined: true}, openStep: jsSlot{null: true, defined: true}}
 	s.pending.clear()
@@ -269,21 +251,6 @@ func (s *turnScan) endStep() {
 // open reports whether the scan ended inside a turn (the harness's `openTurn !== null`).
 func (s *turnScan) open() bool { return !s.openTurn.null }
 
-// PlanClosers is interruptedTurnClosers with its failure mode: the error is the *TypeError the harness
-// raises on a log whose bracket or message data it cannot read.
-func PlanClosers(events []event.Event) ([]event.Event, error) {
-	return planClosers(events, nil)
-}
-
-// planClosers is PlanClosers reusing the records normalization already parsed.
-func planClosers(events []event.Event, recs []event.Value) ([]event.Event, error) {
-	s, err := scanTurns(events, recs)
-	if err != nil {
-		return nil, err
-	}
-	return s.closers(events)
-}
-
 // closers are the events that balance the scanned log (events, the log the scan walked).
 func (s *turnScan) closers(events []event.Event) ([]event.Event, error) {
 	if !s.open() || len(events) == 0 {
@@ -366,18 +333,6 @@ func (s *turnScan) closers(events []event.Event) ([]event.Event, error) {
 	)})
 	closers = append(closers, envelope("turn/end", event.Object(data...)))
 	return closers, nil
-}
-
-// Closers is interruptedTurnClosers: the synthetic tool/result (one per unanswered call of the open step,
-// in call order), step/end and turn/end{interrupted} events that balance a log a crash left inside a turn,
-// with seqs continuing the log and the last event's time. A balanced or empty log yields none, and so does
-// a log the harness could not plan for (see PlanClosers), which Inspect refuses instead.
-func Closers(events []event.Event) []event.Event {
-	closers, err := PlanClosers(events)
-	if err != nil {
-		return nil
-	}
-	return closers
 }
 
 // Balanced reports whether the log needs no repair: its last turn bracket is a turn/end, or it has no

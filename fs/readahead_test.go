@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -16,8 +15,7 @@ import (
 func TestReadahead(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(t, 20) // sessions a..t, in listing order
-	cfg := config.Default()
-	cfg.Cache.Dir = t.TempDir()
+	cfg := testConfig(t)
 	f, err := New(Options{Store: st, Root: "test", Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +121,7 @@ func TestRenderOnce(t *testing.T) {
 
 	ctx := context.Background()
 	st := testStore(t, 2)
-	cfg := config.Default()
-	cfg.Cache.Dir = t.TempDir()
+	cfg := testConfig(t)
 	f, err := New(Options{Store: st, Root: "test", Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

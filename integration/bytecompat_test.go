@@ -107,7 +107,7 @@ func records(t *testing.T, path, mode string) []string {
 	}
 	var out []string
 	for _, f := range frames {
-		plain, err := jsonl.DecodeFrame(buf, f)
+		plain, err := jsonl.RawText(buf[f.Start:f.End])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,21 +80,45 @@ func binDir(t testing.TB) string {
 	return buildDir
 }
 
-// TestMain removes the binaries built for the mount tests. The mounts' persistent index goes to a
-// directory of the run's own ($XDG_CACHE_HOME, inherited by every dshfs the tests start), not the user's.
+// TestMain gives the run a home of its own and removes it and the binaries built for the mount tests
+// after. $HOME and $XDG_CACHE_HOME, inherited by every dshfs, CLI and script the tests start, point into
+// it, so the mounts' persistent index and anything else a default would put in the user's home stay out
+// of it. The Go toolchain the tests build with keeps the user's caches (pinned before HOME moves).
 func TestMain(m *testing.M) {
-	cache, err := os.MkdirTemp("", "dshfs-integration-cache-")
+	home, err := os.MkdirTemp("", "dshfs-integration-home-")
+	if err == nil {
+		err = pinGoEnv()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	os.Setenv("XDG_CACHE_HOME", cache)
+	os.Setenv("HOME", home)
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
 	code := m.Run()
-	os.RemoveAll(cache)
+	os.RemoveAll(home)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
+}
+
+// pinGoEnv sets the Go toolchain's cache and module directories explicitly, as `go env` reports them
+// now, so that `go build` keeps using them once HOME points elsewhere.
+func pinGoEnv() error {
+	vars := []string{"GOCACHE", "GOMODCACHE", "GOPATH"}
+	out, err := exec.Command("go", append([]string{"env"}, vars...)...).Output()
+	if err != nil {
+		return fmt.Errorf("go env: %v", err)
+	}
+	vals := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(vals) != len(vars) {
+		return fmt.Errorf("go env: %q", out)
+	}
+	for i, v := range vars {
+		os.Setenv(v, vals[i])
+	}
+	return nil
 }
 
 func moduleRoot() (string, error) {

@@ -36,15 +36,10 @@ func IsRowTag(t string) bool {
 	return t == TagTextChunks || t == TagReasoningChunks || t == TagToolCallChunks
 }
 
-// DecodeRecord decodes one stored line (already canonical) into the events it stores: a `text-chunks`,
+// DecodeStored decodes one stored line (already canonical) into the events it stores: a `text-chunks`,
 // `reasoning-chunks` or `tool-call-chunks` row is validated and expanded (failure: *MalformedRowError with
-// the harness's texts); anything else is one event, unvalidated.
-func DecodeRecord(raw []byte) ([]Event, error) {
-	events, _, err := DecodeStored(raw)
-	return events, err
-}
-
-// DecodeStored is DecodeRecord, also reporting whether the line was a chunk row. A row's members are
+// the harness's texts); anything else is one event, unvalidated. row reports whether the line was a
+// chunk row. A row's members are
 // records Expand wrote, {type:"assistant/chunk", seq, time, data:{turn, step, chunk}}, and every member's
 // time is a safe integer (the row was validated); a member's seq is safe when its Seq is not -1.
 func DecodeStored(raw []byte) (events []Event, row bool, err error) {

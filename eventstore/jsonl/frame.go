@@ -144,7 +144,7 @@ func readBlock(b []byte, p int, base int64) (block, error) {
 // ScanFrames walks b structurally exactly as the harness's scanner does (spec §4.3): returns the complete frames,
 // and tornStart = offset of an incomplete final frame (or -1 if none). Nothing is decompressed and block sizes
 // are not checked against any maximum, so a frame that is structurally complete but undecodable is still listed
-// (DecodeFrame reports it). On an error the frames before the bad one are returned as well, for diagnostics.
+// (decodeFrame reports it). On an error the frames before the bad one are returned as well, for diagnostics.
 // A limit > 0 stops after that many complete frames, with tornStart -1, which is what
 // the listing path needs to read only the header frame.
 func ScanFrames(b []byte, limit int) (frames []Frame, tornStart int64, err error) {
@@ -228,14 +228,11 @@ var decoder = sync.OnceValue(func() *zstd.Decoder {
 	return d
 })
 
-// DecodeFrame decompresses one complete frame and verifies its XXH64 content checksum when flagged; any failure
-// is a *FrameError ("corrupt Zstandard session log: frame at byte <start> failed validation"). b is the whole
-// file and f a frame ScanFrames found in it, so the error can name the file offset.
-func DecodeFrame(b []byte, f Frame) ([]byte, error) { return decodeFrame(b, f, 0) }
-
-// decodeFrame is DecodeFrame refusing, before decoding anything, a frame whose blocks could decode to more
-// than max bytes (0: no cap): a 72 KB frame of RLE blocks can expand to gigabytes, and memory must stay
-// bounded whatever a store holds.
+// decodeFrame decompresses one complete frame and verifies its XXH64 content checksum when flagged; any
+// failure is a *FrameError ("corrupt Zstandard session log: frame at byte <start> failed validation"). b is
+// the whole file and f a frame ScanFrames found in it, so the error can name the file offset. It refuses,
+// before decoding anything, a frame whose blocks could decode to more than max bytes (0: no cap): a 72 KB
+// frame of RLE blocks can expand to gigabytes, and memory must stay bounded whatever a store holds.
 func decodeFrame(b []byte, f Frame, max int64) ([]byte, error) {
 	// Frames carry no content size, so the output is decoded into a reused scratch buffer and copied out at
 	// its exact size: the plaintext outlives the load (events alias it), and a capacity guess per frame made

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -206,10 +207,16 @@ func TestEncodeFrameAgainstHarnessFrames(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("EncodeFrame vs harness: %d/%d frames byte-identical, %d same length, %d bytes vs harness %d (%.2f%%)",
+	stats := fmt.Sprintf("%d/%d frames byte-identical, %d same length, %d bytes vs harness %d (%.2f%%)",
 		identical, total, sameLen, ourBytes, origBytes, 100*float64(ourBytes)/float64(origBytes))
+	// Floors at what the fixtures give today (2 and 20 of 284 frames): the encoder is a different zstd
+	// implementation, so most frames differ in their bytes, but fewer identical or same-length frames
+	// than that means its choices moved away from the harness's.
+	if identical < 2 || sameLen < 20 {
+		t.Errorf("EncodeFrame vs harness: %s; want at least 2 byte-identical and 20 of the same length", stats)
+	}
 	if ourBytes > origBytes*11/10 {
-		t.Errorf("our frames are %d bytes, more than 10%% over the harness's %d", ourBytes, origBytes)
+		t.Errorf("our frames are more than 10%% over the harness's: %s", stats)
 	}
 }
 

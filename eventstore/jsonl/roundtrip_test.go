@@ -32,7 +32,7 @@ func framePlan(t *testing.T, buf []byte) (plain [][]byte, counts []int, tornStar
 				if err != nil {
 					t.Fatal(err)
 				}
-				evs, err := event.DecodeRecord(canon)
+				evs, _, err := event.DecodeStored(canon)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,10 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/internal/atomicfile"
 	"github.com/dshfs/dshfs/internal/fixtures"
 )
 
@@ -34,15 +34,15 @@ var (
 	initErr error
 )
 
-// CacheDir is where the pinned packages are installed: $DSHFS_INTEROP_CACHE, else the user cache dir.
+// CacheDir is where the pinned packages are installed: $DSHFS_INTEROP_CACHE, else dshfs-interop-<uid>
+// in the temporary directory. Never the user's cache: a test run writes nothing under $HOME (and the
+// integration tests point $XDG_CACHE_HOME at a directory of their own, which would reinstall the kit on
+// every run). The path is fixed so that one run's install is the next run's.
 func CacheDir() string {
 	if d := os.Getenv("DSHFS_INTEROP_CACHE"); d != "" {
 		return d
 	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "dshfs-interop")
-	}
-	return filepath.Join(os.TempDir(), "dshfs-interop")
+	return filepath.Join(os.TempDir(), fmt.Sprintf("dshfs-interop-%d", os.Getuid()))
 }
 
 // Get installs (once per process, idempotently across runs) and returns the reference environment; it fails
@@ -52,6 +52,17 @@ func Get(t testing.TB) *Harness {
 	setup := filepath.Join(fixtures.Shared(t), "interop", "setup.sh")
 	once.Do(func() {
 		cache := CacheDir()
+		if err := os.MkdirAll(cache, 0o755); err != nil {
+			initErr = err
+			return
+		}
+		// test binaries of several packages (or worktrees) may share the kit: one installs at a time
+		unlock, err := lockDir(cache)
+		if err != nil {
+			initErr = err
+			return
+		}
+		defer unlock()
 		cmd := exec.Command("bash", setup, cache)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -61,7 +72,7 @@ func Get(t testing.TB) *Harness {
 			return
 		}
 		node := string(bytes.TrimSpace(out))
-		if err := os.WriteFile(filepath.Join(cache, "dshfs-dump.mjs"), dumpScript, 0o644); err != nil {
+		if err := writeAtomic(filepath.Join(cache, "dshfs-dump.mjs"), dumpScript); err != nil {
 			initErr = err
 			return
 		}
@@ -165,7 +176,7 @@ func (h *Harness) AppendRate(t testing.TB, eventsFile, root, mode string, every 
 	// ESM resolves the packages beside the script; written under a temp name and renamed, so parallel
 	// tests never run a half-written copy
 	dst := filepath.Join(h.Cache, "appendrate.mjs")
-	if err := atomicfile.Write(dst, script); err != nil {
+	if err := writeAtomic(dst, script); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(h.Node, dst, eventsFile, root, mode, "--every", fmt.Sprint(every))
@@ -176,4 +187,41 @@ func (h *Harness) AppendRate(t testing.TB, eventsFile, root, mode string, every 
 		t.Fatalf("appendrate.mjs: %v\n%s", err, stderr.String())
 	}
 	return out
+}
+
+// lockDir holds an exclusive lock on dir (a lock file in it) until the returned func is called.
+func lockDir(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".dshfs-lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// writeAtomic replaces path's content with data so that a reader (a script another test process runs)
+// sees the old file or the new one, never a half-written one: the bytes go to a temporary file of a name
+// of its own beside it, renamed over it. On failure the temporary file is removed and path is unchanged.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }

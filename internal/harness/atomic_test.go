@@ -1,4 +1,4 @@
-package atomicfile
+package harness
 
 import (
 	"os"
@@ -6,25 +6,25 @@ import (
 	"testing"
 )
 
-// Write replaces the content whole and leaves no temporary file behind, whether it succeeds or fails.
-func TestWrite(t *testing.T) {
+// writeAtomic replaces the content whole and leaves no temporary file behind, whether it succeeds or fails.
+func TestWriteAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	for _, data := range []string{"first", "second, longer"} {
-		if err := Write(path, []byte(data)); err != nil {
+		if err := writeAtomic(path, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := os.ReadFile(path); err != nil || string(got) != data {
 			t.Fatalf("read %q, %v; want %q", got, err, data)
 		}
 	}
-	if err := Write(filepath.Join(dir, "missing", "f"), []byte("x")); err == nil {
+	if err := writeAtomic(filepath.Join(dir, "missing", "f"), []byte("x")); err == nil {
 		t.Fatal("wrote into a directory that does not exist")
 	}
 	if err := os.Mkdir(filepath.Join(dir, "d"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(filepath.Join(dir, "d"), []byte("x")); err == nil { // rename over a directory fails
+	if err := writeAtomic(filepath.Join(dir, "d"), []byte("x")); err == nil { // rename over a directory fails
 		t.Fatal("replaced a directory")
 	}
 	entries, _ := os.ReadDir(dir)
