@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/compact.sh [N] — manual compaction of an N-event (default 500000) zstd session with the built-in
 # extractive summarizer: `dshfs compact STORE ID`, wall time and peak RSS, against two baselines run in the
-# same invocation on the same file:
+# same run of the script on the same file:
 #   - `dshfs check STORE ID`: loading and validating the session, i.e. what the session engine holds
 #     before a compaction starts (a compaction should cost little more than that);
 #   - the harness's own inspect() (Node 22, pinned packages) of the same session.

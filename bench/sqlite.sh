@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/sqlite.sh [N] [SESSIONS] — the SQLite backend against zstd JSONL, each measured in the same
-# invocation on the same data (medians of RUNS, default 3):
+# run of the script on the same data (medians of RUNS, default 3):
 #   1. cold load of an N-event session (default 500000): `dshfs cat --view events` from the SQLite database
 #      (converted from the zstd store) vs from the zstd JSONL store — wall time and peak RSS;
 #   2. `dshfs convert` throughput in events/s: the zstd store → a new SQLite database, and back to a new
