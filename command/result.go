@@ -116,6 +116,14 @@ type Quiesced struct{ Until time.Time }
 // WritesResumed: a quiesce ended (WasQuiesced), or there was none.
 type WritesResumed struct{ WasQuiesced bool }
 
+// Appended: Events lines from the CLI's input were appended and made durable through seq Through; a
+// log that now ends inside an open turn names it (OpenTurn), since the next writer must resume.
+type Appended struct {
+	Events   int
+	Through  int64
+	OpenTurn *int64
+}
+
 // Message implementations: the one message table of the write side.
 
 func (NothingPending) Message(f Front) string {
@@ -128,6 +136,14 @@ func (o Flushed) Message(Front) string {
 
 func (o Resumed) Message(f Front) string {
 	return fmt.Sprintf("resumed: live in %s%s, durable through seq %d", f.holder(), f.until(), o.Through)
+}
+
+func (o Appended) Message(Front) string {
+	m := fmt.Sprintf("appended %d events; durable through seq %d", o.Events, o.Through)
+	if o.OpenTurn != nil {
+		m += fmt.Sprintf("; the log ends inside open turn %d (the next writer must resume)", *o.OpenTurn)
+	}
+	return m
 }
 
 func (o Forked) Message(Front) string { return "forked: child " + quote(o.Child) }

@@ -103,12 +103,12 @@ func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.W
 		return finish(ctx, st, out, r)
 	}
 	snap := w.Snapshot()
-	r.Message = fmt.Sprintf("appended %d events; durable through seq %d", len(lines), snap.Durable-1)
+	done := command.Appended{Events: len(lines), Through: int64(snap.Durable - 1)}
 	if t, open := eventstore.OpenTurn(snap.Events); open {
 		fmt.Fprintf(stderr, "dshfs: session %q now ends inside open turn %d: the next writer must run resume\n", id, t)
-		r.Message += fmt.Sprintf("; the log ends inside open turn %d (the next writer must resume)", t)
+		done.OpenTurn = &t
 	}
-	return finish(ctx, st, out, r)
+	return finish(ctx, st, out, command.Result{Line: "append", Front: command.CLI, Done: done}.Record())
 }
 
 // cmdResume is the harness's resume: commit the crash repair and a session/end-seed.
