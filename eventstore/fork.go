@@ -11,12 +11,12 @@ import (
 )
 
 // Fork is the harness's SessionStore.fork (spec/events.md §6.3) over a stored or live session: the child
-// holds the parent's events 0..boundary (inclusive; "" means the last) followed by a session/end-seed,
+// holds the parent's events 0..boundary (inclusive; nil means the last) followed by a session/end-seed,
 // and a header naming the parent, the seed length and the parent's cwd. The checks run in the harness's
 // order with its codes and texts; on any error no child exists. A live parent is flushed first, so the
 // child is always a durable prefix. The child is published atomically, header and events together. It
 // returns the child id (a new UUIDv4 when child is "").
-func (s *Store) Fork(ctx context.Context, id, boundary, child string) (string, error) {
+func (s *Store) Fork(ctx context.Context, id string, boundary *int64, child string) (string, error) {
 	if child != "" {
 		if err := s.absent(ctx, child); err != nil {
 			return "", err
@@ -84,17 +84,18 @@ func (s *Store) forkSource(ctx context.Context, id string) ([]event.Event, event
 }
 
 // forkSeed applies the boundary rules (spec/events.md §6.3 steps 3–7) and returns the seed.
-func forkSeed(id string, events []event.Event, boundary string) ([]event.Event, error) {
+func forkSeed(id string, events []event.Event, boundary *int64) ([]event.Event, error) {
 	invalid := func(msg string) error { return cmdErr(Invalid, CodeInvalidBoundary, msg) }
-	if boundary == "" {
+	if boundary == nil {
 		if len(events) == 0 {
 			return nil, nil
 		}
-		boundary = strconv.Itoa(len(events) - 1)
+		last := int64(len(events) - 1)
+		boundary = &last
 	}
-	b, err := strconv.ParseInt(boundary, 10, 64)
-	if err != nil || b < 0 || b > event.MaxSafeInteger || strconv.FormatInt(b, 10) != boundary {
-		return nil, invalid("fork boundary for session " + jsQuote(id) + " must be a non-negative safe integer, got " + boundary)
+	b := *boundary
+	if b < 0 || b > event.MaxSafeInteger {
+		return nil, InvalidBoundary(id, strconv.FormatInt(b, 10))
 	}
 	if b >= int64(len(events)) {
 		last := "none"
@@ -121,7 +122,13 @@ func forkSeed(id string, events []event.Event, boundary string) ([]event.Event, 
 	return events[:b+1], nil
 }
 
-// newUUID is a random RFC 4122 version 4 UUID, the harness's default child id (crypto.randomUUID).
+// InvalidBoundary is the harness's refusal of a fork boundary that is not a non-negative safe integer;
+// got is the boundary as the user wrote it (a ctl word or a CLI argument that may not parse at all).
+func InvalidBoundary(id, got string) *CommandError {
+	return cmdErr(Invalid, CodeInvalidBoundary, "fork boundary for session "+jsQuote(id)+" must be a non-negative safe integer, got "+got)
+}
+
+// NewSessionID is a random RFC 4122 version 4 UUID, the harness's default child id (crypto.randomUUID).
 func NewSessionID() string {
 	var u [16]byte
 	_, _ = rand.Read(u[:])

@@ -70,7 +70,7 @@ func TestQuiesce(t *testing.T) {
 	if _, err := st.Resume(ctx, "q"); !isQuiesced(err) {
 		t.Fatalf("resume while quiesced: %v", err)
 	}
-	if _, err := st.Fork(ctx, "q", "", "child"); err == nil {
+	if _, err := st.Fork(ctx, "q", nil, "child"); err == nil {
 		t.Fatal("fork while quiesced succeeded")
 	}
 	if w.Pending() != 1 || w.Revision().Artifact != rev {

@@ -3,14 +3,9 @@ package fs
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/dshfs/dshfs/compaction"
+	"github.com/dshfs/dshfs/command"
 	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/spill"
 )
@@ -70,192 +65,48 @@ func (f *FS) Append(ctx context.Context, id string, lines [][]byte) error {
 // Flush makes a session's accepted events durable (fsync on append; ctl flush).
 func (f *FS) Flush(ctx context.Context, id string) error {
 	r := f.flush(ctx, id)
-	f.record(id, r)
+	f.record(id, r.Record())
 	if r.Err != nil {
 		return r.Err
 	}
 	return nil
 }
 
-func (f *FS) flush(ctx context.Context, id string) eventstore.Result {
-	r := eventstore.Result{Command: "flush"}
-	w := f.opts.Store.Live(id)
-	if w == nil {
-		r.Message = "nothing pending: the session is not live in this mount"
-		return r
+func (f *FS) flush(ctx context.Context, id string) command.Result {
+	return f.commands().Run(ctx, command.Request{Session: id, Line: "flush", Cmd: command.Flush{}})
+}
+
+// commands is the command layer over this mount's store: its results say "this mount", and what a command
+// changes reaches the kernel.
+func (f *FS) commands() command.Env {
+	return command.Env{
+		Store:      f.opts.Store,
+		Compaction: f.opts.Config.Compaction,
+		Pruner:     f.opts.Config.Pruner,
+		Front:      command.Mount,
+		Changed:    f.changed,
 	}
-	n := w.Pending()
-	if err := w.Flush(ctx); err != nil {
-		r.Err = eventstore.AsCommandError(err)
-		return r
+}
+
+// changed queues the kernel notifications a command's change needs.
+func (f *FS) changed(ctx context.Context, c command.Change) {
+	switch c {
+	case command.Listing:
+		f.relist(ctx)
+	case command.LiveStatus:
+		f.touchAll()
 	}
-	r.Message = fmt.Sprintf("%d events made durable; durable through seq %d", n, w.Revision().Durable-1)
-	return r
 }
 
 // Command runs one ctl command (DESIGN.md §5): on a session, or on the store when id is "".
-func (f *FS) Command(ctx context.Context, id, line string) eventstore.Result {
-	args := strings.Fields(line)
-	if len(args) == 0 {
-		r := eventstore.Result{Command: "", Err: &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadCommand, Message: "empty command"}}
-		f.record(id, r)
-		return r
+func (f *FS) Command(ctx context.Context, id, line string) command.Result {
+	r := f.commands().Line(ctx, id, line)
+	for _, s := range r.Sessions { // a store flush: each session's status.json shows its own flush
+		f.record(s.ID, s.Result.Record())
 	}
-	var r eventstore.Result
-	if id == "" {
-		r = f.storeCommand(ctx, args)
-	} else {
-		r = f.sessionCommand(ctx, id, args)
-	}
-	r.Command = strings.Join(args, " ")
-	f.record(id, r)
+	f.record(id, r.Record())
 	return r
 }
-
-func bad(code, format string, a ...any) *eventstore.CommandError {
-	return &eventstore.CommandError{Failure: eventstore.Invalid, Code: code, Message: fmt.Sprintf(format, a...)}
-}
-
-func (f *FS) sessionCommand(ctx context.Context, id string, args []string) eventstore.Result {
-	st := f.opts.Store
-	var r eventstore.Result
-	switch args[0] {
-	case "flush":
-		if len(args) != 1 {
-			r.Err = bad(eventstore.CodeBadCommand, "flush takes no arguments")
-			break
-		}
-		r = f.flush(ctx, id)
-	case "resume":
-		if len(args) != 1 {
-			r.Err = bad(eventstore.CodeBadCommand, "resume takes no arguments")
-			break
-		}
-		w, err := st.Resume(ctx, id)
-		if err != nil {
-			r.Err = eventstore.AsCommandError(err)
-			break
-		}
-		rev := w.Revision()
-		r.Message = fmt.Sprintf("resumed: live in this mount, durable through seq %d", rev.Durable-1)
-	case "fork":
-		if len(args) > 3 {
-			r.Err = bad(eventstore.CodeBadCommand, "usage: fork [BOUNDARY] [CHILD_ID]")
-			break
-		}
-		boundary, child := "", ""
-		if len(args) > 1 {
-			boundary = args[1]
-		}
-		if len(args) > 2 {
-			child = args[2]
-		}
-		cid, err := st.Fork(ctx, id, boundary, child)
-		if err != nil {
-			r.Err = eventstore.AsCommandError(err)
-			break
-		}
-		f.relist(ctx)
-		r.Message = "forked: child " + string(event.Stringify(event.String(cid)))
-	case "close":
-		if len(args) != 1 {
-			r.Err = bad(eventstore.CodeBadCommand, "close takes no arguments")
-			break
-		}
-		w := st.Live(id)
-		if w == nil {
-			r.Message = "not live in this mount: nothing to release"
-			break
-		}
-		if err := w.Close(ctx); err != nil {
-			r.Err = eventstore.AsCommandError(err)
-			break
-		}
-		r.Message = "flushed and released"
-	case "compact":
-		r = compaction.CompactCommand(ctx, st, id, args[1:], f.opts.Config.Compaction)
-	case "prune":
-		r = compaction.PruneCommand(ctx, st, id, args[1:], f.opts.Config.Pruner)
-	default:
-		r.Err = bad(eventstore.CodeUnknownCommand, "unknown session command %q (flush, resume, fork [BOUNDARY] [CHILD_ID], compact [START END], prune, close)", args[0])
-	}
-	return r
-}
-
-func (f *FS) storeCommand(ctx context.Context, args []string) eventstore.Result {
-	st := f.opts.Store
-	var r eventstore.Result
-	switch args[0] {
-	case "flush":
-		n := 0
-		for _, id := range st.LiveIDs() {
-			res := f.flush(ctx, id)
-			f.record(id, res)
-			n++
-			if res.Err != nil && r.Err == nil {
-				r.Err = res.Err
-			}
-		}
-		if r.Err == nil {
-			r.Message = fmt.Sprintf("flushed %d live sessions", n)
-		}
-	case "create":
-		id, h, err := createArgs(args[1:])
-		if err != nil {
-			r.Err = err
-			break
-		}
-		if err := f.create(ctx, h); err != nil {
-			r.Err = eventstore.AsCommandError(err)
-			break
-		}
-		r.Message = "created " + string(event.Stringify(event.String(id)))
-	case "rescan":
-		n := st.Rescan()
-		f.relist(ctx)
-		r.Message = fmt.Sprintf("rescanned the store; %d sessions released after a conflict", n)
-	case "quiesce":
-		d := defaultQuiesce
-		if len(args) > 2 {
-			r.Err = bad(eventstore.CodeBadCommand, "usage: quiesce [SECONDS]")
-			break
-		}
-		if len(args) == 2 {
-			secs, err := strconv.ParseFloat(args[1], 64)
-			if err != nil || secs <= 0 || secs > maxQuiesce.Seconds() {
-				r.Err = bad(eventstore.CodeBadInput, "quiesce takes a number of seconds in (0, %d], got %q", int(maxQuiesce.Seconds()), args[1])
-				break
-			}
-			d = time.Duration(secs * float64(time.Second))
-		}
-		until, err := st.Quiesce(ctx, d)
-		if err != nil {
-			r.Err = eventstore.AsCommandError(err)
-			break
-		}
-		f.touchAll()
-		r.Message = "quiesced until " + until.UTC().Format(time.RFC3339Nano) + ": every live session is flushed; new events are accepted and held until resume-writes or then"
-	case "resume-writes":
-		if len(args) != 1 {
-			r.Err = bad(eventstore.CodeBadCommand, "resume-writes takes no arguments")
-			break
-		}
-		if st.ResumeWrites("resume-writes") {
-			r.Message = "writes resumed: held batches are being written"
-		} else {
-			r.Message = "not quiesced: nothing to resume"
-		}
-	default:
-		r.Err = bad(eventstore.CodeUnknownCommand, "unknown store command %q (flush, create [ID] [cwd=/abs/path], rescan, quiesce [SECONDS], resume-writes)", args[0])
-	}
-	return r
-}
-
-// The quiesce a bare `quiesce` asks for, and the longest one may ask for: a forgotten quiesce must end.
-const (
-	defaultQuiesce = 60 * time.Second
-	maxQuiesce     = 24 * time.Hour
-)
 
 // touchAll queues the kernel invalidation of every live session (their status.json changes).
 func (f *FS) touchAll() {
@@ -264,59 +115,28 @@ func (f *FS) touchAll() {
 	}
 }
 
-// createArgs parses `create [ID] [cwd=/abs/path]`; the id defaults to a new UUIDv4.
-func createArgs(args []string) (string, event.Header, *eventstore.CommandError) {
-	var id string
-	var cwd *event.Value
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "cwd="); ok {
-			if !filepath.IsAbs(v) {
-				return "", event.Header{}, bad(eventstore.CodeBadInput, "cwd must be an absolute path, got %q", v)
-			}
-			c := event.String(v)
-			cwd = &c
-			continue
-		}
-		if id != "" {
-			return "", event.Header{}, bad(eventstore.CodeBadCommand, "usage: create [ID] [cwd=/abs/path]")
-		}
-		id = a
-	}
-	if id == "" {
-		id = eventstore.NewSessionID()
-	}
-	return id, event.Header{ID: id, CreatedAt: time.Now().UnixMilli(), Cwd: cwd}, nil
-}
-
-func (f *FS) create(ctx context.Context, h event.Header) error {
-	if err := f.opts.Store.Create(ctx, h); err != nil {
-		return err
-	}
-	f.relist(ctx)
-	return nil
-}
-
 // Mkdir creates a session named by its encoded directory name.
 func (f *FS) Mkdir(ctx context.Context, name string) (string, error) {
 	id, ok := spill.DecodeName(name)
-	r := eventstore.Result{Command: "mkdir " + name}
+	req := command.Request{Line: "mkdir " + name, Cmd: command.Create{ID: id}}
+	var r command.Result
 	switch {
 	case !ok:
-		r.Err = bad(eventstore.CodeBadInput, "%q is not an encoded session name (write characters outside [A-Za-z0-9._-] as ~XXXX, e.g. a~002Fb for a/b)", name)
+		r = f.commands().Refused(req, bad(eventstore.CodeBadInput, "%q is not an encoded session name (write characters outside [A-Za-z0-9._-] as ~XXXX, e.g. a~002Fb for a/b)", name))
 	case id == "":
-		r.Err = bad(eventstore.CodeBadInput, "session id must be a non-empty string")
+		r = f.commands().Refused(req, bad(eventstore.CodeBadInput, "session id must be a non-empty string"))
 	default:
-		if err := f.create(ctx, event.Header{ID: id, CreatedAt: time.Now().UnixMilli()}); err != nil {
-			r.Err = eventstore.AsCommandError(err)
-		} else {
-			r.Message = "created " + string(event.Stringify(event.String(id)))
-		}
+		r = f.commands().Run(ctx, req)
 	}
-	f.record("", r)
+	f.record("", r.Record())
 	if r.Err != nil {
 		return "", r.Err
 	}
 	return id, nil
+}
+
+func bad(code, format string, a ...any) *eventstore.CommandError {
+	return &eventstore.CommandError{Failure: eventstore.Invalid, Code: code, Message: fmt.Sprintf(format, a...)}
 }
 
 // relist re-reads the listing now (a command created a session) and queues the kernel notifications.
@@ -336,7 +156,7 @@ func (f *FS) FlushAll(ctx context.Context) {
 	}
 	for _, id := range f.opts.Store.LiveIDs() {
 		if r := f.flush(ctx, id); r.Err != nil {
-			f.record(id, r)
+			f.record(id, r.Record())
 		}
 	}
 }

@@ -218,7 +218,8 @@ func TestDurabilityProof(t *testing.T) {
 					boundary = i
 				}
 			}
-			child, err := st.Fork(ctx, "s", fmt.Sprint(boundary), "child")
+			at := int64(boundary)
+			child, err := st.Fork(ctx, "s", &at, "child")
 			if err != nil {
 				t.Fatal(err)
 			}

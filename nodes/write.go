@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/dshfs/dshfs/command"
 	"github.com/dshfs/dshfs/eventstore"
 )
 
@@ -23,7 +24,7 @@ type Writer interface {
 	// Flush makes a session's accepted events durable (fsync on append).
 	Flush(ctx context.Context, id string) error
 	// Command runs one ctl command on a session, or on the store when id is "".
-	Command(ctx context.Context, id, line string) eventstore.Result
+	Command(ctx context.Context, id, line string) command.Result
 	// Mkdir creates a session from a directory name (the encoded name it will be listed under) and
 	// returns its id.
 	Mkdir(ctx context.Context, name string) (string, error)

@@ -7,14 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
-	"time"
 
-	"github.com/dshfs/dshfs/compaction"
+	"github.com/dshfs/dshfs/command"
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/eventstore/event"
 )
 
 // The write commands for scripts that do not mount (DESIGN.md §6): each is one writer run through the same
@@ -107,12 +103,12 @@ func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.W
 		return finish(ctx, st, out, r)
 	}
 	snap := w.Snapshot()
-	r.Message = fmt.Sprintf("appended %d events; durable through seq %d", len(lines), snap.Durable-1)
+	done := command.Appended{Events: len(lines), Through: int64(snap.Durable - 1)}
 	if t, open := eventstore.OpenTurn(snap.Events); open {
 		fmt.Fprintf(stderr, "dshfs: session %q now ends inside open turn %d: the next writer must run resume\n", id, t)
-		r.Message += fmt.Sprintf("; the log ends inside open turn %d (the next writer must resume)", t)
+		done.OpenTurn = &t
 	}
-	return finish(ctx, st, out, r)
+	return finish(ctx, st, out, command.Result{Line: "append", Front: command.CLI, Done: done}.Record())
 }
 
 // cmdResume is the harness's resume: commit the crash repair and a session/end-seed.
@@ -124,18 +120,7 @@ func cmdResume(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 	if len(pos) != 2 {
 		return exitUsageErr, &usageError{"resume needs STORE ID"}
 	}
-	st, _, err := writeStore(o, pos[0])
-	if err != nil {
-		return exitUsageErr, err
-	}
-	r := eventstore.Result{Command: "resume"}
-	w, err := st.Resume(ctx, pos[1])
-	if err != nil {
-		r.Err = eventstore.AsCommandError(err)
-	} else {
-		r.Message = fmt.Sprintf("resumed; durable through seq %d", w.Revision().Durable-1)
-	}
-	return finish(ctx, st, out, r)
+	return runCommand(ctx, o, "resume", pos, out)
 }
 
 // cmdFork is the harness's fork: a child holding the parent's stable prefix and a session/end-seed.
@@ -147,24 +132,7 @@ func cmdFork(ctx context.Context, args []string, out *bufio.Writer) (int, error)
 	if len(pos) < 2 || len(pos) > 4 {
 		return exitUsageErr, &usageError{"fork needs STORE ID [BOUNDARY] [CHILD_ID]"}
 	}
-	st, _, err := writeStore(o, pos[0])
-	if err != nil {
-		return exitUsageErr, err
-	}
-	boundary, child := "", ""
-	if len(pos) > 2 {
-		boundary = pos[2]
-	}
-	if len(pos) > 3 {
-		child = pos[3]
-	}
-	r := eventstore.Result{Command: "fork"}
-	if cid, err := st.Fork(ctx, pos[1], boundary, child); err != nil {
-		r.Err = eventstore.AsCommandError(err)
-	} else {
-		r.Message = "forked: child " + string(event.Stringify(event.String(cid)))
-	}
-	return finish(ctx, st, out, r)
+	return runCommand(ctx, o, "fork", pos, out)
 }
 
 // cmdCreate materializes a header-only session (the id defaults to a new UUIDv4).
@@ -176,29 +144,7 @@ func cmdCreate(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 	if len(pos) < 1 || len(pos) > 2 {
 		return exitUsageErr, &usageError{"create needs STORE [ID]"}
 	}
-	var cwd *event.Value
-	if o.cwd != "" {
-		if !filepath.IsAbs(o.cwd) {
-			return exitUsageErr, &usageError{fmt.Sprintf("--cwd must be an absolute path, got %q", o.cwd)}
-		}
-		c := event.String(o.cwd)
-		cwd = &c
-	}
-	st, _, err := writeStore(o, pos[0])
-	if err != nil {
-		return exitUsageErr, err
-	}
-	id := eventstore.NewSessionID()
-	if len(pos) == 2 {
-		id = pos[1]
-	}
-	r := eventstore.Result{Command: "create"}
-	if err := st.Create(ctx, event.Header{ID: id, CreatedAt: time.Now().UnixMilli(), Cwd: cwd}); err != nil {
-		r.Err = eventstore.AsCommandError(err)
-	} else {
-		r.Message = "created " + string(event.Stringify(event.String(id)))
-	}
-	return finish(ctx, st, out, r)
+	return runCommand(ctx, o, "create", pos, out)
 }
 
 // cmdCompact is a manual compaction (ctl compact): the head-anchored span, or the surface range START..END,
@@ -211,11 +157,21 @@ func cmdCompact(ctx context.Context, args []string, out *bufio.Writer) (int, err
 	if len(pos) != 2 && len(pos) != 4 {
 		return exitUsageErr, &usageError{"compact needs STORE ID [START END]"}
 	}
+	return runCommand(ctx, o, "compact", pos, out)
+}
+
+// runCommand runs a write command given as STORE and its operands: parsed by the command layer with the
+// ctl's rules (a refusal there exits before the store is opened), run against the store as the mount runs
+// it, and printed as the ctl result line.
+func runCommand(ctx context.Context, o opts, verb string, pos []string, out *bufio.Writer) (int, error) {
+	req, err := command.ParseCLI(verb, pos[1:], o.cwd)
+	if err != nil {
+		return commandCode(err), err
+	}
 	st, cfg, err := writeStore(o, pos[0])
 	if err != nil {
 		return exitUsageErr, err
 	}
-	r := compaction.CompactCommand(ctx, st, pos[1], pos[2:], cfg.Compaction)
-	r.Command = strings.Join(append([]string{"compact"}, pos[2:]...), " ")
-	return finish(ctx, st, out, r)
+	env := command.Env{Store: st, Compaction: cfg.Compaction, Pruner: cfg.Pruner, Front: command.CLI}
+	return finish(ctx, st, out, env.Run(ctx, req).Record())
 }

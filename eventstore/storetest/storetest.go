@@ -203,7 +203,7 @@ func testNotFound(t *testing.T, be Backend) {
 		t.Errorf("stat of a missing session: %v", err)
 	}
 	mustFail(t, "writer of a missing session", func() error { _, err := st.Writer(ctx, "nope"); return err }(), eventstore.Missing, "")
-	_, err := st.Fork(ctx, "nope", "", "child")
+	_, err := st.Fork(ctx, "nope", nil, "child")
 	mustFail(t, "fork of a missing session", err, eventstore.Missing, eventstore.CodeNotFound)
 }
 
@@ -508,27 +508,27 @@ func testFork(t *testing.T, be Backend) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		boundary string
+		boundary *int64
 		failure  eventstore.Failure
 		code     string
 		text     string
 	}{
-		{"x", eventstore.Invalid, eventstore.CodeInvalidBoundary, `fork boundary for session "p" must be a non-negative safe integer, got x`},
-		{"-1", eventstore.Invalid, eventstore.CodeInvalidBoundary, `fork boundary for session "p" must be a non-negative safe integer, got -1`},
-		{"19", eventstore.Invalid, eventstore.CodeInvalidBoundary, `fork boundary 19 does not exist in session "p" (last seq: 18)`},
-		{"3", eventstore.Invalid, eventstore.CodeOpenTurn, `fork boundary 3 in session "p" ends inside open turn 1`},
-		{"", eventstore.Invalid, eventstore.CodeOpenTurn, `fork boundary 18 in session "p" ends inside open turn 3`},
+		{seq(-1), eventstore.Invalid, eventstore.CodeInvalidBoundary, `fork boundary for session "p" must be a non-negative safe integer, got -1`},
+		{seq(event.MaxSafeInteger + 1), eventstore.Invalid, eventstore.CodeInvalidBoundary, `fork boundary for session "p" must be a non-negative safe integer, got 9007199254740992`},
+		{seq(19), eventstore.Invalid, eventstore.CodeInvalidBoundary, `fork boundary 19 does not exist in session "p" (last seq: 18)`},
+		{seq(3), eventstore.Invalid, eventstore.CodeOpenTurn, `fork boundary 3 in session "p" ends inside open turn 1`},
+		{nil, eventstore.Invalid, eventstore.CodeOpenTurn, `fork boundary 18 in session "p" ends inside open turn 3`},
 	} {
 		_, err := st.Fork(ctx, "p", c.boundary, "c")
-		mustFail(t, "fork at "+c.boundary, err, c.failure, c.code)
+		mustFail(t, "fork: "+c.text, err, c.failure, c.code)
 		if err.Error() != c.text {
-			t.Errorf("fork at %q: %q, want %q", c.boundary, err, c.text)
+			t.Errorf("fork: %q, want %q", err, c.text)
 		}
 	}
 	if _, err := st.Stat(ctx, "c", ""); !eventstore.IsNotFound(err) {
 		t.Fatalf("a refused fork left a child: %v", err)
 	}
-	child, err := st.Fork(ctx, "p", "17", "c")
+	child, err := st.Fork(ctx, "p", seq(17), "c")
 	if err != nil || child != "c" {
 		t.Fatalf("fork: %q %v", child, err)
 	}
@@ -547,9 +547,9 @@ func testFork(t *testing.T, be Backend) {
 	if h.ParentSession == nil || h.ParentSession.Str != "p" || h.SeedLength == nil || h.SeedLength.Num != 18 || h.Cwd == nil || h.Cwd.Str != "/srv/contract" {
 		t.Errorf("child header %s", h.Meta())
 	}
-	_, err = st.Fork(ctx, "p", "8", "c")
+	_, err = st.Fork(ctx, "p", seq(8), "c")
 	mustFail(t, "fork to an existing child", err, eventstore.Exists, eventstore.CodeAlreadyExists)
-	id, err := st.Fork(ctx, "p", "8", "")
+	id, err := st.Fork(ctx, "p", seq(8), "")
 	if err != nil || len(id) != 36 || id[14] != '4' {
 		t.Errorf("fork with a default child id: %q %v", id, err)
 	}
@@ -600,3 +600,6 @@ func testProgressiveLoad(t *testing.T, be Backend) {
 		sameEvents(t, id+": the inspected events", ins.Events, append(events, closers...))
 	}
 }
+
+// seq is a fork boundary.
+func seq(n int64) *int64 { return &n }
