@@ -17,7 +17,6 @@ import (
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/eventstore/sqlite"
 	dfs "github.com/dshfs/dshfs/fs"
-	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // Exit codes of DESIGN.md §6.
@@ -144,13 +143,6 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 // 192 MiB the peak follows the base (194 MiB) for 2% more.
 const cliMemoryBase = 160 << 20
 
-// cliHugeHeap is the address space the commands other than mount ask huge pages for when they load a
-// large session (pages.AllowHuge, pages.Expect): what such a load writes (a cold `cat` of 500k events
-// peaks at 160–165 MiB of RSS, and takes as few faults with 192 MiB as with 512), and no more. A command
-// whose heap churns keeps partly used huge pages resident: a convert of that session peaked at 402–489 MiB
-// with 512 MiB of them, against 386–392 MiB without and 360–389 MiB with 192.
-const cliHugeHeap = 192 << 20
-
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -169,7 +161,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if args[0] != "mount" { // a mount sets its own, from its cache budgets
-		pages.AllowHuge(cliHugeHeap) // taken when a large load comes (pages.Expect)
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		defer dfs.SoftMemoryLimit(cliMemoryBase)()
 	}
