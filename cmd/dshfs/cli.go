@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/eventstore/sqlite"
-	dfs "github.com/dshfs/dshfs/fs"
 )
 
 // Exit codes of DESIGN.md §6.
@@ -129,20 +127,6 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 	return o, pos, nil
 }
 
-// cliMemoryBase is the soft memory limit of the commands other than mount while what they hold alive is
-// below it. Left to the collector's default pacing, a command's heap grows to twice what it holds: a cold
-// `dshfs cat` of a 500k-event session, which holds at most 139 MB, reached 290 MB of RSS. Above the base
-// the limit follows one and a half times the live heap (see dfs.SoftMemoryLimit), so a larger session is
-// read as fast as before.
-//
-// Below the base the commands do not collect at all (GOGC off): a command's heap is mostly what it keeps
-// (a loaded session), and the default pacing collected at 4, 8, 16, 32 and 64 MB on the way to it,
-// marking the same growing event list again each time — a tenth of the CPU of a cold `cat`, and 5% of its
-// time. The base is 160 MiB rather than 128: that `cat` then collects twice instead of four times, 5%
-// faster again, and its peak RSS stays where it was (175–180 MiB: it holds nearly all it allocates); at
-// 192 MiB the peak follows the base (194 MiB) for 2% more.
-const cliMemoryBase = 160 << 20
-
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -160,10 +144,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if args[0] != "mount" { // a mount sets its own, from its cache budgets
-		defer debug.SetGCPercent(debug.SetGCPercent(-1))
-		defer dfs.SoftMemoryLimit(cliMemoryBase)()
-	}
+	// Only a mount tunes the collector (mount.go). The other commands run on the runtime's defaults: the
+	// collector off below a soft limit saved no wall time on a cold cat of 500k events or on ls of 10k
+	// sessions (bench/load.sh, bench/list.sh) and made every command's heap grow to the limit before the
+	// first collection: ls of 10k sessions peaked at 128 MiB of RSS for 32 without it.
 	switch args[0] {
 	case "ls":
 		code, err = cmdLs(ctx, args[1:], out, stderr)
