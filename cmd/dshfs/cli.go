@@ -144,10 +144,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	// Only a mount tunes the collector (mount.go). The other commands run on the runtime's defaults: the
-	// collector off below a soft limit saved no wall time on a cold cat of 500k events or on ls of 10k
-	// sessions (bench/load.sh, bench/list.sh) and made every command's heap grow to the limit before the
-	// first collection: ls of 10k sessions peaked at 128 MiB of RSS for 32 without it.
+	// Only a mount tunes the collector (mount.go). The other commands run on the runtime's defaults: with
+	// the collector off below a 160 MiB soft limit, a cold cat of 500k events was no faster (bench/load.sh
+	// with BASE set: 3.69 s against 3.38 s without) and ls of 10k sessions within the noise (bench/list.sh:
+	// 1.98 s against 2.09 s, the harness's list() 24 s), for a heap that grew to the limit before its
+	// first collection: ls peaked at 125 MiB of RSS for 31 without (bench/results/tuning-2026-12-02.txt).
 	switch args[0] {
 	case "ls":
 		code, err = cmdLs(ctx, args[1:], out, stderr)
