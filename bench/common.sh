@@ -63,3 +63,18 @@ load_session() {
   ROOT="$WORK/load-$1"
   if [ ! -d "$ROOT" ]; then "$WORK/gensession" -mode zstd -id bench "$ROOT" "$1"; fi
 }
+
+# bench_base: with BASE set to a revision, builds that revision's dshfs into $WORK/dshfs-base (from git
+# archive: the work tree stays as it is) and sets BASEBIN, so a script can measure the two builds
+# alternately in one run, against the same baseline; without BASE, BASEBIN is empty.
+bench_base() {
+  BASEBIN=
+  [ -n "${BASE:-}" ] || return 0
+  local src="$WORK/base-src"
+  rm -rf "$src"
+  mkdir -p "$src"
+  git archive "$BASE" | tar -x -C "$src"
+  (cd "$src" && go build -o "$WORK/dshfs-base" ./cmd/dshfs)
+  BASEBIN="$WORK/dshfs-base"
+  echo "base: $(git rev-parse --short "$BASE") built as $BASEBIN"
+}

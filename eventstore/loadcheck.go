@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // The harness checks a stored log in whole-log passes, one after another (parse, the retired-vocabulary
@@ -168,7 +167,6 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 	}
 	if cap(b.recs) < hi-lo {
 		b.recs, b.kind, b.quick = make([]event.Value, hi-lo), make([]recKind, hi-lo), make([]quickMessage, hi-lo)
-		pages.Touch(b.recs) // most records stay zero, and the collector would read them first
 	} else {
 		b.recs, b.kind, b.quick = b.recs[:hi-lo], b.kind[:hi-lo], b.quick[:hi-lo]
 		clear(b.recs) // an unparsed event's record must read as the zero Value

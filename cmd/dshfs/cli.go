@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -16,8 +15,6 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/eventstore/sqlite"
-	dfs "github.com/dshfs/dshfs/fs"
-	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // Exit codes of DESIGN.md §6.
@@ -130,27 +127,6 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 	return o, pos, nil
 }
 
-// cliMemoryBase is the soft memory limit of the commands other than mount while what they hold alive is
-// below it. Left to the collector's default pacing, a command's heap grows to twice what it holds: a cold
-// `dshfs cat` of a 500k-event session, which holds at most 139 MB, reached 290 MB of RSS. Above the base
-// the limit follows one and a half times the live heap (see dfs.SoftMemoryLimit), so a larger session is
-// read as fast as before.
-//
-// Below the base the commands do not collect at all (GOGC off): a command's heap is mostly what it keeps
-// (a loaded session), and the default pacing collected at 4, 8, 16, 32 and 64 MB on the way to it,
-// marking the same growing event list again each time — a tenth of the CPU of a cold `cat`, and 5% of its
-// time. The base is 160 MiB rather than 128: that `cat` then collects twice instead of four times, 5%
-// faster again, and its peak RSS stays where it was (175–180 MiB: it holds nearly all it allocates); at
-// 192 MiB the peak follows the base (194 MiB) for 2% more.
-const cliMemoryBase = 160 << 20
-
-// cliHugeHeap is the address space the commands other than mount ask huge pages for when they load a
-// large session (pages.AllowHuge, pages.Expect): what such a load writes (a cold `cat` of 500k events
-// peaks at 160–165 MiB of RSS, and takes as few faults with 192 MiB as with 512), and no more. A command
-// whose heap churns keeps partly used huge pages resident: a convert of that session peaked at 402–489 MiB
-// with 512 MiB of them, against 386–392 MiB without and 360–389 MiB with 192.
-const cliHugeHeap = 192 << 20
-
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -168,11 +144,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if args[0] != "mount" { // a mount sets its own, from its cache budgets
-		pages.AllowHuge(cliHugeHeap) // taken when a large load comes (pages.Expect)
-		defer debug.SetGCPercent(debug.SetGCPercent(-1))
-		defer dfs.SoftMemoryLimit(cliMemoryBase)()
-	}
+	// Only a mount tunes the collector (mount.go). The other commands run on the runtime's defaults: with
+	// the collector off below a 160 MiB soft limit, a cold cat of 500k events was no faster (bench/load.sh
+	// with BASE set: 3.69 s against 3.38 s without) and ls of 10k sessions within the noise (bench/list.sh:
+	// 1.98 s against 2.09 s, the harness's list() 24 s), for a heap that grew to the limit before its
+	// first collection: ls peaked at 125 MiB of RSS for 31 without (bench/results/tuning-2026-12-02.txt).
 	switch args[0] {
 	case "ls":
 		code, err = cmdLs(ctx, args[1:], out, stderr)

@@ -54,7 +54,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	// tree, the runtime) keeps the garbage collector from doubling that in idle heap under a long walk
 	// (grep -r): with the default budgets the process stays within 256 MiB (tested). It follows the live
 	// heap above that (a large session's decode), so it never makes the collector run back to back.
-	defer dfs.SoftMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)()
+	defer softMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)()
 	roots := spill.NewRoots(cfg.Spill.Roots)
 	if o.demo {
 		dir, err := os.MkdirTemp("", "dshfs-demo-")

@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // openArtifact opens a transcript for reading so that nothing can block or escape: symlinks (of the file or
@@ -93,13 +92,10 @@ func fileKind(m fs.FileMode) string {
 	return "mode " + m.String()
 }
 
-// readArtifact reads a whole transcript between two equal fstats of the open file (see stableRead). A
-// load that decodes what it reads passes how much memory that takes per byte read (heapFactor, for
-// pages.Expect, said before the read allocates); other reads pass 0.
-func (b *Backend) readArtifact(path string, heapFactor int64) ([]byte, eventstore.Artifact, error) {
+// readArtifact reads a whole transcript between two equal fstats of the open file (see stableRead).
+func (b *Backend) readArtifact(path string) ([]byte, eventstore.Artifact, error) {
 	var buf []byte
 	art, err := b.stableRead(path, func(f *os.File, fi os.FileInfo) (err error) {
-		pages.Expect(fi.Size() * heapFactor)
 		buf, err = readAll(f, make([]byte, 0, fi.Size()+512))
 		if err != nil {
 			return &eventstore.IOError{Err: err}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // scanner consumes the plaintext after the header record and keeps the contiguous event prefix, as the
@@ -194,9 +194,6 @@ func predecode(plain []byte, own bool) chunk {
 		if pos == 0 {
 			c.head = plain[:nl]
 		}
-		// room made ahead, in memory written before the collector reads it (package pages); a longer row
-		// grows the list by append
-		evs = pages.Grow(evs, 256)
 		before := len(evs)
 		row := false
 		err := errUnparsable
@@ -287,14 +284,13 @@ func (s *scanner) writeChunk(c chunk) error {
 	return nil
 }
 
-// grow makes room for need events, sized by how much of the input the scan has consumed (pages.GrowTo):
-// growing by what each chunk needed (slices.Grow: a quarter at a time) copied a 500k-event list about
-// thirty times.
-func (s *scanner) grow(need int) { s.events = pages.GrowTo(s.events, need, s.share) }
+// grow makes room for need events, sized by how much of the input the scan has consumed (see
+// eventstore.GrowTo for why not slices.Grow).
+func (s *scanner) grow(need int) { s.events = eventstore.GrowTo(s.events, need, s.share) }
 
 // list is the events scanned, without more than a quarter of slack: the list lives as long as the
 // session, and grow can leave room that was not needed.
-func (s *scanner) list() []event.Event { return pages.Trim(s.events) }
+func (s *scanner) list() []event.Event { return eventstore.Trim(s.events) }
 
 // decodeParallel produces the chunks for n pieces of input in order, running produce on up to
 // GOMAXPROCS goroutines; consume sees chunk i only after chunks 0..i-1 and may stop the run by

@@ -18,7 +18,6 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/internal/pages"
 )
 
 // Compression selects the physical encoding of a root; a root holds exactly one.
@@ -305,7 +304,7 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress ev
 		p, art, err = b.loadRaw(path)
 	} else {
 		var buf []byte
-		if buf, art, err = b.readArtifact(path, zstdHeapFactor); err == nil {
+		if buf, art, err = b.readArtifact(path); err == nil {
 			p, err = b.scanZstd(buf, path, progress)
 		}
 	}
@@ -323,14 +322,6 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress ev
 	return p, nil
 }
 
-// What a load writes, as a multiple of the artifact's size, for pages.Expect: a zstd transcript's load
-// peaked at 160 MiB of RSS for 14 MB (the 500k-event session: 32 MB of text, 56 MB of expanded chunk
-// events, the event list, the checks' blocks); a raw one holds its text and the same events beside it.
-const (
-	zstdHeapFactor = 10
-	rawHeapFactor  = 4
-)
-
 // rawChunk is how much of a raw transcript is read at a time. Events alias the chunk they were read from,
 // so a chunk holding events stays alive with them and one holding none (blank or unparsable lines) is
 // garbage as soon as it is scanned: a load's memory follows the log's events, never the file's size.
@@ -341,7 +332,6 @@ const rawChunk = 8 << 20
 func (b *Backend) loadRaw(path string) (*eventstore.Prefix, eventstore.Artifact, error) {
 	var p *eventstore.Prefix
 	art, err := b.stableRead(path, func(f *os.File, info os.FileInfo) (err error) {
-		pages.Expect(info.Size() * rawHeapFactor)
 		p, err = b.scanRaw(f, info.Size())
 		return err
 	})
@@ -638,7 +628,7 @@ func (b *Backend) artifactBytes(id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf, _, err := b.readArtifact(path, 0)
+	buf, _, err := b.readArtifact(path)
 	return buf, err
 }
 

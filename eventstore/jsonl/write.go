@@ -263,7 +263,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		return eventstore.Artifact{}, conflict(path, expect, cur)
 	}
 	if torn != nil {
-		buf, _, err := b.readArtifact(path, 0)
+		buf, _, err := b.readArtifact(path)
 		if err != nil {
 			return eventstore.Artifact{}, err
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/internal/pages"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -499,8 +498,6 @@ func (s *rowScan) add(rows []row) error {
 	if cap(s.decoded) < n {
 		s.decoded, s.singles = make([][]event.Event, n), make([]event.Event, n)
 		s.errs, s.done = make([]error, n), make([]bool, n)
-		pages.Touch(s.decoded) // both hold pointers, and most of singles stays zero: see package pages
-		pages.Touch(s.singles)
 	}
 	decoded, singles, errs, done := s.decoded[:n], s.singles[:n], s.errs[:n], s.done[:n]
 	clear(done)
@@ -532,7 +529,7 @@ func (s *rowScan) add(rows []row) error {
 			total++
 		}
 	}
-	s.events = pages.GrowTo(s.events, total, s.share)
+	s.events = eventstore.GrowTo(s.events, total, s.share)
 	expected := s.base + int64(len(s.events))
 	for i := range rows {
 		evs, err := decode(i)

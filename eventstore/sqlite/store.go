@@ -19,7 +19,6 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/internal/pages"
 	"golang.org/x/sys/unix"
 )
 
@@ -614,7 +613,7 @@ func (b *Backend) readRows(ctx context.Context, q querier, query string, args ..
 		if bad != nil {
 			return bad
 		}
-		out = append(pages.Grow(out, 1), r) // rows hold pointers: see package pages
+		out = append(out, r)
 		return nil
 	}, query, args...)
 	return out, err
@@ -647,10 +646,6 @@ func (b *Backend) eachRow(ctx context.Context, q querier, fn func(r row, bad err
 	return rs.Err()
 }
 
-// rowHeapBytes is what a load writes per events row, for pages.Expect: the 500k-event session's 141k rows
-// peaked at 174 MiB of RSS.
-const rowHeapBytes = 1 << 10
-
 // loadBlock is how many rows LoadStored holds at once: enough to decode on every core, few enough that a
 // long log's rows (its stored data) are never all held beside its events.
 var loadBlock = 4096 // a variable so tests can make blocks tiny
@@ -677,7 +672,6 @@ func (b *Backend) loadRows(ctx context.Context, q querier, id string, sink event
 	if err := q.QueryRowContext(ctx, sqlCountEvents, id).Scan(&count); err != nil {
 		return nil, 0, err
 	}
-	pages.Expect(count * rowHeapBytes)
 	s := newRowScan(0, committed, true)
 	var torn, given int64
 	var refused error // a committed row that does not decode: reported once every row is validated
@@ -727,7 +721,7 @@ func (b *Backend) loadRows(ctx context.Context, q querier, id string, sink event
 	if err != nil {
 		return nil, 0, err
 	}
-	s.events = pages.Trim(s.events) // the list lives as long as the session
+	s.events = eventstore.Trim(s.events) // the list lives as long as the session
 	return s, torn, nil
 }
 

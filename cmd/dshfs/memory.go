@@ -1,4 +1,4 @@
-package fs
+package main
 
 import (
 	"math"
@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 )
 
-// SoftMemoryLimit keeps the heap of a mount (and, from a smaller base, of the other commands) near base
-// while what it holds alive is below base, and lets it grow with what it holds alive beyond that.
+// softMemoryLimit keeps the heap of a mount near base while what it holds alive is below base, and lets it
+// grow with what it holds alive beyond that.
 //
 // A walk over a large store (grep -r) keeps little alive at any moment — the caches' budgets, the node
 // tree, the requests in flight — but allocates fast, and with the collector's default pacing the idle heap
@@ -21,7 +21,7 @@ import (
 // that runs once per half of its working set again instead of all the time.
 //
 // It returns a function that stops the adjustment and lifts the limit.
-func SoftMemoryLimit(base int64) (stop func()) {
+func softMemoryLimit(base int64) (stop func()) {
 	debug.SetMemoryLimit(base)
 	var stopped atomic.Bool
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}

@@ -1,4 +1,4 @@
-package fs
+package main
 
 import (
 	"runtime"
@@ -10,7 +10,7 @@ import (
 // The limit follows the live heap above base and comes back to base when the live heap shrinks.
 func TestSoftMemoryLimit(t *testing.T) {
 	const base = 64 << 20
-	stop := SoftMemoryLimit(base)
+	stop := softMemoryLimit(base)
 	defer stop()
 	limitAfterGC := func(ok func(int64) bool) int64 {
 		t.Helper()
