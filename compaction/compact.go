@@ -78,7 +78,22 @@ func (o Outcome) Message() string {
 func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, error) {
 	var sel span
 	var out Outcome
+	// The summarizer alone is cancelled by the caller giving up (an interrupted `echo compact > ctl`) or
+	// by the session being closed under it; once compaction/start is accepted the transaction is closed
+	// and made durable whatever happens (see below).
+	summarizeCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Tracked before the start is accepted, so that a Close at any moment after it ends the transaction
+	// (eventstore/inflight.go): Close never waits for the summarizer.
+	t := transaction{w: w}
+	t.inflight = w.Track(func(next int64, cause error) event.Event {
+		return newEvent("compaction/end", next, lifecycle(t.id, cause))
+	}, cancel)
+	defer t.inflight.Done()
 	started, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
+		if closed := t.inflight.Ended(); closed != nil {
+			return nil, closed // a Close came between the tracking and now: open nothing
+		}
 		if eventstore.CompactionLocked(v.Events) {
 			return nil, busy("compaction: compaction already in progress; the session compaction lock is already active")
 		}
@@ -99,6 +114,7 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 			return nil, nil
 		}
 		out.CompactionID = eventstore.NewSessionID()
+		t.id = out.CompactionID // read by the tracked end under the engine's lock, as this is written
 		return []event.Event{newEvent("compaction/start", v.Next(), lifecycle(out.CompactionID, nil))}, nil
 	})
 	if err != nil {
@@ -108,11 +124,10 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		return Outcome{Nothing: true}, nil
 	}
 	out.StartSeq = started[0].Seq
-	t := transaction{w: w, id: out.CompactionID}
-	// Once compaction/start is accepted, the transaction is closed and made durable even when the caller
-	// gives up (an interrupted `echo compact > ctl`): only the summarizer is cancelled by ctx.
-	summarizeCtx, ctx := ctx, context.WithoutCancel(ctx)
-	if err := w.Flush(ctx); err != nil {
+	ctx = context.WithoutCancel(ctx)
+	// Every flush of the transaction waits out a quiesce (it must not write meanwhile, and failing the
+	// compaction for it would leave a summary paid for unused).
+	if err := w.FlushWhenWritable(ctx); err != nil {
 		return out, t.fail(ctx, CodePersistence, err)
 	}
 	prep, err := prepare(w.Snapshot(), sel)
@@ -133,6 +148,9 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 	}
 	var changed error
 	body, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
+		if closed := t.inflight.Ended(); closed != nil {
+			return nil, closed // Close ended the transaction: its end is in the log, nothing may follow it
+		}
 		balance, err := surface.Balance(v.Events, v.Fold)
 		if err == nil {
 			err = stable(v.Events, v.Fold.Nodes, balance, sel, prep.prices)
@@ -150,6 +168,9 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		return []event.Event{summary, replace, end}, nil
 	})
 	if err != nil {
+		if closed := t.inflight.Ended(); closed != nil {
+			return out, failure(CodeCancelled, closed) // Close recorded the end already
+		}
 		// The closing events could not be accepted: the start stays unmatched, as the harness leaves it
 		// when its close fails (a deliberate orphan that a resume ends).
 		return out, failure(CodeCommit, err)
@@ -160,7 +181,7 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		return out, failure(CodeChanged, changed)
 	}
 	out.SummarySeq, out.EndSeq = body[0].Seq, body[2].Seq
-	if err := w.Flush(ctx); err != nil {
+	if err := w.FlushWhenWritable(ctx); err != nil {
 		return out, failure(CodePersistence, err)
 	}
 	return out, nil
@@ -168,15 +189,26 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 
 // transaction closes a failed compaction.
 type transaction struct {
-	w  *eventstore.Session
-	id string
+	w        *eventstore.Session
+	id       string
+	inflight *eventstore.Inflight
 }
 
-// fail appends the one compaction/end carrying err, flushes it and returns the classified failure.
-func (t transaction) fail(ctx context.Context, code string, err error) error {
+// fail appends the one compaction/end carrying err, flushes it and returns the classified failure. A
+// transaction the session's Close already ended (and recorded) writes nothing more.
+func (t *transaction) fail(ctx context.Context, code string, err error) error {
+	if closed := t.inflight.Ended(); closed != nil {
+		return failure(CodeCancelled, closed)
+	}
 	_, cerr := t.w.Transact(func(v eventstore.View) ([]event.Event, error) {
+		if closed := t.inflight.Ended(); closed != nil {
+			return nil, closed
+		}
 		return []event.Event{newEvent("compaction/end", v.Next(), lifecycle(t.id, err))}, nil
 	})
+	if closed := t.inflight.Ended(); cerr != nil && closed != nil {
+		return failure(CodeCancelled, closed)
+	}
 	if cerr != nil {
 		return failure(CodeCommit, fmt.Errorf("%v; closing it failed: %w", err, cerr))
 	}
@@ -186,7 +218,7 @@ func (t transaction) fail(ctx context.Context, code string, err error) error {
 
 // flushQuietly makes the recorded failure durable; if that fails too the events stay pending in the
 // engine (a later flush retries them) and the original failure is what the caller reports.
-func (t transaction) flushQuietly(ctx context.Context) { _ = t.w.Flush(ctx) }
+func (t *transaction) flushQuietly(ctx context.Context) { _ = t.w.FlushWhenWritable(ctx) }
 
 // failure is a classified compaction failure: the harness's manual message, then the cause as its
 // errorChain renders one level.

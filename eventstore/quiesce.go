@@ -27,6 +27,8 @@ type quiescence struct {
 	until time.Time   // zero when not quiesced
 	timer *time.Timer // ends it at until
 	last  *QuiesceEnd
+	// resumed is closed when the quiesce ends, for the writers waiting it out (FlushWhenWritable)
+	resumed chan struct{}
 }
 
 // Quiesce flushes every live session and holds durable writes for d. It returns when the flushes are
@@ -43,6 +45,9 @@ func (s *Store) Quiesce(ctx context.Context, d time.Duration) (time.Time, error)
 		s.q.timer.Stop()
 	}
 	s.q.until = until
+	if s.q.resumed == nil {
+		s.q.resumed = make(chan struct{}) // a moved deadline keeps the waiters of the quiesce it extends
+	}
 	s.q.timer = time.AfterFunc(d, func() { s.endQuiesce(until, "timeout") })
 	s.mu.Unlock()
 	for _, id := range s.LiveIDs() {
@@ -80,6 +85,9 @@ func (s *Store) endQuiesce(until time.Time, reason string) {
 	if s.q.timer != nil {
 		s.q.timer.Stop()
 	}
+	if s.q.resumed != nil {
+		close(s.q.resumed)
+	}
 	s.q = quiescence{last: &QuiesceEnd{Until: until, Ended: time.Now(), Reason: reason}}
 	live := make([]*Session, 0, len(s.live))
 	for _, w := range s.live {
@@ -96,6 +104,16 @@ func (s *Store) Quiesced() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.q.until, !s.q.until.IsZero()
+}
+
+// writesResumed is closed when the current quiesce ends; nil when the store is not quiesced.
+func (s *Store) writesResumed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.q.until.IsZero() {
+		return nil
+	}
+	return s.q.resumed
 }
 
 // LastQuiesce is how the last quiesce ended; nil when none has.

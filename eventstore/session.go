@@ -42,6 +42,12 @@ type Session struct {
 	// compaction runs, turn boundaries are refused (the harness's invariant companion: a turn may not
 	// cross an open compaction).
 	bracket int64
+	// inflight is the transaction running outside the locks that Close must end (inflight.go), nil when
+	// none.
+	inflight *Inflight
+	// released: the writer lock is given up, so nothing may be written any more (closed alone also
+	// covers an Abandon writing its sidecar).
+	released bool
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
@@ -384,6 +390,15 @@ func (w *Session) flush(ctx context.Context, draining bool) error {
 		}
 	}
 	w.mu.Lock()
+	if w.released {
+		// a late flush (a transaction finishing after Close) must not write without the writer lock
+		pending := len(w.events) - w.durable
+		w.mu.Unlock()
+		if pending == 0 {
+			return nil
+		}
+		return cmdErr(Busy, CodeNotLive, "session "+jsQuote(w.id)+" was released by this writer; write again to reopen it")
+	}
 	target := len(w.events)
 	if w.timer != nil {
 		w.timer.Stop()
@@ -453,8 +468,13 @@ func (w *Session) keepPending(ctx context.Context, h event.Header, pending []eve
 
 // Close flushes and releases the session: the writer lock is given up and the engine forgotten. A failed
 // flush keeps the session live (its events are not lost); a conflict releases it, its events being kept
-// in the sidecar.
+// in the sidecar. It returns once the accepted events are durable, never waiting for a compaction that is
+// still summarizing: that transaction is ended as failed, its compaction/end written with the rest
+// (see inflight.go for why it is not left to commit later).
 func (w *Session) Close(ctx context.Context) error {
+	w.mu.Lock()
+	w.endInflightLocked()
+	w.mu.Unlock()
 	err := w.Flush(ctx)
 	if ce := AsCommandError(err); ce != nil && ce.Code != CodeConflict {
 		return err
@@ -495,6 +515,7 @@ func (w *Session) release() {
 		w.timer = nil
 	}
 	w.closed = true
+	w.released = true
 	l := w.lock
 	w.lock = nil
 	w.mu.Unlock()

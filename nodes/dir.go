@@ -195,7 +195,14 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.
 	if a, ok := node.(interface{ attrTimeout() time.Duration }); ok {
 		out.SetAttrTimeout(a.attrTimeout())
 	}
-	inode := d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: k.ino})
+	inum := k.ino
+	if c, ok := node.(*ctlFile); ok {
+		// which inode a ctl is depends on whether a command runs on it (ctlslot.go): the kernel must ask
+		// again at the next walk. 1ns, not 0: go-fuse replaces a zero timeout by the mount's default.
+		inum = c.ino
+		out.SetEntryTimeout(time.Nanosecond)
+	}
+	inode := d.NewInode(ctx, node, fs.StableAttr{Mode: k.mode, Ino: inum})
 	if f, ok := inode.Operations().(*file); ok && primes && f == node {
 		// the kernel holds no pages of a new inode: hand it the bytes the walk will read next (primer.go)
 		f.kernel.primer.add(prime)

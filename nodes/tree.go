@@ -30,6 +30,7 @@ type tree struct {
 	src    Source
 	readme []byte
 	kernel kernelView
+	ctls   ctlSlots
 }
 
 func (t *tree) storeTime(context.Context) time.Time { return t.src.Listing().ModTime }
@@ -79,7 +80,10 @@ func appendCtl(list func(ctx context.Context) ([]child, error), ctl func() child
 // ctlChild is a control file: a session's (id) or the store's (id "").
 func (t *tree) ctlChild(id string, inode uint64, mtime func(context.Context) time.Time) child {
 	return child{name: "ctl", mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-		return &ctlFile{control{src: t.src, w: t.src.Writer(), id: id, ino: inode, mode: modeCtl, mtime: mtime}}
+		// the generation is chosen when the node is made, at lookup (ctlslot.go), not when listed
+		gen := t.ctls.current(id)
+		return &ctlFile{control: control{src: t.src, w: t.src.Writer(), id: id, ino: ctlIno(inode, gen), mode: modeCtl, mtime: mtime},
+			slots: &t.ctls, gen: gen}
 	}}
 }
 

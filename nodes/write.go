@@ -188,7 +188,11 @@ func (f *appendFile) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) 
 // ctlFile is a control file (a session's, or the store's when id is ""): each write is one command; the
 // errno comes back from write(2), and a read on the same handle returns that command's result as one JSON
 // line (a fresh handle reads nothing).
-type ctlFile struct{ control }
+type ctlFile struct {
+	control
+	slots *ctlSlots
+	gen   uint64 // this node's generation of the ctl (ctlslot.go)
+}
 
 var (
 	_ fs.NodeGetattrer = (*ctlFile)(nil)
@@ -233,7 +237,9 @@ func (f *ctlFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off 
 	if !ok {
 		return 0, syscall.EBADF
 	}
+	end := f.slots.begin(f.id, f.gen)
 	r := f.w.Command(ctx, f.id, string(data))
+	end()
 	h.mu.Lock()
 	h.result, h.base = r.JSON(), off+int64(len(data))
 	h.mu.Unlock()
