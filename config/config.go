@@ -34,7 +34,7 @@ type FUSE struct {
 type Cache struct {
 	SessionsBytes int64
 	ViewsBytes    int64
-	// Dir holds the persistent per-revision index (fs/index.go); "" means $XDG_CACHE_HOME/dshfs (else
+	// Dir holds the persistent per-revision index (viewcache/index.go); "" means $XDG_CACHE_HOME/dshfs (else
 	// ~/.cache/dshfs), resolved when a mount starts.
 	Dir string
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/internal/storetree"
@@ -88,7 +87,7 @@ func agree(t *testing.T, root string, mode jsonl.Compression) {
 		}
 	}
 	// the mount: another store, as a mount has
-	m, err := New(Options{Store: open(t, root, mode), Root: root, Config: config.Default(),
+	m, err := New(Options{Store: open(t, root, mode), Root: root, Config: testConfig(t),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Errorf("mount: %v", err)

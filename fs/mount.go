@@ -229,7 +229,7 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyW
 		for i, e := range l.Entries {
 			ids[i] = e.ID
 		}
-		f.index.purgeAbsent(ids)
+		f.cache.PurgeAbsent(ids)
 	}
 	wait := poll()
 	for {
@@ -265,13 +265,13 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 	for _, id := range c.changed {
 		f.stats.drop(id)
 	}
-	f.index.purge(c.gone)
+	f.cache.Purge(c.gone)
 	if root == nil {
 		return
 	}
 	sessions := root.GetChild("sessions")
 	for _, id := range c.changed {
-		f.cache.drop(id)
+		f.cache.Drop(id)
 	}
 	if sessions == nil {
 		return

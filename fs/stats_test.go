@@ -55,7 +55,7 @@ func TestStatCacheFollowsInotify(t *testing.T) {
 	defer cancel()
 	st := testStore(t, 2)
 	root := st.Backend().(*jsonl.Backend).Root()
-	f, err := New(Options{Store: st, Root: root, Config: config.Default(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f, err := New(Options{Store: st, Root: root, Config: testConfig(t), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
