@@ -86,7 +86,7 @@ func New(opts Options) (*FS, error) {
 	f.cache = viewcache.New(viewcache.Config{
 		SessionsBytes: opts.Config.Cache.SessionsBytes,
 		ViewsBytes:    opts.Config.Cache.ViewsBytes,
-		Index:         true,
+		Index:         opts.Config.Cache.Index,
 		IndexDir:      indexDir(opts),
 		Store: viewcache.Store{Backend: opts.Store.Backend().Name(), Root: opts.Root,
 			MaxLineBytes: opts.Config.Writer.MaxLineBytes, MaxFrameBytes: opts.Config.Writer.MaxFrameBytes},
@@ -280,8 +280,11 @@ func (f *FS) Kept(ctx context.Context, id string, view views.View) (nodes.Render
 }
 
 // indexDir is where the index persists: [cache] dir, else $XDG_CACHE_HOME/dshfs; "" (memory only) when
-// it cannot be created.
+// it cannot be created, or when the index is off ([cache] index = false).
 func indexDir(opts Options) string {
+	if !opts.Config.Cache.Index {
+		return "" // off: nothing is written under the cache directory
+	}
 	dir := opts.Config.Cache.Dir
 	if dir == "" {
 		base, err := os.UserCacheDir()
