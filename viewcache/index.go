@@ -19,7 +19,7 @@ import (
 	"github.com/dshfs/dshfs/views"
 )
 
-// The persistent per-revision index (issue: read path at scale). Getting the exact size of a session's
+// The persistent per-revision index (issue: read path at scale; its file formats are in doc.go). Getting the exact size of a session's
 // view means rendering it, and rendering means decoding and validating the whole session; a stat of every
 // events.jsonl of a large store (ls -l, rsync, find -size) would decode every session again after the
 // caches evicted it, or after a remount. So the mount remembers, per session and per artifact revision,
