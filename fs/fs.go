@@ -230,13 +230,6 @@ func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
 
 func (f *FS) viewOptions() views.Options { return views.Options{Spill: f.opts.Spill} }
 
-// shown records that the kernel is being shown a session's files (trees.go).
-func (f *FS) shown(id string) {
-	if evicted := f.trees.touch(id); len(evicted) > 0 {
-		f.queue(changes{evicted: evicted})
-	}
-}
-
 // key is the cache's key of a view of session id at revision r.
 func (f *FS) key(id string, view views.View, r eventstore.Revision) viewcache.Key {
 	return viewcache.Key{Session: id, View: view, Revision: r, Live: f.opts.Store.Live(id) != nil}
@@ -268,15 +261,6 @@ func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Render
 	f.shown(id)
 	f.sawView(id, view)
 	return f.cache.Stat(ctx, f.key(id, view, f.revisionOf(ctx, id)))
-}
-
-// Kept returns a view's bytes at the current revision as the cache or the index keeps them, rendering
-// nothing (nodes/primer.go primes the kernel's page cache with them after a lookup answered from the index).
-func (f *FS) Kept(ctx context.Context, id string, view views.View) (nodes.Rendered, bool) {
-	if !viewcache.Indexed(view) {
-		return nodes.Rendered{}, false // not kept anywhere: no need to stat the artifact
-	}
-	return f.cache.Kept(f.key(id, view, f.revisionOf(ctx, id)))
 }
 
 // indexDir is where the index persists: [cache] dir, else $XDG_CACHE_HOME/dshfs; "" (memory only) when
