@@ -34,9 +34,32 @@ type FUSE struct {
 type Cache struct {
 	SessionsBytes int64
 	ViewsBytes    int64
-	// Dir holds the persistent per-revision index (fs/index.go); "" means $XDG_CACHE_HOME/dshfs (else
-	// ~/.cache/dshfs), resolved when a mount starts.
+	// Index turns on the persistent per-revision index (viewcache/index.go) behind the LRUs: it remembers
+	// each session's verdict and its views' sizes and bytes per artifact revision, so that a stat after an
+	// eviction or a remount decodes nothing. Off, the mount keeps only the LRUs: the same bytes, decoded
+	// again when they are evicted, and nothing written under Dir. The default is on, unless
+	// $DSHFS_CACHE_INDEX says otherwise (IndexEnv).
+	Index bool
+	// Dir holds the persistent per-revision index; "" means $XDG_CACHE_HOME/dshfs (else ~/.cache/dshfs),
+	// resolved when a mount starts.
 	Dir string
+}
+
+// IndexEnv names the environment variable that sets the default of cache.index: "on" or "off" (also
+// "true"/"false", "1"/"0"). A configuration file's cache.index wins over it. It lets a whole test run, or a
+// host, go without the index without a file per mount.
+const IndexEnv = "DSHFS_CACHE_INDEX"
+
+// indexDefault is cache.index's default: on, unless IndexEnv says otherwise. ok is false when IndexEnv
+// holds something else (Parse and Load report it; Default keeps the index on).
+func indexDefault() (on bool, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(IndexEnv))) {
+	case "", "on", "true", "1":
+		return true, true
+	case "off", "false", "0":
+		return false, true
+	}
+	return true, false
 }
 
 // Writer holds the live writer's settings.
@@ -107,6 +130,7 @@ var pruneMarkerChars = utf8.RuneCountInString(PruneMarker)
 
 // Default returns the configuration used when no file is given; Store follows $DSH_HOME at call time.
 func Default() Config {
+	indexOn, _ := indexDefault()
 	return Config{
 		Store: DefaultStore(),
 		FUSE: FUSE{
@@ -121,6 +145,7 @@ func Default() Config {
 		Cache: Cache{
 			SessionsBytes: 32 << 20,
 			ViewsBytes:    16 << 20,
+			Index:         indexOn,
 		},
 		Writer: Writer{
 			BatchWindow:   200 * time.Millisecond,

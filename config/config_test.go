@@ -68,7 +68,7 @@ func TestDesignSample(t *testing.T) {
 			RefreshInterval: time.Second,
 			AllowOther:      false,
 		},
-		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024},
+		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024, Index: true},
 		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20},
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute, Provider: "dshfs", Model: "extractive", MaxTokens: 8192},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
@@ -354,6 +354,42 @@ func TestCompactionNames(t *testing.T) {
 		}
 		if err != nil || c.Compaction.Provider != tc.provider || c.Compaction.Model != tc.model {
 			t.Errorf("%q: got %q/%q, %v", tc.src, c.Compaction.Provider, c.Compaction.Model, err)
+		}
+	}
+}
+
+// TestCacheIndex: cache.index is a boolean, on by default; $DSHFS_CACHE_INDEX sets the default, a file's
+// key wins over it, and a value it does not know fails the load rather than being guessed at.
+func TestCacheIndex(t *testing.T) {
+	fakeHome(t)
+	for _, c := range []struct {
+		env, src string
+		want     bool
+		err      string
+	}{
+		{"", "", true, ""},
+		{"", "[cache]\nindex = false", false, ""},
+		{"off", "", false, ""},
+		{"0", "", false, ""},
+		{"on", "", true, ""},
+		{"off", "[cache]\nindex = true", true, ""},
+		{"maybe", "[cache]\nindex = true", true, ""},
+		{"maybe", "", false, `key "cache.index" in dshfs.toml: $DSHFS_CACHE_INDEX must be "on" or "off", got "maybe"`},
+		{"", "[cache]\nindex = \"off\"", false, `key "cache.index" in dshfs.toml: want a boolean, got string "off"`},
+	} {
+		t.Setenv(IndexEnv, c.env)
+		got, err := Parse([]byte(c.src), "dshfs.toml")
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("env %q, %q: error %v, want %s", c.env, c.src, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got.Cache.Index != c.want {
+			t.Errorf("env %q, %q: index %v (%v), want %v", c.env, c.src, got.Cache.Index, err, c.want)
+		}
+		if def := Default(); c.src == "" && def.Cache.Index != c.want {
+			t.Errorf("env %q: Default().Cache.Index = %v", c.env, def.Cache.Index)
 		}
 	}
 }

@@ -13,6 +13,7 @@
 //	fuse.allow_other        bool      false                                           FUSE allow_other
 //	cache.sessions_bytes    size      32MiB (>= 0; 0 caches nothing)                  decoded-session LRU budget
 //	cache.views_bytes       size      16MiB (>= 0; 0 caches nothing)                  rendered-view LRU budget
+//	cache.index             bool      true ($DSHFS_CACHE_INDEX = "off" makes it false)  the persistent per-revision index behind the LRUs
 //	cache.dir               path      "" = $XDG_CACHE_HOME/dshfs, else ~/.cache/dshfs   the persistent per-revision index
 //	writer.batch_window     duration  200ms (>= 0; 0 writes at once)                  write-behind window of the live writer
 //	writer.compression      string    "zstd" | "none"; default "zstd"                 encoding of a root holding no session yet

@@ -38,7 +38,7 @@ func (e *KeyError) Error() string {
 // Load reads and validates the file at path; an empty path means no file, i.e. Default().
 func Load(path string) (Config, error) {
 	if path == "" {
-		return Default(), nil
+		return Parse(nil, "")
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -61,6 +61,7 @@ type file struct {
 	Cache struct {
 		SessionsBytes any `toml:"sessions_bytes"`
 		ViewsBytes    any `toml:"views_bytes"`
+		Index         any `toml:"index"`
 		Dir           any `toml:"dir"`
 	} `toml:"cache"`
 	Writer struct {
@@ -98,7 +99,7 @@ var (
 	leaves = map[string]bool{
 		"store": true, "read_only": true,
 		"fuse.entry_timeout": true, "fuse.attr_timeout": true, "fuse.refresh_interval": true, "fuse.allow_other": true,
-		"cache.sessions_bytes": true, "cache.views_bytes": true, "cache.dir": true,
+		"cache.sessions_bytes": true, "cache.views_bytes": true, "cache.index": true, "cache.dir": true,
 		"writer.batch_window": true, "writer.compression": true,
 		"compaction.summarizer": true, "compaction.command": true, "compaction.timeout": true,
 		"compaction.provider": true, "compaction.model": true, "compaction.max_tokens": true,
@@ -155,6 +156,10 @@ func Parse(data []byte, source string) (Config, error) {
 
 	v.size("cache.sessions_bytes", f.Cache.SessionsBytes, &c.Cache.SessionsBytes)
 	v.size("cache.views_bytes", f.Cache.ViewsBytes, &c.Cache.ViewsBytes)
+	if _, ok := indexDefault(); !ok && f.Cache.Index == nil {
+		v.fail("cache.index", fmt.Sprintf(`$%s must be "on" or "off", got %q`, IndexEnv, os.Getenv(IndexEnv)))
+	}
+	v.boolean("cache.index", f.Cache.Index, &c.Cache.Index)
 	if s, ok := f.Cache.Dir.(string); !ok || s != "" { // "" is the default, as DESIGN.md's sample writes it
 		v.path("cache.dir", f.Cache.Dir, &c.Cache.Dir, false)
 	}

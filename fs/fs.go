@@ -1,21 +1,20 @@
-// Package fs runs the dshfs mount: it serves the node tree of package nodes over go-fuse, keeps decoded
-// sessions and rendered views in byte-bounded LRU caches, watches the store for changes made by other
-// processes (the harness, or another writer) and invalidates the kernel's caches for what changed, and
-// handles the mount's life cycle (signals, unmount while busy, lazy detach). Its write side (write.go) turns
-// append, ctl and mkdir into calls on the Store's session engines and records every outcome for status.json;
-// the engines, not this package, decide what a session is and what reaches the disk.
+// Package fs runs the dshfs mount: it serves the node tree of package nodes over go-fuse from the view
+// cache (package viewcache: decoded sessions, rendered views, the persistent index), watches the store for
+// changes made by other processes (the harness, or another writer) and invalidates the kernel's caches for
+// what changed, and handles the mount's life cycle (signals, unmount while busy, lazy detach). Its write
+// side (write.go) turns append, ctl and mkdir into calls on the Store's session engines and records every
+// outcome for status.json; the engines, not this package, decide what a session is and what reaches the
+// disk.
 package fs
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/spill"
+	"github.com/dshfs/dshfs/viewcache"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -43,7 +43,7 @@ type Options struct {
 type FS struct {
 	opts    Options
 	log     *slog.Logger
-	cache   *cache
+	cache   *viewcache.Cache // decoded sessions, rendered views and the persistent index
 	listing atomic.Pointer[nodes.Listing]
 	listMu  sync.Mutex // serializes listing refreshes
 	// frozen remembers each artifact's last frozen prefix (store/), by path.
@@ -54,16 +54,9 @@ type FS struct {
 	notes chan changes
 	// trees bounds the node tree by session (trees.go).
 	trees *trees
-	// index is the persistent per-revision index (index.go); decodes counts session loads, which the
-	// index exists to avoid (status.json "index").
-	index   *index
-	decodes atomic.Int64
 	// ahead renders the next sessions of a walk in the background (readahead.go).
 	ahead *readahead
-	// renders are the indexed renderings under way, so that a request and a readahead worker asking for
-	// the same view at once render it once (renderAt)
-	renders flights
-	root    *gofs.Inode // set by Mount
+	root  *gofs.Inode // set by Mount
 	// evicted counts the sessions whose nodes the kernel was asked to drop (trees.go)
 	evicted atomic.Int64
 	// primed counts the views handed to the kernel's page cache after a lookup (nodes/primer.go)
@@ -88,9 +81,17 @@ func New(opts Options) (*FS, error) {
 	if opts.Spill == nil {
 		opts.Spill = spill.NewRoots(opts.Config.Spill.Roots)
 	}
-	f := &FS{opts: opts, log: log, cache: newCache(opts.Config.Cache.SessionsBytes, opts.Config.Cache.ViewsBytes),
-		notes: make(chan changes, 1024), trees: newTrees(maxTrees), index: newIndex(indexDir(opts), indexSalt(opts)),
+	f := &FS{opts: opts, log: log, notes: make(chan changes, 1024), trees: newTrees(maxTrees),
 		ahead: newReadahead(), stats: newStatCache()}
+	f.cache = viewcache.New(viewcache.Config{
+		SessionsBytes: opts.Config.Cache.SessionsBytes,
+		ViewsBytes:    opts.Config.Cache.ViewsBytes,
+		Index:         opts.Config.Cache.Index,
+		IndexDir:      indexDir(opts),
+		Store: viewcache.Store{Backend: opts.Store.Backend().Name(), Root: opts.Root,
+			MaxLineBytes: opts.Config.Writer.MaxLineBytes, MaxFrameBytes: opts.Config.Writer.MaxFrameBytes},
+		Load: f.load,
+	})
 	if _, err := f.refresh(context.Background()); err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (f *FS) StoreStatus() []byte {
 	if sv, ok := f.opts.Store.Backend().(interface{ SchemaVersion() int }); ok {
 		st.SchemaVersion = sv.SchemaVersion()
 	}
-	st.Decodes, st.IndexHits, st.Readahead, st.Evicted = f.decodes.Load(), f.index.hits.Load(), f.ahead.done.Load(), f.evicted.Load()
+	st.Decodes, st.IndexHits, st.Readahead, st.Evicted = f.cache.Decodes(), f.cache.IndexHits(), f.ahead.done.Load(), f.evicted.Load()
 	st.Primed = f.primed.Load()
 	if until, ok := f.opts.Store.Quiesced(); ok {
 		st.QuiescedUntil = &until
@@ -166,14 +167,9 @@ func (f *FS) StoreStatus() []byte {
 	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), f.opts.Root, listing, st)), '\n')
 }
 
-// revision is the cache key of a session's current logical revision: a live engine's (artifact, durable,
-// pending, results), else the artifact's state from one stat plus the results generation. "" when the
-// artifact vanished or cannot be stat'ed (nothing is cached then; the load reports why).
-func (f *FS) revision(ctx context.Context, id string) string {
-	return f.revisionOf(ctx, id).String()
-}
-
-// revisionOf is the session's revision now: the live engine's, else the artifact's as stat'ed now.
+// revisionOf is the session's revision now: the live engine's (artifact, durable, pending, results), else
+// the artifact's state from one stat plus the results generation; the zero Revision when the artifact
+// vanished or cannot be stat'ed (nothing is cached then; the load reports why).
 func (f *FS) revisionOf(ctx context.Context, id string) eventstore.Revision {
 	if w := f.opts.Store.Live(id); w != nil {
 		return w.Revision()
@@ -209,67 +205,46 @@ func (f *FS) revisionAt(id string, art eventstore.Artifact) eventstore.Revision 
 // Identity is the session artifact's storage identity now ("" when unknown).
 func (f *FS) Identity(ctx context.Context, id string) string { return f.revisionOf(ctx, id).Identity }
 
-// entry is the snapshot of id at revision rev, loaded when the cached one is older.
-func (f *FS) entry(ctx context.Context, id, rev string) (*cached, error) {
-	return f.cache.get(ctx, id, rev, func() (*views.Session, error) {
-		f.decodes.Add(1)
-		if w := f.opts.Store.Live(id); w != nil {
-			return views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions()), nil
-		}
-		l := f.Listing()
-		if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
-			// refused at the header already: nothing more to read
-			e := l.Entries[i]
-			f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(e.Refusal), "reason", e.Refusal.Error())
-			return views.FromEntry(f.opts.Store, e, f.viewOptions()), nil
-		}
-		opts := f.viewOptions()
-		if i, ok := l.ByID[id]; ok {
-			opts.Entry = &l.Entries[i]
-		}
-		s, err := views.Load(ctx, f.opts.Store, id, opts)
-		if err == nil && s.Refusal != nil {
-			f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(s.Refusal), "reason", s.Refusal.Error())
-		}
-		return s, err
-	})
+// load decodes session id as it is now, for the cache (viewcache.Loader).
+func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
+	if w := f.opts.Store.Live(id); w != nil {
+		return views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions()), nil
+	}
+	l := f.Listing()
+	if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
+		// refused at the header already: nothing more to read
+		e := l.Entries[i]
+		f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(e.Refusal), "reason", e.Refusal.Error())
+		return views.FromEntry(f.opts.Store, e, f.viewOptions()), nil
+	}
+	opts := f.viewOptions()
+	if i, ok := l.ByID[id]; ok {
+		opts.Entry = &l.Entries[i]
+	}
+	s, err := views.Load(ctx, f.opts.Store, id, opts)
+	if err == nil && s.Refusal != nil {
+		f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(s.Refusal), "reason", s.Refusal.Error())
+	}
+	return s, err
 }
 
 func (f *FS) viewOptions() views.Options { return views.Options{Spill: f.opts.Spill} }
 
-// shown records that the kernel is being shown a session's files (trees.go).
-func (f *FS) shown(id string) {
-	if evicted := f.trees.touch(id); len(evicted) > 0 {
-		f.queue(changes{evicted: evicted})
-	}
+// key is the cache's key of a view of session id at revision r.
+func (f *FS) key(id string, view views.View, r eventstore.Revision) viewcache.Key {
+	return viewcache.Key{Session: id, View: view, Revision: r, Live: f.opts.Store.Live(id) != nil}
 }
 
 // Session returns the current snapshot of a session.
 func (f *FS) Session(ctx context.Context, id string) (*views.Session, error) {
 	f.shown(id)
-	e, err := f.entry(ctx, id, f.revision(ctx, id))
-	if err != nil {
-		return nil, err
-	}
-	return e.sess, nil
+	return f.cache.Session(ctx, f.key(id, views.View{}, f.revisionOf(ctx, id)))
 }
 
 // Refusal is why the current revision of a session is refused, nil when it is readable.
 func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 	f.shown(id)
-	revision := f.revisionOf(ctx, id)
-	rev := revision.String()
-	if refusal, ok := f.cache.verdict(id, rev); ok {
-		return refusal, nil
-	}
-	if key := indexKey(f.opts.Store, id, revision); key != "" && f.index.reads(id, key) {
-		return nil, nil
-	}
-	e, err := f.entry(ctx, id, rev)
-	if err != nil {
-		return nil, err
-	}
-	return e.sess.Refusal, nil
+	return f.cache.Refusal(ctx, f.key(id, views.View{}, f.revisionOf(ctx, id)))
 }
 
 // Render returns a view of the current snapshot; the spill index is never cached (its targets live
@@ -277,75 +252,7 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rendered, error) {
 	f.shown(id)
 	f.sawView(id, view)
-	return f.renderAt(ctx, id, view, f.revisionOf(ctx, id))
-}
-
-// renderAt is Render at a revision already read.
-func (f *FS) renderAt(ctx context.Context, id string, view views.View, revision eventstore.Revision) (nodes.Rendered, error) {
-	rev := revision.String()
-	key := indexKey(f.opts.Store, id, revision)
-	if view != views.Spill {
-		if r, ok := f.kept(id, view, revision, key); ok {
-			return r, nil
-		}
-	}
-	if key != "" && indexed[view] {
-		// one rendering of a view at a time: a second asker waits for it and takes it from the cache or
-		// the index (or renders it after all, if neither kept it)
-		flight := id + "\x00" + view.String() + "\x00" + key
-		done, first := f.renders.join(flight)
-		if !first {
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return nodes.Rendered{}, ctx.Err()
-			}
-			if r, ok := f.kept(id, view, revision, key); ok {
-				return r, nil
-			}
-		} else {
-			defer f.renders.leave(flight)
-		}
-	}
-	e, err := f.entry(ctx, id, rev)
-	if err != nil {
-		return nodes.Rendered{}, err
-	}
-	indexable := key != "" && e.sess.Refusal == nil && e.rev == rev
-	if indexable {
-		// rendered into the index's file as it is written: a large view is then served from there and
-		// never held whole in memory
-		r, ok, err := f.index.write(id, key, view, e.mtime, func(w io.Writer) error { return e.sess.WriteView(ctx, w, view) })
-		if ok {
-			if err != nil {
-				return nodes.Rendered{}, err
-			}
-			r.Revision, r.Identity = rev, revision.Identity
-			f.cache.keep(id, view, r)
-			return r, nil
-		}
-	}
-	r, err := f.cache.render(ctx, e, view, view == views.Spill)
-	r.Identity = revision.Identity
-	if err == nil && indexable {
-		f.index.remember(id, key, view, r.Data, r.ModTime)
-	}
-	return r, err
-}
-
-// kept is a view's rendering at a revision as the cache or the index keeps it (key: indexKey).
-func (f *FS) kept(id string, view views.View, revision eventstore.Revision, key string) (nodes.Rendered, bool) {
-	rev := revision.String()
-	if r, ok := f.cache.view(id, rev, view); ok {
-		r.Identity = revision.Identity
-		return r, true // rendered at this revision before: no need for the decoded session
-	}
-	if r, ok := f.index.content(id, key, view); ok {
-		r.Revision, r.Identity = rev, revision.Identity
-		f.cache.keep(id, view, r)
-		return r, true // its bytes kept on disk at this revision
-	}
-	return nodes.Rendered{}, false
+	return f.cache.Get(ctx, f.key(id, view, f.revisionOf(ctx, id)))
 }
 
 // Attr is a view's size and time: from a rendering cached at the current revision, else from the persistent
@@ -353,51 +260,15 @@ func (f *FS) kept(id string, view views.View, revision eventstore.Revision, key 
 func (f *FS) Attr(ctx context.Context, id string, view views.View) (nodes.Rendered, int64, error) {
 	f.shown(id)
 	f.sawView(id, view)
-	revision := f.revisionOf(ctx, id)
-	rev := revision.String()
-	if c, ok := f.cache.view(id, rev, view); ok {
-		c.Identity = revision.Identity
-		return c, c.Size(), nil
-	}
-	if key := indexKey(f.opts.Store, id, revision); key != "" {
-		if n, mtime, sum, ok := f.index.size(id, key, view); ok {
-			return nodes.Rendered{ModTime: mtime, Revision: rev, Identity: revision.Identity, Sum: sum}, n, nil
-		}
-	}
-	r, err := f.renderAt(ctx, id, view, revision)
-	return r, r.Size(), err
-}
-
-// Kept returns a view's bytes at the current revision as the cache or the index keeps them, rendering
-// nothing (nodes/primer.go primes the kernel's page cache with them after a lookup answered from the index).
-func (f *FS) Kept(ctx context.Context, id string, view views.View) (nodes.Rendered, bool) {
-	if !indexed[view] {
-		return nodes.Rendered{}, false
-	}
-	revision := f.revisionOf(ctx, id)
-	return f.kept(id, view, revision, indexKey(f.opts.Store, id, revision))
-}
-
-// indexKey is the index's revision of a session: its artifact's token and identity, or "" when the index
-// must not be used (a session this process holds live changes without a new artifact revision).
-func indexKey(st *eventstore.Store, id string, r eventstore.Revision) string {
-	if r.Artifact == "" || st.Live(id) != nil {
-		return ""
-	}
-	return r.Artifact + "|" + r.Identity
-}
-
-// indexSalt names what an index entry's verdict and sizes depend on beside the artifact: the store, and
-// the configuration that decides whether a session reads (the line and frame limits). A mount with other
-// limits uses other entries.
-func indexSalt(opts Options) string {
-	return opts.Store.Backend().Name() + "\x00" + opts.Root + "\x00" + strconv.FormatInt(opts.Config.Writer.MaxLineBytes, 10) +
-		"\x00" + strconv.FormatInt(opts.Config.Writer.MaxFrameBytes, 10)
+	return f.cache.Stat(ctx, f.key(id, view, f.revisionOf(ctx, id)))
 }
 
 // indexDir is where the index persists: [cache] dir, else $XDG_CACHE_HOME/dshfs; "" (memory only) when
-// it cannot be created.
+// it cannot be created, or when the index is off ([cache] index = false).
 func indexDir(opts Options) string {
+	if !opts.Config.Cache.Index {
+		return "" // off: nothing is written under the cache directory
+	}
 	dir := opts.Config.Cache.Dir
 	if dir == "" {
 		base, err := os.UserCacheDir()
@@ -628,31 +499,4 @@ func (f *FS) notifier(ctx context.Context) {
 			f.apply(c, f.root)
 		}
 	}
-}
-
-// flights are operations under way, by key: join makes the caller the first (who must leave when done) or
-// gives it the channel that closes when the first leaves.
-type flights struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
-}
-
-func (fl *flights) join(key string) (done <-chan struct{}, first bool) {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if ch, ok := fl.m[key]; ok {
-		return ch, false
-	}
-	if fl.m == nil {
-		fl.m = map[string]chan struct{}{}
-	}
-	fl.m[key] = make(chan struct{})
-	return nil, true
-}
-
-func (fl *flights) leave(key string) {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	close(fl.m[key])
-	delete(fl.m, key)
 }

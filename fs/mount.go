@@ -229,7 +229,7 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyW
 		for i, e := range l.Entries {
 			ids[i] = e.ID
 		}
-		f.index.purgeAbsent(ids)
+		f.cache.PurgeAbsent(ids)
 	}
 	wait := poll()
 	for {
@@ -265,13 +265,13 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 	for _, id := range c.changed {
 		f.stats.drop(id)
 	}
-	f.index.purge(c.gone)
+	f.cache.Purge(c.gone)
 	if root == nil {
 		return
 	}
 	sessions := root.GetChild("sessions")
 	for _, id := range c.changed {
-		f.cache.drop(id)
+		f.cache.Drop(id)
 	}
 	if sessions == nil {
 		return
@@ -291,62 +291,7 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 		}
 		invalidateTree(dir, slices.Contains(c.replaced, id))
 	}
-	var cwds *workingDirs
-	for _, id := range c.evicted {
-		i, ok := l.ByID[id]
-		if !ok {
-			continue
-		}
-		name := l.Names[i]
-		dir := sessions.GetChild(name)
-		if dir == nil {
-			continue
-		}
-		nodes.DropListings(dir)
-		if countNodes(dir, keptNodes) <= keptNodes {
-			continue // a few views looked at (grep -l, stat): cheaper to keep, with their page cache (trees.go)
-		}
-		if cwds == nil {
-			cwds = f.workingDirs()
-		}
-		if cwds.inside(name) {
-			dropFiles(dir) // a process works in it: its directories stay (trees.go)
-		} else {
-			sessions.NotifyEntry(name)
-		}
-		f.evicted.Add(1)
-	}
-}
-
-// keptNodes is how many nodes a session out of the bound may keep: the view or two a grep -l or a stat of
-// every session looks at cost less kept than dropped, since a dropped inode loses its page cache and the
-// next grep reads every file through the mount again.
-const keptNodes = 4
-
-// countNodes counts the nodes below n, stopping once past limit.
-func countNodes(n *gofs.Inode, limit int) int {
-	c := 0
-	for _, kid := range n.Children() {
-		c++
-		if kid.IsDir() {
-			c += countNodes(kid, limit-c)
-		}
-		if c > limit {
-			break
-		}
-	}
-	return c
-}
-
-// dropFiles asks the kernel to drop the entries of every file below n: directories keep theirs.
-func dropFiles(n *gofs.Inode) {
-	for name, kid := range n.Children() {
-		if kid.IsDir() {
-			dropFiles(kid)
-			continue
-		}
-		n.NotifyEntry(name)
-	}
+	f.evict(sessions, l, c.evicted)
 }
 
 // invalidateTree drops the kernel's cached data and attributes of every known node below n. When the

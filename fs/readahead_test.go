@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/dshfs/dshfs/views"
@@ -15,8 +14,7 @@ import (
 func TestReadahead(t *testing.T) {
 	ctx := context.Background()
 	st := testStore(t, 20) // sessions a..t, in listing order
-	cfg := testConfig(t)
-	f, err := New(Options{Store: st, Root: "test", Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f, err := New(Options{Store: st, Root: "test", Config: testConfig(t), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +56,7 @@ func TestReadahead(t *testing.T) {
 	if got := f.ahead.done.Load(); got != 2 {
 		t.Fatalf("rendered ahead: %d, want 2", got)
 	}
-	decodes := f.decodes.Load()
+	decodes := f.cache.Decodes()
 	for _, id := range []string{"e", "f"} {
 		n := attr(id, views.Events)
 		r, err := f.Render(ctx, id, views.Events)
@@ -73,7 +71,7 @@ func TestReadahead(t *testing.T) {
 			t.Fatalf("%s: the view rendered ahead differs from a fresh rendering", id)
 		}
 	}
-	if got := f.decodes.Load(); got != decodes {
+	if got := f.cache.Decodes(); got != decodes {
 		t.Fatalf("the walk decoded %d sessions rendered ahead", got-decodes)
 	}
 	// the walk went on (e, f), but everything to the end of the listing (t) is scheduled already
@@ -90,68 +88,5 @@ func TestReadahead(t *testing.T) {
 	f.prefetchView(ctx, prefetch{id: "e", view: views.Events})
 	if got := f.ahead.done.Load(); got != 2 {
 		t.Fatalf("rendered again: %d", got)
-	}
-}
-
-// TestRenderOnce: askers of one view at once render it once — the others wait and take the first's
-// rendering — and all of them get the same bytes.
-func TestRenderOnce(t *testing.T) {
-	var fl flights
-	done, first := fl.join("k")
-	if !first || done != nil {
-		t.Fatal("the first to join is not first")
-	}
-	wait, first := fl.join("k")
-	if first {
-		t.Fatal("a second asker is first too")
-	}
-	if _, other := fl.join("other key"); !other {
-		t.Fatal("another key waits on this one")
-	}
-	select {
-	case <-wait:
-		t.Fatal("done before the first left")
-	default:
-	}
-	fl.leave("k")
-	<-wait
-	if _, first := fl.join("k"); !first {
-		t.Fatal("after the first left, the next is not first")
-	}
-
-	ctx := context.Background()
-	st := testStore(t, 2)
-	cfg := testConfig(t)
-	f, err := New(Options{Store: st, Root: "test", Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([][]byte, 8)
-	var wg sync.WaitGroup
-	for i := range got {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := f.Render(ctx, "a", views.Events)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			got[i] = r.Data
-		}()
-	}
-	wg.Wait()
-	want, err := views.Load(ctx, st, "a", views.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := want.Render(ctx, views.Events)
-	for i, b := range got {
-		if string(b) != string(w) {
-			t.Fatalf("asker %d: %d bytes, want the %d of a fresh rendering", i, len(b), len(w))
-		}
-	}
-	if len(f.renders.m) != 0 {
-		t.Fatalf("renderings left under way: %v", f.renders.m)
 	}
 }

@@ -7,9 +7,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/dshfs/dshfs/nodes"
 )
 
-// The node tree is bounded by sessions, not by the kernel. go-fuse keeps a node for every inode the kernel
+// Dentry eviction: the node tree is bounded by sessions, not by the kernel. go-fuse keeps a node for every inode the kernel
 // holds, and the kernel holds every dentry a walk looked up (find, grep -r, rsync) until memory pressure —
 // a 2,000-session walk left 224k file nodes, about 190 MiB; and a directory node, once it had children,
 // keeps their table's room after they go (a Go map does not shrink), so the directories of 10k sessions
@@ -26,6 +30,11 @@ import (
 // A session directory with a process working in it (its current directory, read from /proc/PID/cwd) keeps
 // its directories, and only its files are dropped: unhashing a working directory's dentry would make
 // getcwd(3) fail there ("No such file or directory") until the shell cd's again.
+//
+// What pays for it, measured: the 224k nodes (about 190 MiB) a 2,000-session walk left, and a grep -r of the
+// 10k-session store, which held 747 MiB after 300 s with directories kept and 190 MiB with this (README,
+// memory); the read-path issue's bound is 256 MiB for the whole process. Its cost is one notify per session
+// falling out of the bound and, at most once a second, a readlink of every process's /proc/PID/cwd.
 
 // maxTrees is how many sessions keep their file nodes: enough for any interactive use and for a walk's
 // working set, small enough that the nodes of maxTrees ordinary sessions stay a few MiB.
@@ -110,4 +119,73 @@ func (w *workingDirs) inside(name string) bool {
 		}
 	}
 	return false
+}
+
+// shown records that the kernel is being shown a session's files, and queues the eviction of those that
+// fall out of the bound.
+func (f *FS) shown(id string) {
+	if evicted := f.trees.touch(id); len(evicted) > 0 {
+		f.queue(changes{evicted: evicted})
+	}
+}
+
+// evict asks the kernel to drop the nodes of sessions that fell out of the bound (trees.touch), below
+// the sessions directory node; l names them. Called by the notifier, outside FUSE callbacks.
+func (f *FS) evict(sessions *gofs.Inode, l *nodes.Listing, ids []string) {
+	var cwds *workingDirs
+	for _, id := range ids {
+		i, ok := l.ByID[id]
+		if !ok {
+			continue
+		}
+		name := l.Names[i]
+		dir := sessions.GetChild(name)
+		if dir == nil {
+			continue
+		}
+		nodes.DropListings(dir)
+		if countNodes(dir, keptNodes) <= keptNodes {
+			continue // a few views looked at (grep -l, stat): cheaper to keep, with their page cache
+		}
+		if cwds == nil {
+			cwds = f.workingDirs()
+		}
+		if cwds.inside(name) {
+			dropFiles(dir) // a process works in it: its directories stay
+		} else {
+			sessions.NotifyEntry(name)
+		}
+		f.evicted.Add(1)
+	}
+}
+
+// keptNodes is how many nodes a session out of the bound may keep: the view or two a grep -l or a stat of
+// every session looks at cost less kept than dropped, since a dropped inode loses its page cache and the
+// next grep reads every file through the mount again.
+const keptNodes = 4
+
+// countNodes counts the nodes below n, stopping once past limit.
+func countNodes(n *gofs.Inode, limit int) int {
+	c := 0
+	for _, kid := range n.Children() {
+		c++
+		if kid.IsDir() {
+			c += countNodes(kid, limit-c)
+		}
+		if c > limit {
+			break
+		}
+	}
+	return c
+}
+
+// dropFiles asks the kernel to drop the entries of every file below n: directories keep theirs.
+func dropFiles(n *gofs.Inode) {
+	for name, kid := range n.Children() {
+		if kid.IsDir() {
+			dropFiles(kid)
+			continue
+		}
+		n.NotifyEntry(name)
+	}
 }

@@ -10,3 +10,16 @@ func TestWorkingDirsInside(t *testing.T) {
 		}
 	}
 }
+
+// TestTrees: the least recently shown sessions fall out of the bound, in order; showing one again keeps it.
+func TestTrees(t *testing.T) {
+	tr := newTrees(2)
+	for _, c := range []struct {
+		id, evicted string
+	}{{"a", ""}, {"b", ""}, {"a", ""}, {"c", "b"}, {"d", "a"}, {"c", ""}, {"e", "d"}} {
+		got := tr.touch(c.id)
+		if (c.evicted == "" && len(got) != 0) || (c.evicted != "" && (len(got) != 1 || got[0] != c.evicted)) {
+			t.Fatalf("touch %s: evicted %v, want %q", c.id, got, c.evicted)
+		}
+	}
+}

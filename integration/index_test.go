@@ -47,7 +47,7 @@ func TestPersistentIndex(t *testing.T) {
 	cacheDir := t.TempDir()
 	// budgets of 0 cache nothing (every read decodes; a stat can only be served by the index), and the
 	// kernel caches no attribute, so every stat reaches the mount
-	cfg := writeConfig(t, "[fuse]\nentry_timeout = \"0s\"\nattr_timeout = \"0s\"\n[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", cacheDir)
+	cfg := writeConfig(t, "[fuse]\nentry_timeout = \"0s\"\nattr_timeout = \"0s\"\n[cache]\nindex = true\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", cacheDir)
 	files := []string{"header.json", "raw.jsonl", "events.jsonl", "surface.jsonl", "messages.jsonl", "shadowed.jsonl"}
 
 	m := startMount(t, "--read-only", "--config", cfg, store)
@@ -163,7 +163,7 @@ func TestLargeViewServedFromIndexFile(t *testing.T) {
 	const id = "large"
 	mustRun(t, gensessionBin(t), "-mode", "none", "-id", id, store, "9000")
 	cacheDir := t.TempDir()
-	cfg := writeConfig(t, "[cache]\ndir = %q\n", cacheDir)
+	cfg := writeConfig(t, "[cache]\nindex = true\ndir = %q\n", cacheDir)
 	m := startMount(t, "--read-only", "--config", cfg, store)
 	file := filepath.Join(m.dir, "sessions", id, "events.jsonl")
 	want := cli(t, 0, "cat", "--view", "events", store, id)
@@ -259,7 +259,7 @@ func TestIndexForgetsRemovedSessions(t *testing.T) {
 		mustRun(t, gensessionBin(t), "-mode", "none", "-id", id, store, "30")
 	}
 	cacheDir := t.TempDir()
-	cfg := writeConfig(t, "[cache]\ndir = %q\n", cacheDir)
+	cfg := writeConfig(t, "[cache]\nindex = true\ndir = %q\n", cacheDir)
 	dirOf := func(id string) string {
 		t.Helper()
 		d, _ := filepath.Glob(filepath.Join(store, "*", id))

@@ -36,7 +36,7 @@ func uncachedSession(t *testing.T, n string) (store, cfg string, m *mountProc, e
 	t.Helper()
 	store, _ = emptyStore(t, "none")
 	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, n)
-	cfg = writeConfig(t, "[cache]\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
+	cfg = writeConfig(t, "[cache]\nindex = true\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
 	m = startMount(t, "--read-only", "--config", cfg, store)
 	return store, cfg, m, filepath.Join(m.dir, "sessions", "s", "events.jsonl")
 }

@@ -1,4 +1,4 @@
-package fs
+package viewcache
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func TestPackHeader(t *testing.T) {
 }
 
 // served reports whether a fresh index over dir serves the events view of session id at rev with data.
-func served(t *testing.T, dir, id, rev string, data []byte) bool {
+func served(t *testing.T, dir, id string, rev artifactRev, data []byte) bool {
 	t.Helper()
 	r, ok := newIndex(dir, "salt").content(id, rev, views.Events)
 	return ok && bytes.Equal(r.Data, data)
@@ -80,8 +80,8 @@ func TestPackTornTail(t *testing.T) {
 	dir := t.TempDir()
 	x := newIndex(dir, "salt")
 	at := time.Unix(1778573701, 0)
-	record(t, x, "a", "rev1", views.Events, []byte("a\n"), at)
-	record(t, x, "b", "rev1", views.Events, []byte("b\n"), at)
+	record(t, x, "a", ar("rev1"), views.Events, []byte("a\n"), at)
+	record(t, x, "b", ar("rev1"), views.Events, []byte("b\n"), at)
 	whole, err := os.ReadFile(x.pack.path)
 	if err != nil {
 		t.Fatal(err)
@@ -94,28 +94,28 @@ func TestPackTornTail(t *testing.T) {
 	}
 	f.Write(torn)
 	f.Close()
-	if !served(t, dir, "a", "rev1", []byte("a\n")) || !served(t, dir, "b", "rev1", []byte("b\n")) {
+	if !served(t, dir, "a", ar("rev1"), []byte("a\n")) || !served(t, dir, "b", ar("rev1"), []byte("b\n")) {
 		t.Fatal("the records before a torn one are not served")
 	}
-	if served(t, dir, "c", "rev1", nil) {
+	if served(t, dir, "c", ar("rev1"), nil) {
 		t.Fatal("a torn record was served")
 	}
 	y := newIndex(dir, "salt") // another process, which frames the pack first
-	record(t, y, "c", "rev1", views.Events, []byte("c\n"), at)
+	record(t, y, "c", ar("rev1"), views.Events, []byte("c\n"), at)
 	got, _ := os.ReadFile(x.pack.path)
 	if !bytes.HasPrefix(got, whole) || bytes.Contains(got, torn) {
 		t.Fatal("the torn record was not cut off, or what was before it changed")
 	}
 	framesWhole(t, x.pack.path, 3)
 	for _, id := range []string{"a", "b", "c"} {
-		if !served(t, dir, id, "rev1", []byte(id+"\n")) {
+		if !served(t, dir, id, ar("rev1"), []byte(id+"\n")) {
 			t.Errorf("%s is not served after the cut", id)
 		}
 	}
 	// x, which framed the pack before the torn record, appends after the cut too
-	record(t, x, "d", "rev1", views.Events, []byte("d\n"), at)
+	record(t, x, "d", ar("rev1"), views.Events, []byte("d\n"), at)
 	for _, id := range []string{"a", "b", "c", "d"} {
-		if !served(t, dir, id, "rev1", []byte(id+"\n")) {
+		if !served(t, dir, id, ar("rev1"), []byte(id+"\n")) {
 			t.Errorf("%s is not served after another writer's append", id)
 		}
 	}
@@ -129,15 +129,15 @@ func TestPackCompaction(t *testing.T) {
 	x := newIndex(dir, "salt")
 	x.pack.compactMin = 64 << 10
 	y := newIndex(dir, "salt")
-	record(t, y, "other", "rev1", views.Events, []byte("other\n"), at)
-	if !served(t, dir, "other", "rev1", []byte("other\n")) {
+	record(t, y, "other", ar("rev1"), views.Events, []byte("other\n"), at)
+	if !served(t, dir, "other", ar("rev1"), []byte("other\n")) {
 		t.Fatal("not served before the compaction")
 	}
 	oldInfo, _ := os.Stat(x.pack.path)
 	view := func(rev int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("rev %d\n", rev)), 2000) }
 	maxSize := int64(0)
 	for rev := range 100 {
-		record(t, x, "s", fmt.Sprint(rev), views.Events, view(rev), at)
+		record(t, x, "s", ar(fmt.Sprint(rev)), views.Events, view(rev), at)
 		x.pack.compactions.Wait() // compactions run in the background: the size after each one
 		info, err := os.Stat(x.pack.path)
 		if err != nil {
@@ -152,21 +152,21 @@ func TestPackCompaction(t *testing.T) {
 	if limit := int64(64<<10) + 2*int64(len(view(99))+500); maxSize > limit {
 		t.Errorf("the pack grew to %d bytes (limit %d)", maxSize, limit)
 	}
-	if !served(t, dir, "s", "99", view(99)) || !served(t, dir, "other", "rev1", []byte("other\n")) {
+	if !served(t, dir, "s", ar("99"), view(99)) || !served(t, dir, "other", ar("rev1"), []byte("other\n")) {
 		t.Fatal("a live record was lost in the compaction")
 	}
-	if served(t, dir, "s", "98", view(98)) {
+	if served(t, dir, "s", ar("98"), view(98)) {
 		t.Fatal("a replaced entry was served")
 	}
 	// y framed the old file: it still reads it (its entry is in memory), then appends to the new one
-	if r, ok := y.content("other", "rev1", views.Events); !ok || string(r.Data) != "other\n" {
+	if r, ok := y.content("other", ar("rev1"), views.Events); !ok || string(r.Data) != "other\n" {
 		t.Fatal("the process on the old file lost its entry")
 	}
-	record(t, y, "late", "rev1", views.Events, []byte("late\n"), at)
+	record(t, y, "late", ar("rev1"), views.Events, []byte("late\n"), at)
 	for id, data := range map[string]string{"s": string(view(99)), "other": "other\n", "late": "late\n"} {
-		rev := "rev1"
+		rev := ar("rev1")
 		if id == "s" {
-			rev = "99"
+			rev = ar("99")
 		}
 		if !served(t, dir, id, rev, []byte(data)) {
 			t.Errorf("%s not served after the other process's append", id)
@@ -189,7 +189,7 @@ func TestPackConcurrentWriters(t *testing.T) {
 				defer wg.Done()
 				for i := range 25 {
 					id := fmt.Sprintf("w%d-g%d-%d", w, g, i)
-					if _, ok, err := x.write(id, "rev1", views.Events, at, func(wr io.Writer) error {
+					if _, ok, err := x.write(id, ar("rev1"), views.Events, at, func(wr io.Writer) error {
 						_, err := wr.Write(bytes.Repeat([]byte(id+"\n"), 100))
 						return err
 					}); !ok || err != nil {
@@ -205,7 +205,7 @@ func TestPackConcurrentWriters(t *testing.T) {
 		for g := range 4 {
 			for i := range 25 {
 				id := fmt.Sprintf("w%d-g%d-%d", w, g, i)
-				if !served(t, dir, id, "rev1", bytes.Repeat([]byte(id+"\n"), 100)) {
+				if !served(t, dir, id, ar("rev1"), bytes.Repeat([]byte(id+"\n"), 100)) {
 					t.Errorf("%s not served", id)
 				}
 			}
@@ -219,7 +219,7 @@ func TestPackConcurrentWriters(t *testing.T) {
 func TestPackReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	record(t, newIndex(dir, "salt"), "s", "rev1", views.Events, []byte("s\n"), at)
+	record(t, newIndex(dir, "salt"), "s", ar("rev1"), views.Events, []byte("s\n"), at)
 	ro := dir
 	if os.Geteuid() == 0 {
 		ro = t.TempDir()
@@ -241,7 +241,7 @@ func TestPackReadOnly(t *testing.T) {
 	}
 	x := newIndex(ro, "salt")
 	before, _ := os.ReadFile(x.pack.path)
-	if r, ok := x.content("s", "rev1", views.Events); !ok || string(r.Data) != "s\n" {
+	if r, ok := x.content("s", ar("rev1"), views.Events); !ok || string(r.Data) != "s\n" {
 		t.Fatal("a read-only pack was not served")
 	}
 	if x.pack.put(x.key("t"), []byte("x"), nil) {
@@ -275,7 +275,7 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 			rev int
 		}{{x, "k0", 9}, {x, "new-x", 1}, {y, "new-y", 1}} { // k0 rewritten meanwhile
 			data := view(w.id, w.rev)
-			if _, ok, err := w.x.write(w.id, fmt.Sprint(w.rev), views.Events, at, func(wr io.Writer) error { _, err := wr.Write(data); return err }); !ok || err != nil {
+			if _, ok, err := w.x.write(w.id, ar(fmt.Sprint(w.rev)), views.Events, at, func(wr io.Writer) error { _, err := wr.Write(data); return err }); !ok || err != nil {
 				failed = append(failed, fmt.Sprintf("%s: ok %v, err %v", w.id, ok, err))
 			}
 		}
@@ -284,7 +284,7 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 	for rev := range 3 {
 		for k := range 40 {
 			id := fmt.Sprintf("k%d", k)
-			record(t, x, id, fmt.Sprint(rev), views.Events, view(id, rev), at)
+			record(t, x, id, ar(fmt.Sprint(rev)), views.Events, view(id, rev), at)
 		}
 	}
 	x.pack.compactions.Wait()
@@ -296,16 +296,16 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 	}
 	for k := 1; k < 40; k++ {
 		id := fmt.Sprintf("k%d", k)
-		if !served(t, dir, id, "2", view(id, 2)) {
+		if !served(t, dir, id, ar("2"), view(id, 2)) {
 			t.Errorf("%s lost", id)
 		}
 	}
 	for id, rev := range map[string]int{"k0": 9, "new-x": 1, "new-y": 1} {
-		if !served(t, dir, id, fmt.Sprint(rev), view(id, rev)) {
+		if !served(t, dir, id, ar(fmt.Sprint(rev)), view(id, rev)) {
 			t.Errorf("%s, appended during the compaction, is not served", id)
 		}
 	}
-	if r, ok := x.content("new-y", "1", views.Events); !ok || !bytes.Equal(r.Data, view("new-y", 1)) {
+	if r, ok := x.content("new-y", ar("1"), views.Events); !ok || !bytes.Equal(r.Data, view("new-y", 1)) {
 		t.Error("the compacting process does not serve the other process's append")
 	}
 	if p := framesWhole(t, x.pack.path, -1); x.pack.end != p.end {
@@ -333,7 +333,7 @@ func TestPackCompactionBacksOff(t *testing.T) {
 	}
 	view := func(rev int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("rev %d\n", rev)), 200) }
 	for rev := range 40 {
-		record(t, x, "s", fmt.Sprint(rev), views.Events, view(rev), at)
+		record(t, x, "s", ar(fmt.Sprint(rev)), views.Events, view(rev), at)
 		x.pack.compactions.Wait()
 	}
 	x.pack.mu.Lock()
@@ -343,7 +343,7 @@ func TestPackCompactionBacksOff(t *testing.T) {
 	if attempts == 0 || attempts > 40*int(len(view(0)))/(16<<10)+2 || retryAt == 0 || retryAt <= end-(16<<10) {
 		t.Fatalf("%d compactions attempted over 40 appends; retry at %d, pack %d bytes", attempts, retryAt, end)
 	}
-	if !served(t, dir, "s", "39", view(39)) {
+	if !served(t, dir, "s", ar("39"), view(39)) {
 		t.Fatal("the latest entry is not served")
 	}
 	noTemporaries(t, dir)
@@ -363,24 +363,24 @@ func TestIndexPurge(t *testing.T) {
 	big := bytes.Repeat([]byte("{\"pad\":\""+strings.Repeat("p", 100)+"\"}\n"), blobMin/100+1) // a view in a file of its own
 	for k := range 8 {
 		id := fmt.Sprintf("s%d", k)
-		record(t, x, id, "1", views.Events, view(id), at)
+		record(t, x, id, ar("1"), views.Events, view(id), at)
 	}
-	record(t, x, "s0", "1", views.Raw, big, at)
+	record(t, x, "s0", ar("1"), views.Raw, big, at)
 	if _, err := os.Stat(x.viewPath("s0", views.Raw)); err != nil {
 		t.Fatalf("no view file for the large view: %v", err)
 	}
-	if !served(t, dir, "s1", "1", view("s1")) || y.entry("s0", "1") == nil {
+	if !served(t, dir, "s1", ar("1"), view("s1")) || y.entry("s0", ar("1")) == nil {
 		t.Fatal("not served before the purge")
 	}
 
 	x.purge([]string{"s0", "s1"})
 	x.purgeAbsent([]string{"s2", "s3", "s4", "s5", "s6"}) // s7 is not listed
 	for id, want := range map[string]bool{"s0": false, "s1": false, "s7": false, "s2": true, "s6": true} {
-		if got := served(t, dir, id, "1", view(id)); got != want {
+		if got := served(t, dir, id, ar("1"), view(id)); got != want {
 			t.Errorf("%s served by a new index: %v, want %v", id, got, want)
 		}
 		y.forget(id) // the other process's memory; its pack must not name the entry either
-		if got := y.entry(id, "1") != nil; got != want {
+		if got := y.entry(id, ar("1")) != nil; got != want {
 			t.Errorf("%s served by the other process: %v, want %v", id, got, want)
 		}
 	}
@@ -401,22 +401,22 @@ func TestIndexPurge(t *testing.T) {
 	}
 	for rev := range 12 {
 		for _, id := range []string{"s3", "s4", "s5", "s6"} {
-			record(t, x, id, fmt.Sprint(rev+2), views.Events, view(id+fmt.Sprint(rev)), at)
+			record(t, x, id, ar(fmt.Sprint(rev+2)), views.Events, view(id+fmt.Sprint(rev)), at)
 		}
 	}
 	x.pack.compactions.Wait()
 	if !during {
 		t.Fatal("no compaction ran")
 	}
-	record(t, x, "s3", "99", views.Events, view("s3"), at) // x switches to the new file
-	x.pack.compactions.Wait()                              // (and may start another compaction)
+	record(t, x, "s3", ar("99"), views.Events, view("s3"), at) // x switches to the new file
+	x.pack.compactions.Wait()                                  // (and may start another compaction)
 	p := framesWhole(t, x.pack.path, 4)
 	for _, id := range []string{"s0", "s1", "s2", "s7"} {
 		if _, ok := p.recs[x.key(id)]; ok {
 			t.Errorf("%s has a record after the compaction", id)
 		}
 	}
-	if served(t, dir, "s2", "1", view("s2")) {
+	if served(t, dir, "s2", ar("1"), view("s2")) {
 		t.Error("s2, purged during the compaction, is served from the compacted pack")
 	}
 	noTemporaries(t, dir)

@@ -1,4 +1,4 @@
-package fs
+package viewcache
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -25,16 +24,16 @@ func TestIndexFile(t *testing.T) {
 	x := newIndex(dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	events := []byte(strings.Repeat("{\"type\":\"x\"}\n", 1000))
-	record(t, x, "s", "rev1", views.Events, events, at)
-	record(t, x, "s", "rev1", views.Surface, make([]byte, 900), at)
-	record(t, x, "s", "rev1", views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
+	record(t, x, "s", ar("rev1"), views.Events, events, at)
+	record(t, x, "s", ar("rev1"), views.Surface, make([]byte, 900), at)
+	record(t, x, "s", ar("rev1"), views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
 
 	fresh := func() *index { return newIndex(dir, "salt") }
 	want := sha256.Sum256(events)
-	if n, mt, sum, ok := fresh().size("s", "rev1", views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) || sum != hex.EncodeToString(want[:]) {
+	if n, mt, sum, ok := fresh().size("s", ar("rev1"), views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) || sum != hex.EncodeToString(want[:]) {
 		t.Fatalf("round trip: %d %v %s %v", n, mt, sum, ok)
 	}
-	if r, ok := fresh().content("s", "rev1", views.Events); !ok || string(r.Data) != string(events) || r.Blob != nil {
+	if r, ok := fresh().content("s", ar("rev1"), views.Events); !ok || string(r.Data) != string(events) || r.Blob != nil {
 		t.Fatalf("the view's bytes do not come back")
 	}
 	// small views are kept inside the entry, and entries in the pack: one file for the store
@@ -55,22 +54,22 @@ func TestIndexFile(t *testing.T) {
 	if err := os.WriteFile(x.pack.path, changed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := fresh().content("s", "rev1", views.Events); ok {
+	if _, ok := fresh().content("s", ar("rev1"), views.Events); ok {
 		t.Fatal("changed bytes kept inside the entry were served")
 	}
-	if r, ok := fresh().content("s", "rev1", views.Surface); !ok || !bytes.Equal(r.Data, make([]byte, 900)) {
+	if r, ok := fresh().content("s", ar("rev1"), views.Surface); !ok || !bytes.Equal(r.Data, make([]byte, 900)) {
 		t.Fatal("an unchanged view of the same entry was not served")
 	}
 	if err := os.WriteFile(x.pack.path, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, ok := fresh().size("s", "rev1", views.Status); ok {
+	if _, _, _, ok := fresh().size("s", ar("rev1"), views.Status); ok {
 		t.Fatal("status.json was indexed")
 	}
-	if _, _, _, ok := fresh().size("s", "rev2", views.Events); ok {
+	if _, _, _, ok := fresh().size("s", ar("rev2"), views.Events); ok {
 		t.Fatal("served at another revision")
 	}
-	if _, _, _, ok := newIndex(dir, "other store").size("s", "rev1", views.Events); ok {
+	if _, _, _, ok := newIndex(dir, "other store").size("s", ar("rev1"), views.Events); ok {
 		t.Fatal("served for another store")
 	}
 	// the pack holds two records of s: the first with the events view, the last with both views. Cut into
@@ -97,8 +96,8 @@ func TestIndexFile(t *testing.T) {
 		if err := os.WriteFile(x.pack.path, c.data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, _, _, events := fresh().size("s", "rev1", views.Events)
-		_, _, _, surface := fresh().size("s", "rev1", views.Surface)
+		_, _, _, events := fresh().size("s", ar("rev1"), views.Events)
+		_, _, _, surface := fresh().size("s", ar("rev1"), views.Surface)
 		if events != c.events || surface != c.surface {
 			t.Errorf("%s: events served %v, surface %v; want %v, %v", c.name, events, surface, c.events, c.surface)
 		}
@@ -106,18 +105,21 @@ func TestIndexFile(t *testing.T) {
 	// another session's entry in a record of this one's key
 	os.WriteFile(x.pack.path, nil, 0o600)
 	y := newIndex(dir, "salt")
-	record(t, y, "t", "rev1", views.Events, []byte("x"), at)
+	record(t, y, "t", ar("rev1"), views.Events, []byte("x"), at)
 	other := y.pack.body(y.key("t"))
 	if other == nil || !y.pack.put(y.key("s"), other, nil) {
 		t.Fatal("could not forge the record")
 	}
-	if _, _, _, ok := fresh().size("s", "rev1", views.Events); ok {
+	if _, _, _, ok := fresh().size("s", ar("rev1"), views.Events); ok {
 		t.Error("another session's entry was served")
 	}
-	if _, _, _, ok := fresh().size("t", "rev1", views.Events); !ok {
+	if _, _, _, ok := fresh().size("t", ar("rev1"), views.Events); !ok {
 		t.Error("the session's own entry was not served")
 	}
 }
+
+// ar is the index's revision of an artifact whose token is token.
+func ar(token string) artifactRev { return artifactRev{artifact: token} }
 
 // flip is data with the bits of byte i inverted.
 func flip(data []byte, i int) []byte {
@@ -126,8 +128,8 @@ func flip(data []byte, i int) []byte {
 	return b
 }
 
-// record writes a view rendered in memory to the index, as renderAt does with a rendering.
-func record(t *testing.T, x *index, id, rev string, view views.View, data []byte, mtime time.Time) {
+// record writes a view rendered in memory to the index, as Cache.Get does with a rendering.
+func record(t *testing.T, x *index, id string, rev artifactRev, view views.View, data []byte, mtime time.Time) {
 	t.Helper()
 	if _, _, err := x.write(id, rev, view, mtime, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		t.Fatal(err)
@@ -151,11 +153,11 @@ func TestIndexBlob(t *testing.T) {
 		return nil
 	}
 	want := bytes.Repeat(line, n)
-	r, ok, err := x.write("s", "rev1", views.Events, at, render)
+	r, ok, err := x.write("s", ar("rev1"), views.Events, at, render)
 	if !ok || err != nil || r.Blob == nil || r.Data != nil || r.Size() != int64(len(want)) {
 		t.Fatalf("write: ok %v, err %v, blob %v, data %d bytes", ok, err, r.Blob != nil, len(r.Data))
 	}
-	readBlob := func(r nodes.Rendered) []byte {
+	readBlob := func(r Rendered) []byte {
 		t.Helper()
 		got := make([]byte, r.Size())
 		if _, err := r.Blob.ReadAt(got, 0); err != nil && err != io.EOF {
@@ -171,12 +173,12 @@ func TestIndexBlob(t *testing.T) {
 		t.Fatalf("sum %s", r.Sum)
 	}
 	fresh := func() *index { return newIndex(dir, "salt") }
-	got, ok := fresh().content("s", "rev1", views.Events)
+	got, ok := fresh().content("s", ar("rev1"), views.Events)
 	if !ok || got.Blob == nil || !bytes.Equal(readBlob(got), want) {
 		t.Fatal("the blob does not come back from the file")
 	}
 	// the blob read from before a replacement keeps its bytes: view files are renamed over, never rewritten
-	if _, _, err := x.write("s", "rev2", views.Events, at, func(w io.Writer) error { _, err := w.Write([]byte("short\n")); return err }); err != nil {
+	if _, _, err := x.write("s", ar("rev2"), views.Events, at, func(w io.Writer) error { _, err := w.Write([]byte("short\n")); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(readBlob(got), want) {
@@ -185,12 +187,12 @@ func TestIndexBlob(t *testing.T) {
 	if _, err := os.Stat(x.viewPath("s", views.Events)); !os.IsNotExist(err) {
 		t.Fatalf("the file of a view now kept inside the entry is still there: %v", err)
 	}
-	if _, ok := fresh().content("s", "rev1", views.Events); ok {
+	if _, ok := fresh().content("s", ar("rev1"), views.Events); ok {
 		t.Fatal("served the old revision")
 	}
 
 	// a copy of the bytes (a new stamp) is hashed and served; a change in place is not
-	if _, _, err := x.write("s", "rev3", views.Events, at, render); err != nil {
+	if _, _, err := x.write("s", ar("rev3"), views.Events, at, render); err != nil {
 		t.Fatal(err)
 	}
 	vp := x.viewPath("s", views.Events)
@@ -201,10 +203,10 @@ func TestIndexBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	y := fresh()
-	if got, ok := y.content("s", "rev3", views.Events); !ok || !bytes.Equal(readBlob(got), want) {
+	if got, ok := y.content("s", ar("rev3"), views.Events); !ok || !bytes.Equal(readBlob(got), want) {
 		t.Fatal("a copy with the same bytes was not served")
 	}
-	if e := y.entry("s", "rev3"); e == nil {
+	if e := y.entry("s", ar("rev3")); e == nil {
 		t.Fatal("no entry")
 	} else if r, _ := e.views.get(views.Events); r.stamp == "" {
 		t.Fatal("the verified copy's stamp was not remembered")
@@ -217,14 +219,14 @@ func TestIndexBlob(t *testing.T) {
 	}
 	f.WriteAt([]byte("X"), 100)
 	f.Close()
-	if _, ok := y.content("s", "rev3", views.Events); ok {
+	if _, ok := y.content("s", ar("rev3"), views.Events); ok {
 		t.Fatal("a view file changed in place was served")
 	}
 
 	// a view rendered whole arrives in one write (messages.jsonl), after a small one or not
 	for _, pieces := range [][]int{{blobMin * 2}, {100, blobMin * 2}, {100, viewWriteBuffer - 1, blobMin, 7}} {
 		var whole []byte
-		r, ok, err := x.write("s", "rev5", views.Messages, at, func(w io.Writer) error {
+		r, ok, err := x.write("s", ar("rev5"), views.Messages, at, func(w io.Writer) error {
 			for i, n := range pieces {
 				p := bytes.Repeat([]byte{byte('a' + i)}, n)
 				whole = append(whole, p...)
@@ -241,10 +243,10 @@ func TestIndexBlob(t *testing.T) {
 
 	// a rendering that fails records nothing and leaves no file behind
 	boom := errors.New("boom")
-	if _, ok, err := x.write("s", "rev4", views.Surface, at, func(w io.Writer) error { w.Write(line); return boom }); !ok || err != boom {
+	if _, ok, err := x.write("s", ar("rev4"), views.Surface, at, func(w io.Writer) error { w.Write(line); return boom }); !ok || err != boom {
 		t.Fatalf("failed rendering: ok %v, err %v", ok, err)
 	}
-	if _, _, _, ok := fresh().size("s", "rev4", views.Surface); ok {
+	if _, _, _, ok := fresh().size("s", ar("rev4"), views.Surface); ok {
 		t.Fatal("a failed rendering was recorded")
 	}
 	noTemporaries(t, dir)
@@ -269,19 +271,6 @@ func TestIndexBlob(t *testing.T) {
 	}
 }
 
-// TestTrees: the least recently shown sessions fall out of the bound, in order; showing one again keeps it.
-func TestTrees(t *testing.T) {
-	tr := newTrees(2)
-	for _, c := range []struct {
-		id, evicted string
-	}{{"a", ""}, {"b", ""}, {"a", ""}, {"c", "b"}, {"d", "a"}, {"c", ""}, {"e", "d"}} {
-		got := tr.touch(c.id)
-		if (c.evicted == "" && len(got) != 0) || (c.evicted != "" && (len(got) != 1 || got[0] != c.evicted)) {
-			t.Fatalf("touch %s: evicted %v, want %q", c.id, got, c.evicted)
-		}
-	}
-}
-
 // TestIndexConcurrentViews: views of one session written at once (the readahead workers and requests do)
 // all end up in the entry, each served with its own bytes, whichever write carried which over.
 func TestIndexConcurrentViews(t *testing.T) {
@@ -298,7 +287,7 @@ func TestIndexConcurrentViews(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, ok, err := x.write("s", "rev1", v, at, func(w io.Writer) error { _, err := w.Write(want[v]); return err }); !ok || err != nil {
+			if _, ok, err := x.write("s", ar("rev1"), v, at, func(w io.Writer) error { _, err := w.Write(want[v]); return err }); !ok || err != nil {
 				t.Errorf("%v: ok %v, err %v", v, ok, err)
 			}
 		}()
@@ -306,7 +295,7 @@ func TestIndexConcurrentViews(t *testing.T) {
 	wg.Wait()
 	y := newIndex(dir, "salt")
 	for _, v := range entryOrder {
-		r, ok := y.content("s", "rev1", v)
+		r, ok := y.content("s", ar("rev1"), v)
 		if !ok {
 			t.Errorf("%v: not served after concurrent writes", v)
 			continue
@@ -331,14 +320,14 @@ func TestIndexBound(t *testing.T) {
 	at := time.Unix(1778573701, 0)
 	for i := range 100 {
 		id := strconv.Itoa(i)
-		record(t, x, id, "rev1", views.Events, []byte(id+"\n"), at)
+		record(t, x, id, ar("rev1"), views.Events, []byte(id+"\n"), at)
 		if len(x.entries) > x.max {
 			t.Fatalf("%d entries in memory after %d sessions", len(x.entries), i+1)
 		}
 	}
 	for i := range 100 {
 		id := strconv.Itoa(i)
-		if r, ok := x.content(id, "rev1", views.Events); !ok || string(r.Data) != id+"\n" {
+		if r, ok := x.content(id, ar("rev1"), views.Events); !ok || string(r.Data) != id+"\n" {
 			t.Fatalf("session %s not served", id)
 		}
 	}

@@ -1,4 +1,4 @@
-package fs
+package viewcache
 
 import (
 	"container/list"
@@ -6,18 +6,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dshfs/dshfs/nodes"
+	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/views"
 )
 
-// cache holds decoded session snapshots and rendered views in two independent LRU lists with byte budgets
+// lru holds decoded session snapshots and rendered views in two independent LRU lists with byte budgets
 // (config [cache]). A snapshot is valid for one revision of its artifact, and so is a rendered view: a
 // view can outlive the snapshot it was rendered from, so re-reading events.jsonl of a session whose
 // decoded form was evicted costs no decode.
-type cache struct {
+type lru struct {
 	mu           sync.Mutex
 	sessions     map[string]*cached
-	lru          *list.List // of *cached, most recently used at the front
+	sessionLRU   *list.List // of *cached, most recently used at the front
 	sessionBytes int64
 	maxSessions  int64
 
@@ -33,7 +33,7 @@ type cache struct {
 
 type cached struct {
 	id      string
-	rev     string
+	rev     eventstore.Revision
 	sess    *views.Session
 	mtime   time.Time
 	size    int64 // estimated memory of the decoded snapshot
@@ -47,24 +47,29 @@ type viewKey struct {
 }
 
 type verdict struct {
-	rev     string
+	rev     eventstore.Revision
 	refusal error
 }
 
 type rendered struct {
 	key  viewKey
-	r    nodes.Rendered
+	rev  eventstore.Revision // what r was rendered at (r.Revision spells it)
+	r    Rendered
 	elem *list.Element
 }
 
-func newCache(maxSessions, maxViews int64) *cache {
-	return &cache{sessions: map[string]*cached{}, lru: list.New(), maxSessions: maxSessions, verdicts: map[string]verdict{},
+func newLRU(maxSessions, maxViews int64) *lru {
+	return &lru{sessions: map[string]*cached{}, sessionLRU: list.New(), maxSessions: maxSessions, verdicts: map[string]verdict{},
 		views: map[viewKey]*rendered{}, viewLRU: list.New(), maxViews: maxViews}
 }
 
+// known reports whether rev names a revision at all: the zero Revision is what a session whose artifact
+// vanished or could not be stat'ed has, and nothing is kept for it (its load says why).
+func known(rev eventstore.Revision) bool { return rev != eventstore.Revision{} }
+
 // get returns the snapshot of id at revision rev, loading it with load when the cached one is older.
 // Concurrent callers for the same session share one load.
-func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Session, error)) (*cached, error) {
+func (c *lru) get(ctx context.Context, id string, rev eventstore.Revision, load func() (*views.Session, error)) (*cached, error) {
 	for {
 		c.mu.Lock()
 		e := c.sessions[id]
@@ -78,8 +83,8 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 				return nil, ctx.Err()
 			}
 		}
-		if e != nil && e.rev == rev && rev != "" {
-			c.lru.MoveToFront(e.elem)
+		if e != nil && e.rev == rev && known(rev) {
+			c.sessionLRU.MoveToFront(e.elem)
 			c.mu.Unlock()
 			return e, nil
 		}
@@ -87,7 +92,7 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 			c.dropSessionLocked(e)
 		}
 		e = &cached{id: id, rev: rev, loading: make(chan struct{})}
-		e.elem = c.lru.PushFront(e)
+		e.elem = c.sessionLRU.PushFront(e)
 		c.sessions[id] = e
 		c.mu.Unlock()
 
@@ -103,7 +108,7 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 			return nil, err
 		}
 		e.sess = sess
-		if rev != "" {
+		if known(rev) {
 			c.verdicts[id] = verdict{rev: rev, refusal: sess.Refusal}
 		}
 		e.mtime = sess.ModTime()
@@ -116,7 +121,7 @@ func (c *cache) get(ctx context.Context, id, rev string, load func() (*views.Ses
 }
 
 // has reports whether a snapshot of id is cached (or loading).
-func (c *cache) has(id string) bool {
+func (c *lru) has(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.sessions[id]
@@ -124,23 +129,23 @@ func (c *cache) has(id string) bool {
 }
 
 // verdict returns the remembered refusal of id at revision rev.
-func (c *cache) verdict(id, rev string) (error, bool) {
+func (c *lru) verdict(id string, rev eventstore.Revision) (error, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.verdicts[id]
-	if !ok || v.rev != rev || rev == "" {
+	if !ok || v.rev != rev || !known(rev) {
 		return nil, false
 	}
 	return v.refusal, true
 }
 
 // view returns a rendering of view for revision rev, if one is cached.
-func (c *cache) view(id, rev string, view views.View) (nodes.Rendered, bool) {
+func (c *lru) view(id string, rev eventstore.Revision, view views.View) (Rendered, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.views[viewKey{id, view}]
-	if v == nil || v.r.Revision != rev || rev == "" {
-		return nodes.Rendered{}, false
+	if v == nil || v.rev != rev || !known(rev) {
+		return Rendered{}, false
 	}
 	c.viewLRU.MoveToFront(v.elem)
 	return v.r, true
@@ -148,28 +153,28 @@ func (c *cache) view(id, rev string, view views.View) (nodes.Rendered, bool) {
 
 // render renders one view of a snapshot and keeps it unless uncached (the spill index, whose truth lives
 // outside the store). Callers look for a kept rendering first (view).
-func (c *cache) render(ctx context.Context, e *cached, view views.View, uncached bool) (nodes.Rendered, error) {
+func (c *lru) render(ctx context.Context, e *cached, view views.View, uncached bool) (Rendered, error) {
 	data, err := e.sess.Render(ctx, view)
 	if err != nil {
-		return nodes.Rendered{}, err
+		return Rendered{}, err
 	}
-	r := nodes.Rendered{Data: data, ModTime: e.mtime, Revision: e.rev}
-	if uncached || e.rev == "" {
+	r := Rendered{Data: data, ModTime: e.mtime, Revision: e.rev.String()}
+	if uncached || !known(e.rev) {
 		return r, nil
 	}
-	c.keep(e.id, view, r)
+	c.keep(e.id, view, e.rev, r)
 	return r, nil
 }
 
 // keep puts a rendering in the view LRU (rendered now, or read back from the index).
-func (c *cache) keep(id string, view views.View, r nodes.Rendered) {
+func (c *lru) keep(id string, view views.View, rev eventstore.Revision, r Rendered) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := viewKey{id, view}
 	if old := c.views[key]; old != nil {
 		c.dropViewLocked(old)
 	}
-	v := &rendered{key: key, r: r}
+	v := &rendered{key: key, rev: rev, r: r}
 	v.elem = c.viewLRU.PushFront(v)
 	c.views[key] = v
 	c.viewBytes += viewWeight(r)
@@ -185,7 +190,7 @@ func (c *cache) keep(id string, view views.View, r nodes.Rendered) {
 // files the LRU keeps open.
 const blobWeight = 256 << 10
 
-func viewWeight(r nodes.Rendered) int64 {
+func viewWeight(r Rendered) int64 {
 	if r.Blob != nil {
 		return blobWeight
 	}
@@ -193,7 +198,7 @@ func viewWeight(r nodes.Rendered) int64 {
 }
 
 // drop forgets a session and its views (its artifact changed or vanished).
-func (c *cache) drop(id string) {
+func (c *lru) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.sessions[id]; e != nil && e.loading == nil {
@@ -207,19 +212,19 @@ func (c *cache) drop(id string) {
 	delete(c.verdicts, id)
 }
 
-func (c *cache) dropSessionLocked(e *cached) {
+func (c *lru) dropSessionLocked(e *cached) {
 	if c.sessions[e.id] == e {
 		delete(c.sessions, e.id)
 	}
 	if e.elem != nil {
-		c.lru.Remove(e.elem)
+		c.sessionLRU.Remove(e.elem)
 		e.elem = nil
 	}
 	c.sessionBytes -= e.size
 	e.size = 0
 }
 
-func (c *cache) dropViewLocked(v *rendered) {
+func (c *lru) dropViewLocked(v *rendered) {
 	if c.views[v.key] == v {
 		delete(c.views, v.key)
 	}
@@ -231,8 +236,8 @@ func (c *cache) dropViewLocked(v *rendered) {
 }
 
 // evictSessionsLocked removes least recently used snapshots (never keep) until the budget holds.
-func (c *cache) evictSessionsLocked(keep *cached) {
-	for el := c.lru.Back(); el != nil && c.sessionBytes > c.maxSessions; {
+func (c *lru) evictSessionsLocked(keep *cached) {
+	for el := c.sessionLRU.Back(); el != nil && c.sessionBytes > c.maxSessions; {
 		e := el.Value.(*cached)
 		prev := el.Prev()
 		if e != keep && e.loading == nil {

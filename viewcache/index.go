@@ -1,4 +1,4 @@
-package fs
+package viewcache
 
 import (
 	"bytes"
@@ -16,11 +16,10 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/views"
 )
 
-// The persistent per-revision index (issue: read path at scale). Getting the exact size of a session's
+// The persistent per-revision index (issue: read path at scale; its file formats are in doc.go). Getting the exact size of a session's
 // view means rendering it, and rendering means decoding and validating the whole session; a stat of every
 // events.jsonl of a large store (ls -l, rsync, find -size) would decode every session again after the
 // caches evicted it, or after a remount. So the mount remembers, per session and per artifact revision,
@@ -59,7 +58,11 @@ import (
 var indexed = map[views.View]bool{views.Events: true, views.Raw: true, views.Header: true,
 	views.Surface: true, views.Messages: true, views.Shadowed: true}
 
-const indexMagic = "dshfs-index 3"
+// Indexed reports whether the index keeps view v (whatever the cache's configuration): the views whose
+// bytes depend only on the stored log.
+func Indexed(v views.View) bool { return indexed[v] }
+
+const indexMagic = "dshfs-index 4"
 
 // headerRead is the first read of an entry, and headerMax the most its text may take (a few hundred
 // bytes per view, and a session id no longer than a file name); the bytes of the views kept inside it
@@ -117,9 +120,16 @@ type viewRec struct {
 	stamp string // inFile: the file's stamp (fileStamp) when written or last verified; "" unknown
 }
 
+// artifactRev is the revision an entry is trusted for: the artifact's token (eventstore.Artifact.Token,
+// which changes with every change to the stored log) and its storage identity. It leaves out what changes
+// without a new artifact (a live engine's durable and pending counts, the results generation): a live
+// session is never indexed, and the indexed views do not depend on the results. An entry names both in
+// lines of their own, so no separator has to be kept out of either.
+type artifactRev struct{ artifact, identity string }
+
 // indexEntry is one session at one revision.
 type indexEntry struct {
-	rev   string // artifact token + identity
+	rev   artifactRev
 	mtime time.Time
 	views viewRecs
 }
@@ -158,7 +168,7 @@ func (rs *viewRecs) del(v views.View) {
 // entryOrder is the order of an entry's view lines, and of the bytes kept after them.
 var entryOrder = []views.View{views.Header, views.Raw, views.Events, views.Surface, views.Messages, views.Shadowed}
 
-func newEntry(rev string, mtime time.Time) *indexEntry {
+func newEntry(rev artifactRev, mtime time.Time) *indexEntry {
 	return &indexEntry{rev: rev, mtime: mtime}
 }
 
@@ -180,7 +190,7 @@ func (x *index) key(id string) string {
 
 // size returns a view's size, time and checksum (SHA-256, hex) at revision rev, if the index holds it,
 // and counts the hit.
-func (x *index) size(id, rev string, view views.View) (int64, time.Time, string, bool) {
+func (x *index) size(id string, rev artifactRev, view views.View) (int64, time.Time, string, bool) {
 	n, mtime, sum, ok := x.lookup(id, rev, view)
 	if ok {
 		x.hits.Add(1)
@@ -189,7 +199,7 @@ func (x *index) size(id, rev string, view views.View) (int64, time.Time, string,
 }
 
 // lookup is size without counting a hit (readahead asks whether there is work to do).
-func (x *index) lookup(id, rev string, view views.View) (int64, time.Time, string, bool) {
+func (x *index) lookup(id string, rev artifactRev, view views.View) (int64, time.Time, string, bool) {
 	e := x.entry(id, rev)
 	if e == nil {
 		return 0, time.Time{}, "", false
@@ -201,7 +211,7 @@ func (x *index) lookup(id, rev string, view views.View) (int64, time.Time, strin
 }
 
 // reads reports whether the index knows that session id reads (is not refused) at revision rev.
-func (x *index) reads(id, rev string) bool {
+func (x *index) reads(id string, rev artifactRev) bool {
 	if x.entry(id, rev) != nil {
 		x.hits.Add(1)
 		return true
@@ -210,8 +220,8 @@ func (x *index) reads(id, rev string) bool {
 }
 
 // entry is session id's entry at rev, from memory or from its file.
-func (x *index) entry(id, rev string) *indexEntry {
-	if rev == "" {
+func (x *index) entry(id string, rev artifactRev) *indexEntry {
+	if rev.artifact == "" {
 		return nil
 	}
 	x.mu.Lock()
@@ -236,8 +246,8 @@ func (x *index) entry(id, rev string) *indexEntry {
 
 // remember records in memory a view rendered in memory, of a session that reads, at revision rev: the
 // index directory is disabled, or could not take the view (write said so), so no file holds its bytes.
-func (x *index) remember(id, rev string, view views.View, data []byte, mtime time.Time) {
-	if rev == "" || !indexed[view] {
+func (x *index) remember(id string, rev artifactRev, view views.View, data []byte, mtime time.Time) {
+	if rev.artifact == "" || !indexed[view] {
 		return
 	}
 	x.mu.Lock()
@@ -247,7 +257,7 @@ func (x *index) remember(id, rev string, view views.View, data []byte, mtime tim
 
 // current is session id's in-memory entry at rev, replaced by an empty one when it is of another
 // revision; the caller holds x.mu.
-func (x *index) current(id, rev string, mtime time.Time) *indexEntry {
+func (x *index) current(id string, rev artifactRev, mtime time.Time) *indexEntry {
 	e := x.entries[id]
 	if e == nil || e.rev != rev {
 		e = newEntry(rev, mtime)
@@ -282,8 +292,8 @@ func (x *index) boundLocked() {
 // and comes back in memory; a longer one is written to its own file as it is rendered and comes back as a Blob over
 // that file. ok is false when the index directory could not take the view (disabled, full, unwritable):
 // then nothing was recorded and the caller renders in memory. err is render's own failure.
-func (x *index) write(id, rev string, view views.View, mtime time.Time, render func(io.Writer) error) (r nodes.Rendered, ok bool, err error) {
-	if x.dir == "" || rev == "" || !indexed[view] {
+func (x *index) write(id string, rev artifactRev, view views.View, mtime time.Time, render func(io.Writer) error) (r Rendered, ok bool, err error) {
+	if x.dir == "" || rev.artifact == "" || !indexed[view] {
 		return r, false, nil
 	}
 	path := x.viewPath(id, view)
@@ -305,27 +315,27 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 		return r, true, err
 	}
 	sum := hex.EncodeToString(sink.sum.Sum(nil))
-	r = nodes.Rendered{ModTime: mtime, Sum: sum}
+	r = Rendered{ModTime: mtime, Sum: sum}
 	if sink.file == nil { // shorter than blobMin
 		r.Data = bytes.Clone(sink.buf)
 		x.keepInEntry(id, rev, view, mtime, r.Data, sum)
 		return r, true, nil
 	}
 	if sink.flush() != nil {
-		return nodes.Rendered{}, false, nil
+		return Rendered{}, false, nil
 	}
 
 	x.files.Lock()
 	defer x.files.Unlock()
 	tmp := sink.file
 	if os.Rename(tmp.Name(), path) != nil {
-		return nodes.Rendered{}, false, nil
+		return Rendered{}, false, nil
 	}
 	renamed = true
 	info, err := tmp.Stat() // after the rename, which changes the ctime
 	if err != nil {
 		os.Remove(path)
-		return nodes.Rendered{}, false, nil
+		return Rendered{}, false, nil
 	}
 	x.mu.Lock()
 	e := x.current(id, rev, mtime)
@@ -340,7 +350,7 @@ func (x *index) write(id, rev string, view views.View, mtime time.Time, render f
 
 // keepInEntry records a view shorter than blobMin in session id's entry and appends the entry, with its
 // bytes inside, to the pack. When the pack cannot take it, the entry knows the view's size, in memory only.
-func (x *index) keepInEntry(id, rev string, view views.View, mtime time.Time, data []byte, sum string) {
+func (x *index) keepInEntry(id string, rev artifactRev, view views.View, mtime time.Time, data []byte, sum string) {
 	x.files.Lock()
 	defer x.files.Unlock()
 	x.mu.Lock()
@@ -511,15 +521,15 @@ func (x *index) keyPath(key string, view views.View) string {
 // entry names: kept inside the entry, checked against their checksum; in a file of their own, with the
 // stamp the entry saw or else the same checksum (then the new stamp is remembered). A view of blobMin bytes
 // or more comes back as a Blob over the open file.
-func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) {
+func (x *index) content(id string, rev artifactRev, view views.View) (Rendered, bool) {
 	e := x.entry(id, rev)
 	if e == nil || x.dir == "" {
-		return nodes.Rendered{}, false
+		return Rendered{}, false
 	}
 	x.mu.Lock()
 	rec, _ := e.views.get(view)
 	x.mu.Unlock()
-	var r nodes.Rendered
+	var r Rendered
 	ok := false
 	switch rec.place {
 	case inEntry:
@@ -527,7 +537,7 @@ func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) 
 	case inFile:
 		f, err := os.Open(x.viewPath(id, view))
 		if err != nil {
-			return nodes.Rendered{}, false
+			return Rendered{}, false
 		}
 		r, ok = x.verified(f, e, view, rec)
 		if !ok || r.Blob == nil {
@@ -541,31 +551,31 @@ func (x *index) content(id, rev string, view views.View) (nodes.Rendered, bool) 
 }
 
 // inside reads the bytes of a view kept inside the entry.
-func (x *index) inside(id string, e *indexEntry, rec viewRec) (nodes.Rendered, bool) {
+func (x *index) inside(id string, e *indexEntry, rec viewRec) (Rendered, bool) {
 	r, ok := x.pack.known(x.key(id))
 	if !ok {
-		return nodes.Rendered{}, false
+		return Rendered{}, false
 	}
 	data := make([]byte, rec.size)
 	if !x.pack.readAt(r, data, rec.off) || hexSum(data) != rec.sum {
-		return nodes.Rendered{}, false
+		return Rendered{}, false
 	}
-	return nodes.Rendered{ModTime: e.mtime, Sum: rec.sum, Data: data}, true
+	return Rendered{ModTime: e.mtime, Sum: rec.sum, Data: data}, true
 }
 
 // verified reads an open view file that should hold the bytes rec names, as its entry last saw it
 // (rec.stamp).
-func (x *index) verified(f *os.File, e *indexEntry, view views.View, rec viewRec) (nodes.Rendered, bool) {
+func (x *index) verified(f *os.File, e *indexEntry, view views.View, rec viewRec) (Rendered, bool) {
 	info, err := f.Stat()
 	if err != nil || info.Size() != rec.size {
-		return nodes.Rendered{}, false
+		return Rendered{}, false
 	}
-	r := nodes.Rendered{ModTime: e.mtime, Sum: rec.sum}
+	r := Rendered{ModTime: e.mtime, Sum: rec.sum}
 	var data []byte
 	if rec.size < blobMin {
 		data = make([]byte, rec.size)
 		if _, err := io.ReadFull(f, data); err != nil {
-			return nodes.Rendered{}, false
+			return Rendered{}, false
 		}
 	}
 	if now := fileStamp(info); now == "" || now != rec.stamp {
@@ -573,10 +583,10 @@ func (x *index) verified(f *os.File, e *indexEntry, view views.View, rec viewRec
 		if data != nil {
 			h.Write(data)
 		} else if _, err := io.Copy(h, io.NewSectionReader(f, 0, rec.size)); err != nil {
-			return nodes.Rendered{}, false
+			return Rendered{}, false
 		}
 		if hex.EncodeToString(h.Sum(nil)) != rec.sum {
-			return nodes.Rendered{}, false
+			return Rendered{}, false
 		}
 		x.mu.Lock()
 		if cur, ok := e.views.get(view); ok && cur.place == inFile && cur.sum == rec.sum {
@@ -661,7 +671,8 @@ func (e *indexEntry) encode(dst []byte, id string, inside map[views.View][]byte)
 	start := len(dst)
 	b := append(dst, indexMagic+"\n"...)
 	b = append(b, "session "+strconv.Quote(id)+"\n"...)
-	b = append(b, "revision "+strconv.Quote(e.rev)+"\n"...)
+	b = append(b, "artifact "+strconv.Quote(e.rev.artifact)+"\n"...)
+	b = append(b, "identity "+strconv.Quote(e.rev.identity)+"\n"...)
 	b = append(b, "mtime "+strconv.FormatInt(e.mtime.UnixNano(), 10)+"\n"...)
 	var kept []views.View
 	for _, v := range entryOrder {
@@ -710,7 +721,7 @@ func (x *index) load(id string) *indexEntry {
 	if !ok || hexSum(body) != strings.TrimPrefix(sumLine, "sha256 ") {
 		return nil
 	}
-	e := newEntry("", time.Time{})
+	e := newEntry(artifactRev{}, time.Time{})
 	end := int64(len(text)) // where the bytes of the views kept inside begin
 	for i, line := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
 		key, val, _ := strings.Cut(line, " ")
@@ -723,12 +734,18 @@ func (x *index) load(id string) *indexEntry {
 			if s, err := strconv.Unquote(val); err != nil || s != id {
 				return nil
 			}
-		case key == "revision":
+		case key == "artifact":
 			s, err := strconv.Unquote(val)
 			if err != nil {
 				return nil
 			}
-			e.rev = s
+			e.rev.artifact = s
+		case key == "identity":
+			s, err := strconv.Unquote(val)
+			if err != nil {
+				return nil
+			}
+			e.rev.identity = s
 		case key == "mtime":
 			ns, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
@@ -759,7 +776,7 @@ func (x *index) load(id string) *indexEntry {
 			return nil
 		}
 	}
-	if e.rev == "" || end != size { // cut short, or grown
+	if e.rev.artifact == "" || end != size { // cut short, or grown
 		return nil
 	}
 	return e

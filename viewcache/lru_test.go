@@ -1,4 +1,4 @@
-package fs
+package viewcache
 
 import (
 	"context"
@@ -7,18 +7,11 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore"
-	"github.com/dshfs/dshfs/internal/storetest"
 	"github.com/dshfs/dshfs/views"
 )
 
-// testStore holds n one-event sessions a, b, c, ...
-func testStore(t *testing.T, n int) *eventstore.Store {
-	st := storetest.Raw(t)
-	for i := 0; i < n; i++ {
-		storetest.Add(t, st, string(rune('a'+i)), `{"type":"feedback/record","seq":0,"time":1000,"data":{"text":"hello"}}`)
-	}
-	return st
-}
+// rev is a revision of an artifact whose token is token.
+func rev(token string) eventstore.Revision { return eventstore.Revision{Artifact: token} }
 
 func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 	st := testStore(t, 4)
@@ -30,13 +23,13 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 			return views.Load(ctx, st, id, views.Options{})
 		}
 	}
-	c := newCache(9000, 100) // room for two one-event sessions
+	c := newLRU(9000, 100) // room for two one-event sessions
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.get(ctx, "a", "r1", load("a")); err != nil {
+			if _, err := c.get(ctx, "a", rev("r1"), load("a")); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -45,7 +38,7 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 	if loads.Load() != 1 {
 		t.Fatalf("%d loads for one revision, want 1 shared load", loads.Load())
 	}
-	e, _ := c.get(ctx, "a", "r2", load("a"))
+	e, _ := c.get(ctx, "a", rev("r2"), load("a"))
 	if loads.Load() != 2 {
 		t.Fatal("a new revision must reload")
 	}
@@ -56,7 +49,7 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 		t.Fatalf("view bytes %d over budget %d", c.viewBytes, c.maxViews)
 	}
 	for _, id := range []string{"b", "c", "d"} {
-		if _, err := c.get(ctx, id, "r1", load(id)); err != nil {
+		if _, err := c.get(ctx, id, rev("r1"), load(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -66,7 +59,7 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 	if _, ok := c.sessions["a"]; ok {
 		t.Fatal("least recently used session not evicted")
 	}
-	if _, ok := c.view("a", "r2", views.Events); ok && c.viewBytes > c.maxViews {
+	if _, ok := c.view("a", rev("r2"), views.Events); ok && c.viewBytes > c.maxViews {
 		t.Fatal("a view over the budget was kept")
 	}
 	c.drop("d")
@@ -75,38 +68,14 @@ func TestCacheSharesLoadsAndHonoursBudgets(t *testing.T) {
 	}
 }
 
-func TestDiffReportsChanges(t *testing.T) {
-	st := testStore(t, 3)
-	l, err := st.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev := buildListing(l, "jsonl+raw", "/r")
-	next := buildListing(eventstore.Listing{Entries: []eventstore.Entry{l.Entries[0], l.Entries[1]}}, "jsonl+raw", "/r")
-	next.Entries[0].Revision = "changed"
-	c := diff(prev, next)
-	if len(c.removed) != 1 || c.removed[0] != "c" || len(c.changed) != 2 || len(c.added) != 0 || len(c.gone) != 1 || c.gone[0] != "c" {
-		t.Fatalf("diff %+v", c)
-	}
-	c = diff(next, prev)
-	if len(c.added) != 1 || c.added[0] != "c" || len(c.gone) != 0 {
-		t.Fatalf("diff %+v", c)
-	}
-	// a listing that failed in part names a session it missed as removed, but not as gone: the index keeps it
-	next.RootErrors = []eventstore.RootError{{Path: "/r/x", Message: "permission denied"}}
-	if c = diff(prev, next); len(c.removed) != 1 || len(c.gone) != 0 {
-		t.Fatalf("diff over a failed listing %+v", c)
-	}
-}
-
 func TestRenderedViewOutlivesItsSnapshot(t *testing.T) {
 	st := testStore(t, 3)
 	ctx := context.Background()
-	c := newCache(5000, 1<<20) // one snapshot at a time, plenty of room for views
+	c := newLRU(5000, 1<<20) // one snapshot at a time, plenty of room for views
 	load := func(id string) func() (*views.Session, error) {
 		return func() (*views.Session, error) { return views.Load(ctx, st, id, views.Options{}) }
 	}
-	e, err := c.get(ctx, "a", "r1", load("a"))
+	e, err := c.get(ctx, "a", rev("r1"), load("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,21 +83,21 @@ func TestRenderedViewOutlivesItsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.get(ctx, "b", "r1", load("b")); err != nil {
+	if _, err := c.get(ctx, "b", rev("r1"), load("b")); err != nil {
 		t.Fatal(err)
 	}
 	if c.has("a") {
 		t.Fatal("snapshot a should have been evicted by b")
 	}
-	got, ok := c.view("a", "r1", views.Events)
+	got, ok := c.view("a", rev("r1"), views.Events)
 	if !ok || string(got.Data) != string(want.Data) {
 		t.Fatal("rendered view lost with its snapshot")
 	}
-	if _, ok := c.view("a", "r2", views.Events); ok {
+	if _, ok := c.view("a", rev("r2"), views.Events); ok {
 		t.Fatal("a view must not serve another revision")
 	}
 	c.drop("a")
-	if _, ok := c.view("a", "r1", views.Events); ok {
+	if _, ok := c.view("a", rev("r1"), views.Events); ok {
 		t.Fatal("drop kept the session's views")
 	}
 }

@@ -1,0 +1,293 @@
+package viewcache
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/views"
+)
+
+// Key names one view of one session at one revision. The cache compares keys as values: nothing of a key
+// is ever spelled into a string to be compared.
+type Key struct {
+	Session  string
+	View     views.View
+	Revision eventstore.Revision
+	// Live marks a session this process holds live (a writer's engine): its revision moves with every
+	// accepted event while the artifact's stays, so the persistent index neither serves nor keeps it.
+	Live bool
+}
+
+// indexRev is the key's revision as the persistent index knows it; the zero artifactRev when the index
+// must not be used for it.
+func (k Key) indexRev() artifactRev {
+	if k.Revision.Artifact == "" || k.Live {
+		return artifactRev{}
+	}
+	return artifactRev{artifact: k.Revision.Artifact, identity: k.Revision.Identity}
+}
+
+// Loader decodes session id as it is now (a live engine's snapshot, a refused listing entry, or the stored
+// log). The cache calls it when it holds no snapshot at the revision asked for, once for concurrent askers.
+type Loader func(ctx context.Context, id string) (*views.Session, error)
+
+// Store names what an index entry's verdict and sizes depend on beside the artifact: the store, and the
+// configuration that decides whether a session reads (the line and frame limits). A mount with other
+// limits uses other entries, in the same directory.
+type Store struct {
+	Backend       string
+	Root          string
+	MaxLineBytes  int64
+	MaxFrameBytes int64
+}
+
+// salt is s as the index hashes it into its file names.
+func (s Store) salt() string {
+	return s.Backend + "\x00" + s.Root + "\x00" + strconv.FormatInt(s.MaxLineBytes, 10) + "\x00" +
+		strconv.FormatInt(s.MaxFrameBytes, 10)
+}
+
+// Config configures a Cache.
+type Config struct {
+	SessionsBytes int64 // the decoded-session LRU's budget
+	ViewsBytes    int64 // the rendered-view LRU's budget
+	// Index turns the per-revision index on. Without it the cache is the two LRUs alone: a size is known
+	// only from a rendering, so a stat after an eviction or a remount decodes again.
+	Index bool
+	// IndexDir is where the index persists (the index's pack and view files); "" keeps it in memory only.
+	IndexDir string
+	Store    Store
+	Load     Loader
+}
+
+// Cache is the read path's one cache: a FUSE read asks it for a view by Key, and it answers from the
+// rendered-view LRU, else from the persistent index, else by rendering the decoded session (from the
+// session LRU, else loaded), keeping what it rendered in both.
+type Cache struct {
+	load  Loader
+	lru   *lru
+	index *index // nil when the index is off
+	// renders are the indexed renderings under way, so that a request and a readahead worker asking for
+	// the same view at once render it once
+	renders flights
+	decodes atomic.Int64 // loads, which the index exists to avoid (status.json "decodes")
+}
+
+// New makes a cache.
+func New(cfg Config) *Cache {
+	c := &Cache{load: cfg.Load, lru: newLRU(cfg.SessionsBytes, cfg.ViewsBytes)}
+	if cfg.Index {
+		c.index = newIndex(cfg.IndexDir, cfg.Store.salt())
+	}
+	return c
+}
+
+// Decodes counts the sessions loaded.
+func (c *Cache) Decodes() int64 { return c.decodes.Load() }
+
+// IndexHits counts the verdicts, sizes and views served from the index.
+func (c *Cache) IndexHits() int64 {
+	if c.index == nil {
+		return 0
+	}
+	return c.index.hits.Load()
+}
+
+// Get returns the view k names: from the view LRU, else from the index, else rendered from the decoded
+// session (loaded when the session LRU holds none at k.Revision). The spill index is never kept (its truth
+// lives outside the store).
+func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
+	irev := k.indexRev()
+	if k.View != views.Spill {
+		if r, ok := c.kept(k, irev); ok {
+			return r, nil
+		}
+	}
+	if irev.artifact != "" && indexed[k.View] {
+		// one rendering of a view at a time: a second asker waits for it and takes it from the LRU or the
+		// index (or renders it after all, if neither kept it)
+		fk := flightKey{session: k.Session, view: k.View, rev: irev}
+		done, first := c.renders.join(fk)
+		if !first {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return Rendered{}, ctx.Err()
+			}
+			if r, ok := c.kept(k, irev); ok {
+				return r, nil
+			}
+		} else {
+			defer c.renders.leave(fk)
+		}
+	}
+	e, err := c.entry(ctx, k)
+	if err != nil {
+		return Rendered{}, err
+	}
+	indexable := c.index != nil && irev.artifact != "" && e.sess.Refusal == nil && e.rev == k.Revision
+	if indexable {
+		// rendered into the index's file as it is written: a large view is then served from there and
+		// never held whole in memory
+		r, ok, err := c.index.write(k.Session, irev, k.View, e.mtime, func(w io.Writer) error { return e.sess.WriteView(ctx, w, k.View) })
+		if ok {
+			if err != nil {
+				return Rendered{}, err
+			}
+			r.Revision, r.Identity = k.Revision.String(), k.Revision.Identity
+			c.lru.keep(k.Session, k.View, k.Revision, r)
+			return r, nil
+		}
+	}
+	r, err := c.lru.render(ctx, e, k.View, k.View == views.Spill)
+	r.Identity = k.Revision.Identity
+	if err == nil && indexable {
+		c.index.remember(k.Session, irev, k.View, r.Data, r.ModTime)
+	}
+	return r, err
+}
+
+// Stat is the size and time of the view k names: from a rendering kept at k.Revision (returned whole),
+// else from the index (without Data, with Sum), else by rendering it.
+func (c *Cache) Stat(ctx context.Context, k Key) (Rendered, int64, error) {
+	if r, ok := c.lru.view(k.Session, k.Revision, k.View); ok {
+		r.Identity = k.Revision.Identity
+		return r, r.Size(), nil
+	}
+	if irev := k.indexRev(); c.index != nil && irev.artifact != "" {
+		if n, mtime, sum, ok := c.index.size(k.Session, irev, k.View); ok {
+			return Rendered{ModTime: mtime, Revision: k.Revision.String(), Identity: k.Revision.Identity, Sum: sum}, n, nil
+		}
+	}
+	r, err := c.Get(ctx, k)
+	return r, r.Size(), err
+}
+
+// Kept returns the view k names as the LRU or the index keeps it, rendering nothing; false for a view
+// the index does not keep, and for one that would have to be rendered.
+func (c *Cache) Kept(k Key) (Rendered, bool) {
+	if !indexed[k.View] {
+		return Rendered{}, false
+	}
+	return c.kept(k, k.indexRev())
+}
+
+// Known reports whether the view k names is kept, rendered or indexed at k.Revision, without reading it
+// and without counting an index hit (readahead asks it before rendering ahead).
+func (c *Cache) Known(k Key) bool {
+	if _, ok := c.lru.view(k.Session, k.Revision, k.View); ok {
+		return true
+	}
+	if irev := k.indexRev(); c.index != nil && irev.artifact != "" {
+		_, _, _, ok := c.index.lookup(k.Session, irev, k.View)
+		return ok
+	}
+	return false
+}
+
+// kept is a view's rendering at k.Revision as the LRU or the index keeps it.
+func (c *Cache) kept(k Key, irev artifactRev) (Rendered, bool) {
+	if r, ok := c.lru.view(k.Session, k.Revision, k.View); ok {
+		r.Identity = k.Revision.Identity
+		return r, true // rendered at this revision before: no need for the decoded session
+	}
+	if c.index == nil || irev.artifact == "" {
+		return Rendered{}, false
+	}
+	if r, ok := c.index.content(k.Session, irev, k.View); ok {
+		r.Revision, r.Identity = k.Revision.String(), k.Revision.Identity
+		c.lru.keep(k.Session, k.View, k.Revision, r)
+		return r, true // its bytes kept on disk at this revision
+	}
+	return Rendered{}, false
+}
+
+// Session is the decoded session at k.Revision (k.View is not used), loaded when the LRU holds an older one.
+func (c *Cache) Session(ctx context.Context, k Key) (*views.Session, error) {
+	e, err := c.entry(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	return e.sess, nil
+}
+
+// Refusal is why the session is refused at k.Revision (k.View is not used), nil when it reads: remembered
+// per revision, and known from the index, so that it costs no decode after an eviction.
+func (c *Cache) Refusal(ctx context.Context, k Key) (error, error) {
+	if refusal, ok := c.lru.verdict(k.Session, k.Revision); ok {
+		return refusal, nil
+	}
+	if irev := k.indexRev(); c.index != nil && irev.artifact != "" && c.index.reads(k.Session, irev) {
+		return nil, nil
+	}
+	e, err := c.entry(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	return e.sess.Refusal, nil
+}
+
+// entry is the LRU's snapshot of k.Session at k.Revision, loaded when the cached one is older.
+func (c *Cache) entry(ctx context.Context, k Key) (*cached, error) {
+	return c.lru.get(ctx, k.Session, k.Revision, func() (*views.Session, error) {
+		c.decodes.Add(1)
+		return c.load(ctx, k.Session)
+	})
+}
+
+// Drop forgets what the LRUs hold of a session (its artifact changed or vanished). The index needs no
+// telling: its entries are trusted only at the revision they were written for.
+func (c *Cache) Drop(id string) { c.lru.drop(id) }
+
+// Purge forgets sessions gone from the store, on disk too (the index's tombstones and view files).
+func (c *Cache) Purge(ids []string) {
+	if c.index != nil && len(ids) > 0 {
+		c.index.purge(ids)
+	}
+}
+
+// PurgeAbsent purges every indexed session not among ids (the store's whole listing): what was removed
+// while no mount watched the store.
+func (c *Cache) PurgeAbsent(ids []string) {
+	if c.index != nil {
+		c.index.purgeAbsent(ids)
+	}
+}
+
+// flightKey names one indexed rendering under way.
+type flightKey struct {
+	session string
+	view    views.View
+	rev     artifactRev
+}
+
+// flights are renderings under way, by key: join makes the caller the first (who must leave when done) or
+// gives it the channel that closes when the first leaves.
+type flights struct {
+	mu sync.Mutex
+	m  map[flightKey]chan struct{}
+}
+
+func (fl *flights) join(key flightKey) (done <-chan struct{}, first bool) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if ch, ok := fl.m[key]; ok {
+		return ch, false
+	}
+	if fl.m == nil {
+		fl.m = map[flightKey]chan struct{}{}
+	}
+	fl.m[key] = make(chan struct{})
+	return nil, true
+}
+
+func (fl *flights) leave(key flightKey) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	close(fl.m[key])
+	delete(fl.m, key)
+}
