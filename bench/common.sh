@@ -78,3 +78,30 @@ bench_base() {
   BASEBIN="$WORK/dshfs-base"
   echo "base: $(git rev-parse --short "$BASE") built as $BASEBIN"
 }
+
+# versus LABEL HARNESS_LABEL DSHFS_ARGS... -- HARNESS_ARGS...: after one warm-up, RUNS alternating runs of
+# `dshfs DSHFS_ARGS` (and of the BASE build's, when bench_base set BASEBIN) and of Node 22 with
+# HARNESS_ARGS; prints the medians of wall time and peak RSS and the harness's time over each dshfs build's.
+versus() {
+  local label=$1 hlabel=$2; shift 2
+  local args=()
+  while [ "$1" != -- ]; do args+=("$1"); shift; done
+  shift
+  measure "$WORK/dshfs" "${args[@]}" >/dev/null
+  local o=() h=() b=() i
+  for i in $(seq "$RUNS"); do
+    o+=("$(measure "$WORK/dshfs" "${args[@]}")")
+    if [ -n "$BASEBIN" ]; then b+=("$(measure "$BASEBIN" "${args[@]}")"); fi
+    h+=("$(measure "$NODE22" "$@")")
+  done
+  local ours theirs base
+  ours=$(col 1 "${o[@]}"); theirs=$(col 1 "${h[@]}")
+  printf '%-30s %ss, peak RSS %s MiB (medians of %s)\n' "dshfs $label:" "$ours" $(( $(col 2 "${o[@]}") / 1024 )) "$RUNS"
+  printf '%-30s %ss, peak RSS %s MiB (medians of %s)\n' "harness $hlabel:" "$theirs" $(( $(col 2 "${h[@]}") / 1024 )) "$RUNS"
+  echo "ratio (harness / dshfs): $(awk -v a="$theirs" -v b="$ours" 'BEGIN{printf "%.2f", a/b}')x"
+  if [ -n "$BASEBIN" ]; then
+    base=$(col 1 "${b[@]}")
+    printf '%-30s %ss, peak RSS %s MiB (medians of %s)\n' "base dshfs $label:" "$base" $(( $(col 2 "${b[@]}") / 1024 )) "$RUNS"
+    echo "base ratio (harness / base dshfs): $(awk -v a="$theirs" -v b="$base" 'BEGIN{printf "%.2f", a/b}')x"
+  fi
+}

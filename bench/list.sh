@@ -21,19 +21,4 @@ echo "store: $MANY ($(find "$MANY" -name session.jsonl.zstd | wc -l) sessions)"
 ours_n=$("$WORK/dshfs" ls "$MANY" | wc -l)
 theirs_n=$("$NODE22" "$CACHE/inspect.mjs" "$MANY" - list | wc -l)
 echo "sessions listed: dshfs $ours_n, harness $theirs_n"
-measure "$WORK/dshfs" ls "$MANY" >/dev/null
-o=(); h=(); b=()
-for i in $(seq "$RUNS"); do
-  o+=("$(measure "$WORK/dshfs" ls "$MANY")")
-  if [ -n "$BASEBIN" ]; then b+=("$(measure "$BASEBIN" ls "$MANY")"); fi
-  h+=("$(measure "$NODE22" "$CACHE/inspect.mjs" "$MANY" - list)")
-done
-ours=$(col 1 "${o[@]}"); theirs=$(col 1 "${h[@]}")
-echo "dshfs ls:        ${ours}s, peak RSS $(( $(col 2 "${o[@]}") / 1024 )) MiB (medians of $RUNS)"
-echo "harness list():  ${theirs}s, peak RSS $(( $(col 2 "${h[@]}") / 1024 )) MiB (medians of $RUNS)"
-echo "ratio (harness / dshfs): $(awk -v a="$theirs" -v b="$ours" 'BEGIN{printf "%.2f", a/b}')x"
-if [ -n "$BASEBIN" ]; then
-  base=$(col 1 "${b[@]}")
-  echo "base dshfs ls:   ${base}s, peak RSS $(( $(col 2 "${b[@]}") / 1024 )) MiB (medians of $RUNS)"
-  echo "base ratio (harness / base dshfs): $(awk -v a="$theirs" -v b="$base" 'BEGIN{printf "%.2f", a/b}')x"
-fi
+versus ls "list()" ls "$MANY" -- "$CACHE/inspect.mjs" "$MANY" - list

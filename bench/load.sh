@@ -21,19 +21,4 @@ echo "session: $FILE ($(stat -c %s "$FILE") bytes compressed)"
 ours_events=$("$WORK/dshfs" cat --view events "$ROOT" bench | wc -l)
 theirs_events=$("$NODE22" "$CACHE/inspect.mjs" "$ROOT" bench events | wc -l)
 echo "events: dshfs $ours_events, harness $theirs_events"
-measure "$WORK/dshfs" cat --view events "$ROOT" bench >/dev/null
-o=(); h=(); b=()
-for i in $(seq "$RUNS"); do
-  o+=("$(measure "$WORK/dshfs" cat --view events "$ROOT" bench)")
-  if [ -n "$BASEBIN" ]; then b+=("$(measure "$BASEBIN" cat --view events "$ROOT" bench)"); fi
-  h+=("$(measure "$NODE22" "$CACHE/inspect.mjs" "$ROOT" bench events)")
-done
-ours=$(col 1 "${o[@]}"); theirs=$(col 1 "${h[@]}")
-echo "dshfs cat --view events: ${ours}s, peak RSS $(( $(col 2 "${o[@]}") / 1024 )) MiB (medians of $RUNS)"
-echo "harness inspect():       ${theirs}s, peak RSS $(( $(col 2 "${h[@]}") / 1024 )) MiB (medians of $RUNS)"
-echo "ratio (harness / dshfs): $(awk -v a="$theirs" -v b="$ours" 'BEGIN{printf "%.2f", a/b}')x"
-if [ -n "$BASEBIN" ]; then
-  base=$(col 1 "${b[@]}")
-  echo "base dshfs cat --view events: ${base}s, peak RSS $(( $(col 2 "${b[@]}") / 1024 )) MiB (medians of $RUNS)"
-  echo "base ratio (harness / base dshfs): $(awk -v a="$theirs" -v b="$base" 'BEGIN{printf "%.2f", a/b}')x"
-fi
+versus "cat --view events" "inspect()" cat --view events "$ROOT" bench -- "$CACHE/inspect.mjs" "$ROOT" bench events
