@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -21,11 +25,8 @@ var ProbeTimeout = 3 * time.Second
 var ErrUnresponsive = errors.New("did not answer")
 
 // Probe runs fn with a deadline and returns its result, or ErrUnresponsive when fn has not returned after
-// d. A syscall blocked on a FUSE server cannot be interrupted, so fn runs in its own goroutine and is
-// abandoned there: its thread stays blocked, but the process still exits (os.Exit ends every thread; a
-// request the stopped server never read is withdrawn when its caller is killed — shown by
-// TestStoppedMount in integration/). Callers probe each mount once and skip it afterwards, so abandoned
-// goroutines do not pile up.
+// d; fn runs in its own goroutine and is abandoned there. Only for what cannot block in the kernel
+// uninterruptibly: a thread stuck so keeps the process from being reaped after it exits (see probeChild).
 func Probe[T any](d time.Duration, fn func() (T, error)) (T, error) {
 	type result struct {
 		v   T
@@ -45,6 +46,103 @@ func Probe[T any](d time.Duration, fn func() (T, error)) (T, error) {
 		var zero T
 		return zero, fmt.Errorf("%w within %v", ErrUnresponsive, d)
 	}
+}
+
+// probeEnv marks a process started by probeChild.
+const probeEnv = "DSHFS_PROBE_CHILD"
+
+// init runs a probe child's one operation (before main: nothing else of the program runs in it). It
+// prints the result on stdout: the bytes read, or "errno N" / "error TEXT" with exit status 3.
+func init() {
+	if os.Getenv(probeEnv) != "1" || len(os.Args) != 3 {
+		return
+	}
+	op, path := os.Args[1], os.Args[2]
+	var err error
+	switch op {
+	case "read":
+		var b []byte
+		if b, err = os.ReadFile(path); err == nil {
+			os.Stdout.Write(b)
+		}
+	case "statfs":
+		var sfs syscall.Statfs_t
+		err = syscall.Statfs(path, &sfs)
+	default:
+		err = fmt.Errorf("unknown probe %q", op)
+	}
+	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			fmt.Printf("errno %d", int(errno))
+		} else {
+			fmt.Printf("error %v", err)
+		}
+		os.Exit(3)
+	}
+	os.Exit(0)
+}
+
+// probeChild runs one probe of a path through another mount (op "read" or "statfs") in a child process
+// of this program, and abandons it after d. A request to a stopped FUSE server can leave its caller in a
+// wait no signal ends (a second lookup of a name the first is still looking up waits uninterruptibly),
+// and a process with such a thread cannot finish exiting: its parent — a cron job, a shell — would wait
+// forever. A child stuck so is killed if it can be, and left to init otherwise; it holds none of this
+// process's descriptors (its stdout is a pipe of its own, stdin and stderr /dev/null).
+func probeChild(d time.Duration, op, path string) ([]byte, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command(self, op, path)
+	cmd.Env = append(os.Environ(), probeEnv+"=1")
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		out, _ := io.ReadAll(r) // EOF when the child exits
+		ch <- result{out, cmd.Wait()}
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case res := <-ch:
+		if res.err == nil {
+			return res.out, nil
+		}
+		text := string(res.out)
+		if n, ok := strings.CutPrefix(text, "errno "); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				return nil, &os.PathError{Op: op, Path: path, Err: syscall.Errno(v)}
+			}
+		}
+		if msg, ok := strings.CutPrefix(text, "error "); ok {
+			return nil, fmt.Errorf("%s %s: %s", op, path, msg)
+		}
+		return nil, fmt.Errorf("%s %s: probe: %w", op, path, res.err)
+	case <-t.C:
+		_ = cmd.Process.Kill() // ends it if its wait is killable; else it lingers until the mount answers
+		return nil, fmt.Errorf("%w within %v", ErrUnresponsive, d)
+	}
+}
+
+// Statfs statfs's a path, probing it in a child process under ProbeTimeout (see probeChild).
+func Statfs(path string) error {
+	_, err := probeChild(ProbeTimeout, "statfs", path)
+	return err
 }
 
 // MountEntry is one line of /proc/mounts: the mountpoint (unescaped), the filesystem type and the source.
@@ -84,7 +182,7 @@ func parseMounts(b []byte) []MountEntry {
 // MountRoot is the store root a dshfs mount serves, as its status.json names it, read under ProbeTimeout
 // (an error wrapping ErrUnresponsive when the mount does not answer).
 func MountRoot(mnt string) (string, error) {
-	b, err := Probe(ProbeTimeout, func() ([]byte, error) { return os.ReadFile(filepath.Join(mnt, "status.json")) })
+	b, err := probeChild(ProbeTimeout, "read", filepath.Join(mnt, "status.json"))
 	if err != nil {
 		return "", err
 	}

@@ -83,9 +83,9 @@ func within(p, dir string) bool {
 // it was a dshfs mount, unmounts it lazily; anything else is left alone with instructions.
 //
 // Only a FUSE mount can be dead so, and /proc/mounts (which asks no server) says whether mountpoint is
-// one: a plain directory is never statfs'd through a server. A FUSE mountpoint is probed under
-// backup.ProbeTimeout: its server may be stopped rather than dead, and then statfs would block this
-// process uninterruptibly.
+// one: a plain directory is never statfs'd through a server. A FUSE mountpoint is probed in a child
+// process under backup.ProbeTimeout: its server may be stopped rather than dead, and then statfs would
+// block the caller uninterruptibly.
 func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
 	mounts, err := backup.Mounts()
 	if err != nil {
@@ -108,10 +108,7 @@ func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
 	if os.Geteuid() == 0 {
 		how = "umount -l " + mountpoint
 	}
-	_, err = backup.Probe(backup.ProbeTimeout, func() (struct{}, error) {
-		var sfs syscall.Statfs_t
-		return struct{}{}, syscall.Statfs(mountpoint, &sfs)
-	})
+	err = backup.Statfs(mountpoint)
 	switch {
 	case errors.Is(err, backup.ErrUnresponsive):
 		return fmt.Errorf("mountpoint %s is a FUSE mount (%s) whose server %v: it is stopped or wedged; resume or end its process, or clear it with: %s", mountpoint, entry.Type, err, how)
