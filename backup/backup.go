@@ -47,6 +47,15 @@ type Options struct {
 	Progress func(done, total int)
 	// Version and HarnessRelease are recorded in the manifest.
 	Version, HarnessRelease string
+	// SourceSessions is how many sessions the source listed when the backup began (as ls counts them): a
+	// copy holding fewer is refused, as a backup that missed some.
+	SourceSessions int
+	// AllowEmpty lets Restore restore a backup of no sessions.
+	AllowEmpty bool
+	// Force lets Restore restore a backup that does not verify; Warn is told each problem.
+	Force bool
+	// Warn, when set, is told what a command goes ahead despite.
+	Warn func(format string, a ...any)
 	// LockWait is how long a session whose writer lock another process holds is waited for (default 10 s).
 	LockWait time.Duration
 }
@@ -214,6 +223,11 @@ func describe(ctx context.Context, dest, source string, files map[string]copied,
 		m.Sessions = append(m.Sessions, s)
 	}
 	sort.Slice(m.Sessions, func(i, j int) bool { return m.Sessions[i].Path < m.Sessions[j].Path })
+	if len(m.Sessions) < opts.SourceSessions {
+		return nil, fmt.Errorf("the copy holds %d sessions, the store listed %d when the backup began: %s is incomplete; take the backup again into a new directory", len(m.Sessions), opts.SourceSessions, dest)
+	}
+	e := m.expected()
+	m.Expected = &e
 	if err := writeFileSync(filepath.Join(dest, SpillIndexFile), index); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,39 @@ type Manifest struct {
 	FormatVersion  int            `json:"formatVersion"`
 	CreatedAt      time.Time      `json:"createdAt"`
 	Source         string         `json:"source"`
+	Expected       *Expected      `json:"expected"` // nil in a manifest of an older dshfs
 	Sessions       []SessionEntry `json:"sessions"`
+}
+
+// Expected is what a backup holds as a whole, counted when it was taken: the sessions (as ls lists them,
+// refused ones included), their events (as check reads them) and the files (artifacts, spill copies).
+// The per-session entries alone cannot show a session dropped from both the copy and the manifest, nor
+// a backup that copied nothing; verify checks the copy against these totals.
+type Expected struct {
+	Sessions int64 `json:"sessions"`
+	Events   int64 `json:"events"`
+	Files    int64 `json:"files"`
+}
+
+// expected is the totals of the manifest's entries.
+func (m *Manifest) expected() Expected {
+	var e Expected
+	paths := map[string]bool{} // a SQLite backup lists every session in one file
+	for _, s := range m.Sessions {
+		e.Sessions++
+		e.Events += s.Events
+		if !paths[s.Path] {
+			paths[s.Path] = true
+			e.Files++
+		}
+		for _, l := range s.Spill {
+			if l.File != "" && !paths[l.File] {
+				paths[l.File] = true
+				e.Files++
+			}
+		}
+	}
+	return e
 }
 
 // SessionEntry is one session of a backup: its artifact (path relative to the backup, size, SHA-256) and
@@ -101,6 +133,14 @@ func (m *Manifest) JSON() []byte {
 			event.Member{Key: "spill", Value: event.Array(locs...)},
 		)
 	}
+	expected := event.Null()
+	if e := m.Expected; e != nil {
+		expected = event.Object(
+			event.Member{Key: "sessions", Value: event.Int(e.Sessions)},
+			event.Member{Key: "events", Value: event.Int(e.Events)},
+			event.Member{Key: "files", Value: event.Int(e.Files)},
+		)
+	}
 	return append(event.Stringify(event.Object(
 		event.Member{Key: "dshfsVersion", Value: event.String(m.DshfsVersion)},
 		event.Member{Key: "harnessRelease", Value: event.String(m.HarnessRelease)},
@@ -108,6 +148,7 @@ func (m *Manifest) JSON() []byte {
 		event.Member{Key: "formatVersion", Value: event.Int(int64(m.FormatVersion))},
 		event.Member{Key: "createdAt", Value: event.String(m.CreatedAt.Format(time.RFC3339Nano))},
 		event.Member{Key: "source", Value: event.String(m.Source)},
+		event.Member{Key: "expected", Value: expected},
 		event.Member{Key: "sessions", Value: event.Array(sessions...)},
 	)), '\n')
 }

@@ -1,9 +1,7 @@
 package backup
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -24,6 +22,10 @@ const quiesceFor = 10 * time.Minute
 // store first (every live session flushed, new batches held), copies MNT/store/ — every artifact frozen at
 // its last flush, all of them one instant — and ends the quiesce, whatever happened.
 func FromMount(ctx context.Context, mnt, dest string, opts Options) (m *Manifest, err error) {
+	dest, err = filepath.Abs(dest) // the copy's listing names absolute paths, made relative to dest
+	if err != nil {
+		return nil, err
+	}
 	if err := emptyDir(dest); err != nil {
 		return nil, err
 	}
@@ -66,7 +68,10 @@ func FromMount(ctx context.Context, mnt, dest string, opts Options) (m *Manifest
 	if err != nil {
 		return nil, err
 	}
-	root := mountRoot(mnt)
+	root, err := MountRoot(mnt)
+	if err != nil {
+		return nil, fmt.Errorf("the mount at %s: %w", mnt, err)
+	}
 	return describe(ctx, dest, root, files, opts)
 }
 
@@ -89,6 +94,10 @@ func writeCtl(ctl, cmd string) error {
 // The harness takes no lock: a backup of a store it is writing is still whole, but not one instant. A
 // SQLite store is copied as one consistent database (sessions.db), one instant whoever writes.
 func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opts Options) (*Manifest, error) {
+	dest, err := filepath.Abs(dest) // the copy's listing names absolute paths, made relative to dest
+	if err != nil {
+		return nil, err
+	}
 	if err := emptyDir(dest); err != nil {
 		return nil, err
 	}
@@ -191,47 +200,6 @@ func (l *lockedFile) Close() error {
 	err := l.File.Close()
 	l.release()
 	return err
-}
-
-// FindMount returns the mountpoint of a running dshfs mount serving the store at root ("" when none):
-// a FUSE mount named dshfs in /proc/mounts whose status.json names root.
-func FindMount(root string) (string, error) {
-	want, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", err
-	}
-	f, err := os.Open("/proc/mounts")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 3 || fields[0] != "dshfs" || !strings.HasPrefix(fields[2], "fuse") {
-			continue
-		}
-		mnt := UnescapeMount(fields[1])
-		if got := mountRoot(mnt); got != "" {
-			if r, err := filepath.EvalSymlinks(got); err == nil && r == want {
-				return mnt, nil
-			}
-		}
-	}
-	return "", sc.Err()
-}
-
-// mountRoot is the store root a mount's status.json names ("" when it cannot be read).
-func mountRoot(mnt string) string {
-	b, err := os.ReadFile(filepath.Join(mnt, "status.json"))
-	if err != nil {
-		return ""
-	}
-	var st struct{ Root string }
-	if json.Unmarshal(b, &st) != nil {
-		return ""
-	}
-	return st.Root
 }
 
 // UnescapeMount undoes /proc/mounts' octal escapes in a mountpoint field (\040 for a space).

@@ -26,25 +26,29 @@ type Problem struct {
 // contiguous from 0, its header naming its id; its surface and messages can be derived; no artifact is
 // there that the manifest does not list. A refused session is a problem, as for check, even when the backup
 // recorded the refusal (it copied the artifact as it was). io is true when something could not be read at
-// all.
-func Verify(ctx context.Context, dir string, opts Options) (problems []Problem, io bool) {
+// all. The counts are what the copy holds (sessions in the manifest found there, the events they read
+// back, the files present); they are checked against the manifest's expected totals.
+func Verify(ctx context.Context, dir string, opts Options) (counts Expected, problems []Problem, io bool) {
 	add := func(id, kind, format string, a ...any) {
 		problems = append(problems, Problem{ID: id, Kind: kind, Message: fmt.Sprintf(format, a...)})
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // the backup's listing names absolute paths, made relative to dir
 	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		add("", "manifest", "%v", err)
-		return problems, errors.Is(err, fs.ErrNotExist) && !exists(dir)
+		return counts, problems, errors.Is(err, fs.ErrNotExist) && !exists(dir)
 	}
 	st, err := opts.Open(dir)
 	if err != nil {
 		add("", "manifest", "the backup is not a store: %v", err)
-		return problems, true
+		return counts, problems, true
 	}
 	l, err := st.List(ctx)
 	if err != nil {
 		add("", "manifest", "listing the backup: %v", err)
-		return problems, true
+		return counts, problems, true
 	}
 	for _, r := range l.RootErrors {
 		add("", "root", "%s", r.Message)
@@ -76,6 +80,21 @@ func Verify(ctx context.Context, dir string, opts Options) (problems []Problem, 
 			add(s.ID, "missing", "%s: %v", s.Path, err)
 			continue
 		}
+		if !ok {
+			counts.Files++
+		}
+		for _, loc := range s.Spill {
+			if loc.File == "" || hashes[loc.File].sum != "" {
+				continue
+			}
+			sum, _, err := hashFile(filepath.Join(dir, filepath.FromSlash(loc.File)))
+			if err != nil {
+				add(s.ID, "missing", "spill copy %s: %v", loc.File, err)
+				continue
+			}
+			hashes[loc.File] = hashed{sum: sum}
+			counts.Files++
+		}
 		if size != s.Bytes {
 			add(s.ID, "size", "%s is %d bytes, the manifest says %d", s.Path, size, s.Bytes)
 		} else if sum != s.SHA256 {
@@ -97,25 +116,46 @@ func Verify(ctx context.Context, dir string, opts Options) (problems []Problem, 
 			}
 			continue
 		}
-		verifySession(ctx, st, e, s, add)
+		counts.Sessions++
+		counts.Events += verifySession(ctx, st, e, s, add)
 	}
 	for k, e := range byKey {
 		if !listed[k] {
 			add(e.ID, "extra", "%s (session %q) is not in the manifest", k.path, e.ID)
 		}
 	}
-	return problems, false
+	checkExpected(m, counts, add)
+	return counts, problems, false
+}
+
+// checkExpected compares the counts of the copy with the totals the manifest recorded when the backup
+// was taken.
+func checkExpected(m *Manifest, counts Expected, add func(id, kind, format string, a ...any)) {
+	want := m.Expected
+	if want == nil {
+		add("", "manifest", "%s records no expected totals (a backup of an older dshfs): what it should hold cannot be checked; take a new backup", ManifestFile)
+		return
+	}
+	if got := m.expected(); got != *want {
+		add("", "manifest", "the manifest lists %d sessions, %d events, %d files, but recorded %d sessions, %d events, %d files when the backup was taken",
+			got.Sessions, got.Events, got.Files, want.Sessions, want.Events, want.Files)
+	}
+	if counts != *want {
+		add("", "expected", "the copy holds %d sessions, %d events, %d files; the backup recorded %d sessions, %d events, %d files",
+			counts.Sessions, counts.Events, counts.Files, want.Sessions, want.Events, want.Files)
+	}
 }
 
 // verifySession checks one session's continuity and derivations against its manifest entry.
-func verifySession(ctx context.Context, st *eventstore.Store, e eventstore.Entry, s SessionEntry, add func(id, kind, format string, a ...any)) {
+// It returns the events the session reads back (0 when it is refused).
+func verifySession(ctx context.Context, st *eventstore.Store, e eventstore.Entry, s SessionEntry, add func(id, kind, format string, a ...any)) int64 {
 	refusal := e.Refusal
 	var sess *views.Session
 	if refusal == nil {
 		var err error
 		if sess, err = views.Load(ctx, st, e.ID, views.Options{Entry: &e}); err != nil {
 			add(s.ID, string(eventstore.KindIO), "%v", err)
-			return
+			return 0
 		}
 		refusal = sess.Refusal
 	}
@@ -123,7 +163,7 @@ func verifySession(ctx context.Context, st *eventstore.Store, e eventstore.Entry
 		// reported even when the backup recorded it (check reports it too): a refused session is not a
 		// session a restore brings back in working order
 		add(s.ID, string(eventstore.Classify(refusal)), "%v", refusal)
-		return
+		return 0
 	}
 	if s.Refusal != "" {
 		add(s.ID, "events", "the backup recorded the session as refused (%s), but it reads", s.Refusal)
@@ -145,6 +185,7 @@ func verifySession(ctx context.Context, st *eventstore.Store, e eventstore.Entry
 			add(s.ID, string(v.Kind), "%s cannot be derived: %v", v, err)
 		}
 	}
+	return int64(len(sess.Events))
 }
 
 func exists(path string) bool {
@@ -155,17 +196,36 @@ func exists(path string) bool {
 // Restore copies a verified backup into dest, a new or empty directory, as a store of the harness's own
 // layout: the artifacts only (not the manifest, the spill index or spill copies), each checked against the
 // manifest's SHA-256 after the copy. The backup is only read. It returns the manifest it restored.
+//
+// A backup that does not verify is refused unless opts.Force (each problem then goes to opts.Warn, and a
+// copy whose checksum differs is kept and warned about); a backup of no sessions is refused unless
+// opts.AllowEmpty: restoring it would give an empty store where one was expected.
 func Restore(ctx context.Context, backupDir, dest string, opts Options) (*Manifest, error) {
-	if problems, _ := Verify(ctx, backupDir, opts); len(problems) > 0 {
+	warn := opts.Warn
+	if warn == nil {
+		warn = func(string, ...any) {}
+	}
+	if _, problems, _ := Verify(ctx, backupDir, opts); len(problems) > 0 {
 		var lines []string
 		for _, p := range problems {
 			lines = append(lines, p.ID+": "+p.Kind+": "+p.Message)
 		}
-		return nil, fmt.Errorf("the backup does not verify; nothing was restored:\n%s", strings.Join(lines, "\n"))
+		if !opts.Force {
+			return nil, fmt.Errorf("the backup does not verify; nothing was restored (dshfs verify %s lists the problems; --force restores it anyway):\n%s", backupDir, strings.Join(lines, "\n"))
+		}
+		for _, l := range lines {
+			warn("restoring despite: %s", l)
+		}
 	}
 	m, err := ReadManifest(backupDir)
 	if err != nil {
 		return nil, err
+	}
+	if len(m.Sessions) == 0 {
+		if !opts.AllowEmpty {
+			return nil, fmt.Errorf("the backup %s holds no sessions; nothing was restored (--allow-empty restores it as an empty store)", backupDir)
+		}
+		warn("the backup %s holds no sessions: restoring an empty store", backupDir)
 	}
 	if err := emptyDir(dest); err != nil {
 		return nil, err
@@ -194,7 +254,9 @@ func Restore(ctx context.Context, backupDir, dest string, opts Options) (*Manife
 		if err != nil {
 			return nil, err
 		}
-		if sum != s.SHA256 {
+		if sum != s.SHA256 && opts.Force {
+			warn("%s: the restored copy has SHA-256 %s, the manifest says %s (kept: --force)", s.Path, sum, s.SHA256)
+		} else if sum != s.SHA256 {
 			return nil, fmt.Errorf("%s: the restored copy has SHA-256 %s, the manifest says %s", s.Path, sum, s.SHA256)
 		}
 	}

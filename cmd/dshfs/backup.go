@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/dshfs/dshfs/backup"
 	"github.com/dshfs/dshfs/config"
@@ -44,9 +46,70 @@ func readOnly(cfg config.Config) config.Config {
 	return cfg
 }
 
+// takeFlag removes a boolean flag this file's commands add to parseArgs' set (--allow-empty, --force)
+// from args, before `--`, and reports whether it was there.
+func takeFlag(args []string, name string) ([]string, bool, error) {
+	var out []string
+	found := false
+	for i, a := range args {
+		if a == "--" {
+			out = append(out, args[i:]...)
+			break
+		}
+		n, _, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && n == name {
+			if hasVal {
+				return nil, false, &usageError{fmt.Sprintf("flag --%s takes no value", name)}
+			}
+			found = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, found, nil
+}
+
+// warner prints a warning of a command on stderr.
+func warner(stderr io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) { fmt.Fprintf(stderr, "dshfs: warning: "+format+"\n", a...) }
+}
+
+// refuseInsideMount refuses a STORE that lies inside a dshfs mount: a backup of MNT/sessions (or of any
+// view of a mount) copies rendered views, not the store's artifacts, and lists them as root errors or as
+// nothing at all. It is decided from /proc/mounts alone, before STORE is opened, so a STORE inside a
+// stopped mount is refused rather than hanging the command on it.
+func refuseInsideMount(storeDir string, mounts []backup.MountEntry) error {
+	m, ok := backup.EnclosingMount(mounts, storeDir)
+	if !ok {
+		return nil
+	}
+	how := "dshfs backup ROOT DEST, ROOT being the \"root\" of " + filepath.Join(m.Point, "status.json")
+	if root, err := backup.MountRoot(m.Point); err == nil {
+		how = "dshfs backup " + root + " DEST"
+	} else if errors.Is(err, backup.ErrUnresponsive) {
+		how += "; that mount " + err.Error() + ": a stopped or wedged dshfs"
+	}
+	return fmt.Errorf("%s lies inside the dshfs mount at %s, whose files are views of a store, not its artifacts: "+
+		"back up the mount's real store instead (%s), or copy %s with rsync",
+		storeDir, m.Point, how, filepath.Join(m.Point, "store")+"/")
+}
+
+// sameStore reports whether two store paths name the same root (symlinks resolved).
+func sameStore(a, b string) bool {
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
+}
+
 // cmdBackup takes a backup of STORE into DEST: through its running mount when there is one (quiesced for
-// the copy), else under each session's writer lock.
+// the copy), else under each session's writer lock. It refuses what would give a backup that proves
+// nothing: a STORE with root errors (not a store, or not all of it readable as one), a STORE inside a
+// dshfs mount, a --mount serving another store, and — unless --allow-empty — a STORE of no sessions.
 func cmdBackup(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writer) (int, error) {
+	args, allowEmpty, err := takeFlag(args, "allow-empty")
+	if err != nil {
+		return exitUsageErr, err
+	}
 	o, pos, err := parseArgs(args, map[string]bool{"config": true, "mount": true, "with-spill": true})
 	if err != nil {
 		return exitUsageErr, err
@@ -59,6 +122,14 @@ func cmdBackup(ctx context.Context, args []string, out *bufio.Writer, stderr io.
 		return exitUsageErr, err
 	}
 	storeDir, dest := pos[0], pos[1]
+	warn := warner(stderr)
+	mounts, err := backup.Mounts()
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if err := refuseInsideMount(storeDir, mounts); err != nil {
+		return exitFound, err
+	}
 	opts, done := backupOptions(cfg, "copied")
 	opts.WithSpill = o.withSpill
 	// The store is only read: a SQLite store is opened read-only (its copy is made with the online
@@ -68,21 +139,50 @@ func cmdBackup(ctx context.Context, args []string, out *bufio.Writer, stderr io.
 		return exitUsageErr, err
 	}
 	defer closeBackend(st.Backend())
-	mnt := o.mount
-	if mnt == "" {
-		if mnt, err = backup.FindMount(storeRoot(st)); err != nil {
-			return exitUsageErr, err
+	root := storeRoot(st)
+	if abs, aerr := filepath.Abs(root); aerr == nil {
+		root = abs
+	}
+	l, err := st.List(ctx)
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if n := len(l.RootErrors); n > 0 {
+		var msgs []string
+		for i, r := range l.RootErrors {
+			if i == 3 {
+				msgs = append(msgs, fmt.Sprintf("... and %d more (dshfs ls %s lists them)", n-3, storeDir))
+				break
+			}
+			msgs = append(msgs, r.Message)
 		}
+		return exitFound, fmt.Errorf("%s has %d root errors, so a backup of it would not hold what it seems to: %s; give the store's root directory (the one holding the project directories, or the .db file)",
+			root, n, strings.Join(msgs, "; "))
+	}
+	if len(l.Entries) == 0 {
+		warnEmpty(stderr, st, l)
+		if !allowEmpty {
+			return exitFound, fmt.Errorf("%s holds no sessions: refusing an empty backup (give --allow-empty to take one anyway)", root)
+		}
+	}
+	opts.SourceSessions = len(l.Entries)
+	mnt := o.mount
+	if mnt != "" {
+		served, err := backup.MountRoot(mnt)
+		if err != nil {
+			return exitUsageErr, fmt.Errorf("--mount %s: not a dshfs mount that answers: %w", mnt, err)
+		}
+		if !sameStore(served, root) {
+			return exitFound, fmt.Errorf("--mount %s serves the store %s, not %s: give that mount's own STORE, or drop --mount", mnt, served, root)
+		}
+	} else if mnt, err = backup.FindMount(root, warn); err != nil {
+		return exitUsageErr, err
 	}
 	var m *backup.Manifest
 	if mnt != "" {
 		fmt.Fprintf(stderr, "dshfs: backing up through the mount at %s (quiesced for the copy)\n", mnt)
 		m, err = backup.FromMount(ctx, mnt, dest, opts)
 	} else {
-		root := storeRoot(st)
-		if abs, aerr := filepath.Abs(root); aerr == nil {
-			root = abs
-		}
 		m, err = backup.FromStore(ctx, st, root, dest, opts)
 	}
 	done()
@@ -101,8 +201,13 @@ func cmdBackup(ctx context.Context, args []string, out *bufio.Writer, stderr io.
 	return exitOK, nil
 }
 
-// cmdVerify reports every problem of a backup, one line each, and exits as check does.
+// cmdVerify reports every problem of a backup, one line each, and exits as check does; a backup with
+// none gets a one-line summary of what it holds.
 func cmdVerify(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+	return verifyTo(ctx, args, out, os.Stderr)
+}
+
+func verifyTo(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writer) (int, error) {
 	o, pos, err := parseArgs(args, map[string]bool{"config": true})
 	if err != nil {
 		return exitUsageErr, err
@@ -118,7 +223,7 @@ func cmdVerify(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 		return exitUsageErr, err
 	}
 	opts, _ := backupOptions(cfg, "verified")
-	problems, ioErr := backup.Verify(ctx, pos[0], opts)
+	counts, problems, ioErr := backup.Verify(ctx, pos[0], opts)
 	for _, p := range problems {
 		id := "-"
 		if p.ID != "" {
@@ -132,11 +237,28 @@ func cmdVerify(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 	case len(problems) > 0:
 		return exitFound, nil
 	}
+	if counts.Sessions == 0 {
+		fmt.Fprintf(stderr, "dshfs: warning: the backup %s holds no sessions\n", pos[0])
+	}
+	fmt.Fprintf(out, "verified: %d sessions, %d events, %d files\n", counts.Sessions, counts.Events, counts.Files)
 	return exitOK, nil
 }
 
-// cmdRestore restores a verified backup into a new, empty root.
+// cmdRestore restores a verified backup into a new, empty root; --force restores one that does not
+// verify, --allow-empty one of no sessions.
 func cmdRestore(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+	return restoreTo(ctx, args, out, os.Stderr)
+}
+
+func restoreTo(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writer) (int, error) {
+	args, allowEmpty, err := takeFlag(args, "allow-empty")
+	if err != nil {
+		return exitUsageErr, err
+	}
+	args, force, err := takeFlag(args, "force")
+	if err != nil {
+		return exitUsageErr, err
+	}
 	o, pos, err := parseArgs(args, map[string]bool{"config": true})
 	if err != nil {
 		return exitUsageErr, err
@@ -149,6 +271,7 @@ func cmdRestore(ctx context.Context, args []string, out *bufio.Writer) (int, err
 		return exitUsageErr, err
 	}
 	opts, done := backupOptions(cfg, "restored")
+	opts.AllowEmpty, opts.Force, opts.Warn = allowEmpty, force, warner(stderr)
 	m, err := backup.Restore(ctx, pos[0], pos[1], opts)
 	done()
 	if err != nil {

@@ -55,21 +55,30 @@ checkpoint that replaces it on the surface; every raw event stays in the log. Re
 compaction lock is live; a summary that fails, is not smaller, or whose span changed meanwhile is recorded as a
 failed compaction/end and exits 1. (prune needs a turn held open by a live writer: it is a ctl command of the
 mount only.)`,
-	"backup": `dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
+	"backup": `dshfs backup [--config FILE] [--mount MNT] [--with-spill] [--allow-empty] STORE DEST
 Copies STORE into DEST (new or empty), so that DEST is itself a store in the harness's layout, plus
-MANIFEST.json (versions, backend, and per session its artifact's SHA-256, events and durable seq, its spill
-locators) and spill-index.jsonl (every locator with its status). Through a running mount of STORE (found in
-/proc/mounts, or --mount) the store is quiesced for the copy and MNT/store/ is copied: every artifact at its
-last flush, one instant; without one, each session is copied under its writer lock. --with-spill also copies
-the present spill files (from inside the spill roots only) into DEST/spill/.`,
+MANIFEST.json (versions, backend, the expected totals — sessions as ls counts them, events as check reads
+them, files — and per session its artifact's SHA-256, events and durable seq, its spill locators) and
+spill-index.jsonl (every locator with its status). Through a running mount of STORE (found in /proc/mounts,
+or --mount) the store is quiesced for the copy and MNT/store/ is copied: every artifact at its last flush,
+one instant; without one, each session is copied under its writer lock. --with-spill also copies the
+present spill files (from inside the spill roots only) into DEST/spill/.
+Refused (exit 1, nothing copied): a STORE with root errors (see dshfs ls STORE); a STORE inside a dshfs
+mount (back up the mount's real store, the "root" of MNT/status.json, or copy MNT/store/ with rsync); a
+--mount MNT serving another store; a STORE of no sessions, unless --allow-empty. A dshfs mount that does
+not answer within 3 s (a stopped or wedged dshfs) is skipped with a warning naming it.`,
 	"verify": `dshfs verify [--config FILE] DEST
 Checks a backup: check's findings, the manifest's checksums and sizes, every listed session present holding
-its events (seqs contiguous from 0, the header naming it), surface and messages derivable, nothing unlisted.
-One line per problem (ID, kind, message); exit 0 when there is none, 1 when there are, 2 when DEST cannot be
-read.`,
-	"restore": `dshfs restore [--config FILE] BACKUP DEST
+its events (seqs contiguous from 0, the header naming it), surface and messages derivable, nothing unlisted,
+and the sessions, events and files of the copy equal to the totals recorded when it was taken. One line per
+problem (ID, kind, message); with none, one summary line ("verified: 5 sessions, 312 events, 5 files", and
+a warning on stderr when that is no session). Exit 0 when there is no problem, 1 when there are, 2 when DEST
+cannot be read.`,
+	"restore": `dshfs restore [--config FILE] [--allow-empty] [--force] BACKUP DEST
 Verifies BACKUP, then copies its artifacts into DEST — a new or empty directory only — checking each copy's
-SHA-256; BACKUP is only read. Then "dshfs mount --read-only DEST MNT" serves the restored store.`,
+SHA-256; BACKUP is only read. Refused: a backup that does not verify (--force restores it anyway, each
+problem printed as a warning), and a backup of no sessions (--allow-empty restores it as an empty store).
+Then "dshfs mount --read-only DEST MNT" serves the restored store.`,
 	"convert": `dshfs convert [--config FILE] [--verify] SRC DST
 Copies every session of SRC into DST across backends (JSONL raw, JSONL zstd, SQLite; a new DST named *.db,
 *.sqlite or *.sqlite3 is a SQLite database, else a JSONL root with the config's writer.compression): the stored

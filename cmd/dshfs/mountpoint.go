@@ -81,28 +81,44 @@ func within(p, dir string) bool {
 // clearDeadMount detects a mount whose server died (statfs fails with ENOTCONN: unlike stat, which the
 // kernel may answer from its attribute cache, statfs always asks the server) and, when /proc/mounts says
 // it was a dshfs mount, unmounts it lazily; anything else is left alone with instructions.
+//
+// Only a FUSE mount can be dead so, and /proc/mounts (which asks no server) says whether mountpoint is
+// one: a plain directory is never statfs'd through a server. A FUSE mountpoint is probed in a child
+// process under backup.ProbeTimeout: its server may be stopped rather than dead, and then statfs would
+// block the caller uninterruptibly.
 func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
-	var sfs syscall.Statfs_t
-	if err := syscall.Statfs(mountpoint, &sfs); !errors.Is(err, syscall.ENOTCONN) {
-		return nil
+	mounts, err := backup.Mounts()
+	if err != nil {
+		return err
 	}
-	mounts, _ := os.ReadFile("/proc/mounts")
-	dshfs := false
-	for _, line := range strings.Split(string(mounts), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && backup.UnescapeMount(f[1]) == mountpoint && f[2] == "fuse.dshfs" {
-			dshfs = true
+	// /proc/mounts names the canonical path; only the parent is resolved, since resolving the mountpoint
+	// itself would ask its server
+	canonical := filepath.Join(resolved(filepath.Dir(mountpoint)), filepath.Base(mountpoint))
+	var entry backup.MountEntry
+	for _, m := range mounts {
+		if (m.Point == mountpoint || m.Point == canonical) && strings.HasPrefix(m.Type, "fuse") {
+			entry = m // the last one is the mount on top
 		}
 	}
+	if entry.Point == "" {
+		return nil
+	}
+	dshfs := entry.Type == "fuse.dshfs"
 	how := "fusermount3 -u -z " + mountpoint
 	if os.Geteuid() == 0 {
 		how = "umount -l " + mountpoint
+	}
+	err = backup.Statfs(mountpoint)
+	switch {
+	case errors.Is(err, backup.ErrUnresponsive):
+		return fmt.Errorf("mountpoint %s is a FUSE mount (%s) whose server %v: it is stopped or wedged; resume or end its process, or clear it with: %s", mountpoint, entry.Type, err, how)
+	case !errors.Is(err, syscall.ENOTCONN):
+		return nil // a live mount: prepareMountpoint refuses it as not empty, or --nonempty mounts over it
 	}
 	if !dshfs {
 		return fmt.Errorf("mountpoint %s is a dead FUSE mount of another program (transport endpoint is not connected); clear it with: %s", mountpoint, how)
 	}
 	logf("mountpoint %s is a dead dshfs mount (its dshfs was killed): clearing it", mountpoint)
-	var err error
 	if os.Geteuid() == 0 {
 		err = syscall.Unmount(mountpoint, syscall.MNT_DETACH)
 	} else {
