@@ -19,7 +19,7 @@ import (
 )
 
 // NewRoot returns the root of the mounted tree; primed counts the views it hands to the kernel's page
-// cache after a lookup (primer.go; status.json "primed").
+// cache after a lookup (primer.go; stats.json "primed").
 func NewRoot(src Source, readme []byte, primed *atomic.Int64) fs.InodeEmbedder {
 	t := &tree{src: src, readme: readme}
 	t.kernel.primes = primed
@@ -43,6 +43,9 @@ func (t *tree) rootDir() *dir {
 			}),
 			volatile(t.fileChild("", "", "status.json", ino("/status.json"), "status.json", func(context.Context) (Rendered, error) {
 				return Rendered{Data: t.src.StoreStatus(), ModTime: t.src.Listing().ModTime}, nil
+			})),
+			volatile(t.fileChild("", "", "stats.json", ino("/stats.json"), "stats.json", func(context.Context) (Rendered, error) {
+				return Rendered{Data: t.src.StoreStats(), ModTime: t.src.Listing().ModTime}, nil
 			})),
 			t.dirChild("sessions", ino("/sessions"), func() fs.InodeEmbedder {
 				if w := t.src.Writer(); w != nil {
