@@ -197,11 +197,6 @@ type StoreState struct {
 	QuiescedUntil *time.Time  // nil when not quiesced
 	LastQuiesce   *QuiesceEnd // how the last quiesce ended; nil when none has
 	SchemaVersion int         // the backend's physical schema version (SQLite: 17); 0 when it has none
-	// Decodes counts the sessions a mount decoded (loaded and validated); IndexHits the stats and
-	// verdicts it answered from its persistent index instead; Readahead the views it rendered ahead of a
-	// walk; Evicted the sessions whose nodes it asked the kernel to drop (out of its working set); Primed
-	// the views it handed to the kernel's page cache after a lookup.
-	Decodes, IndexHits, Readahead, Evicted, Primed int64
 }
 
 // timeText is a time as status.json prints it: RFC 3339 in UTC, to the millisecond.
@@ -252,11 +247,6 @@ func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 		event.Member{Key: "lastError", Value: resultValue(st.LastError)},
 		event.Member{Key: "quiescedUntil", Value: quiescedUntil},
 		event.Member{Key: "lastQuiesce", Value: lastQuiesce},
-		event.Member{Key: "decodes", Value: event.Number(float64(st.Decodes))},
-		event.Member{Key: "indexHits", Value: event.Number(float64(st.IndexHits))},
-		event.Member{Key: "readahead", Value: event.Number(float64(st.Readahead))},
-		event.Member{Key: "evicted", Value: event.Number(float64(st.Evicted))},
-		event.Member{Key: "primed", Value: event.Number(float64(st.Primed))},
 	)
 }
 

@@ -152,8 +152,6 @@ func (f *FS) StoreStatus() []byte {
 	if sv, ok := f.opts.Store.Backend().(interface{ SchemaVersion() int }); ok {
 		st.SchemaVersion = sv.SchemaVersion()
 	}
-	st.Decodes, st.IndexHits, st.Readahead, st.Evicted = f.cache.Decodes(), f.cache.IndexHits(), f.ahead.done.Load(), f.evicted.Load()
-	st.Primed = f.primed.Load()
 	if until, ok := f.opts.Store.Quiesced(); ok {
 		st.QuiescedUntil = &until
 	}
@@ -165,6 +163,23 @@ func (f *FS) StoreStatus() []byte {
 	}
 	listing := eventstore.Listing{Entries: l.Entries, RootErrors: l.RootErrors}
 	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), f.opts.Root, listing, st)), '\n')
+}
+
+// StoreStats renders the root stats.json: the mount's cache counters. They move with every read, so they
+// live apart from status.json, which changes only with the store (a copy of the mount diffs clean there).
+// decodes counts the sessions decoded (loaded and validated); indexHits the stats and verdicts answered
+// from the persistent index instead; readahead the views rendered ahead of a walk; evicted the sessions
+// whose nodes the kernel was asked to drop (out of the working set); primed the views handed to the
+// kernel's page cache after a lookup.
+func (f *FS) StoreStats() []byte {
+	n := func(v int64) event.Value { return event.Number(float64(v)) }
+	return append(event.Stringify(event.Object(
+		event.Member{Key: "decodes", Value: n(f.cache.Decodes())},
+		event.Member{Key: "indexHits", Value: n(f.cache.IndexHits())},
+		event.Member{Key: "readahead", Value: n(f.ahead.done.Load())},
+		event.Member{Key: "evicted", Value: n(f.evicted.Load())},
+		event.Member{Key: "primed", Value: n(f.primed.Load())},
+	)), '\n')
 }
 
 // revisionOf is the session's revision now: the live engine's (artifact, durable, pending, results), else

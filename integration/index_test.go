@@ -15,14 +15,14 @@ import (
 	"time"
 )
 
-// counters are the root status.json's counters of the read path.
-type counters struct{ Decodes, IndexHits, Evicted, Primed int }
+// counters are the root stats.json's counters of the read path.
+type counters struct{ Decodes, IndexHits, Readahead, Evicted, Primed int }
 
-// storeCounters reads the root status.json's counters.
+// storeCounters reads the root stats.json's counters.
 func storeCounters(t *testing.T, mnt string) counters {
 	t.Helper()
 	var st counters
-	if err := json.Unmarshal(readFile(t, filepath.Join(mnt, "status.json")), &st); err != nil {
+	if err := json.Unmarshal(readFile(t, filepath.Join(mnt, "stats.json")), &st); err != nil {
 		t.Fatal(err)
 	}
 	return st

@@ -11,7 +11,7 @@ import (
 )
 
 // TestEvictionKeepsWorkingDirectory: once more than 128 other sessions were shown, a session falls out of
-// the mount's working set and the kernel is asked to drop its nodes (status.json "evicted", for sessions
+// the mount's working set and the kernel is asked to drop its nodes (stats.json "evicted", for sessions
 // holding more than the few nodes a grep -l leaves) — except the directories a process works in: a shell whose current directory is inside the session can still
 // getcwd(3) and list it afterwards, and every session still reads the same.
 func TestEvictionKeepsWorkingDirectory(t *testing.T) {

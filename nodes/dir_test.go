@@ -5,35 +5,44 @@ import (
 	"testing"
 )
 
-// TestDirIndex: a directory with a key lists once per state: lookups of its entries (READDIRPLUS makes
-// one per entry) reuse the index until the key changes.
-func TestDirIndex(t *testing.T) {
-	lists := 0
-	state := 1
-	d := &dir{
-		list: func(context.Context) ([]child, error) {
-			lists++
-			kids := make([]child, 1000)
-			for i := range kids {
-				kids[i] = child{name: string(rune('a'+i%26)) + string(rune(i)), ino: uint64(i + state)}
-			}
-			return kids, nil
-		},
-		key: func(context.Context) (any, error) { return state, nil },
+// thousand lists 1000 entries per state, counting its listings.
+type thousand struct {
+	lists, state int
+}
+
+func (l *thousand) list(context.Context) ([]child, error) {
+	l.lists++
+	kids := make([]child, 1000)
+	for i := range kids {
+		kids[i] = child{name: string(rune('a'+i%26)) + string(rune(i)), ino: uint64(i + l.state)}
 	}
+	return kids, nil
+}
+
+// TestListingIndex: a directory with an index lists once per state: lookups of its entries (READDIRPLUS
+// makes one per entry) reuse the index until the state changes.
+func TestListingIndex(t *testing.T) {
+	l := &thousand{state: 1}
+	var x listingIndex
 	ctx := context.Background()
 	for i := 0; i < 1000; i++ {
-		idx, err := d.indexed(ctx)
-		if err != nil || len(idx) != 1000 {
-			t.Fatalf("index: %d entries, %v", len(idx), err)
+		name := string(rune('a'+i%26)) + string(rune(i))
+		c, ok, err := x.find(ctx, l.state, l, name)
+		if err != nil || !ok || c.ino != uint64(i+1) {
+			t.Fatalf("lookup %q: %+v %v %v", name, c, ok, err)
 		}
 	}
-	if lists != 1 {
-		t.Fatalf("1000 lookups listed the directory %d times, want once", lists)
+	if l.lists != 1 {
+		t.Fatalf("1000 lookups listed the directory %d times, want once", l.lists)
 	}
-	state = 2
-	idx, _ := d.indexed(ctx)
-	if lists != 2 || idx[string(rune('a'))+string(rune(0))].ino != 2 {
-		t.Fatalf("after the state changed: %d listings", lists)
+	l.state = 2
+	c, _, _ := x.find(ctx, l.state, l, string(rune('a'))+string(rune(0)))
+	if l.lists != 2 || c.ino != 2 {
+		t.Fatalf("after the state changed: %d listings", l.lists)
+	}
+	x.dropListing()
+	x.find(ctx, l.state, l, "x")
+	if l.lists != 3 {
+		t.Fatalf("after dropListing: %d listings, want a new one", l.lists)
 	}
 }

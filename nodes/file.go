@@ -15,8 +15,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// file is a read-only regular file whose bytes come from get: a session view, a per-event file, the root
-// README or status. Its size is exact at every GETATTR (rsync and tar trust it) and every open reads one
+// file is a read-only regular file whose bytes come from its content (content.go): a session view, a
+// per-event file, the root README or status. Its size is exact at every GETATTR (rsync and tar trust it) and every open reads one
 // snapshot.
 //
 // A session's file belongs to one artifact storage identity (gen), as a file of a disk filesystem belongs
@@ -30,17 +30,17 @@ type file struct {
 	ino  uint64
 	sess string // the session whose owner the file takes; "" for the store's own files
 	gen  string // the artifact identity this inode belongs to; "" when unknown (never stale)
-	// volatile: always direct I/O (see volatile)
+	// volatile: bytes that change in place and in both directions at any moment (a status.json: counts,
+	// states, the last command), always served with direct I/O. A page-cache read trusts the size of the
+	// last GETATTR, and a rendering one byte shorter than that size — taken a moment later — would come
+	// back padded with a NUL.
 	volatile bool
-	stable   bool   // see stable
-	what     string // for the log: which file failed
-	get      func(ctx context.Context) (Rendered, error)
-	// attr, when set, gives the size and time without rendering when they are known (Source.Attr): a stat
-	// need not decode the session
-	attr func(ctx context.Context) (Rendered, int64, error)
-	// kept, when set, gives the view's bytes at the current revision if they are kept, without rendering
-	// (Source.Kept): a lookup answered from the index primes the kernel with them (primer.go)
-	kept   func(ctx context.Context) (Rendered, bool)
+	// stable: a session's whole-view file, whose name and attributes change only with a notification from
+	// the mount, so that the kernel may keep them for Source.StableTimeouts (a volatile one's attributes
+	// still get the attribute timeout)
+	stable bool
+	what   string // for the log: which file failed
+	body   content
 	kernel *kernelView
 
 	mu   sync.Mutex
@@ -178,13 +178,6 @@ func (s *kernelView) prime(ino uint64, rev string, data []byte, store func([]byt
 	return 0, true
 }
 
-var (
-	_ fs.NodeGetattrer   = (*file)(nil)
-	_ fs.NodeOpener      = (*file)(nil)
-	_ fs.NodeReader      = (*file)(nil)
-	_ fs.NodeOnForgetter = (*file)(nil)
-)
-
 // OnForget releases what the mount remembers of the inode for the kernel (its last reported size and
 // served revision) once the kernel has forgotten it: a walk over a large store must not leave an entry
 // per file it ever looked at.
@@ -197,14 +190,7 @@ func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // getattr is Getattr, and also returns what the attributes came from.
 func (f *file) getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) (Rendered, syscall.Errno) {
-	stat := f.attr
-	if stat == nil {
-		stat = func(ctx context.Context) (Rendered, int64, error) {
-			r, err := f.get(ctx)
-			return r, r.Size(), err
-		}
-	}
-	r, n, err := stat(ctx)
+	r, n, err := statOf(ctx, f.body)
 	if err != nil {
 		f.src.Logf("%s: %v", f.what, err)
 		return Rendered{}, syscall.EIO
@@ -223,17 +209,18 @@ func (f *file) getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 // session's whole view, small, of the artifact this inode belongs to — r's bytes when it has them, else
 // (a size from the persistent index) the bytes the index keeps, read by the primer, never rendered.
 func (f *file) priming(r Rendered, n int64) (priming, bool) {
-	if f.attr == nil || f.volatile || f.stale(r) || r.Revision == "" || n <= 0 || n > primeMax {
+	known, isView := f.body.(knownContent)
+	if !isView || f.volatile || f.stale(r) || r.Revision == "" || n <= 0 || n > primeMax {
 		return priming{}, false
 	}
 	j := priming{kernel: f.kernel, ino: f.ino, rev: r.Revision, store: func(b []byte) syscall.Errno { return f.WriteCache(0, b) }}
 	switch {
 	case int64(len(r.Data)) == n:
 		j.data = r.Data
-	case r.Data == nil && r.Blob == nil && r.Sum != "" && f.kept != nil:
-		kept, rev := f.kept, r.Revision
+	case r.Data == nil && r.Blob == nil && r.Sum != "":
+		rev := r.Revision
 		j.fetch = func() []byte {
-			k, ok := kept(oneRequest(context.Background()))
+			k, ok := known.kept(oneRequest(context.Background()))
 			if !ok || k.Revision != rev || f.stale(k) || int64(len(k.Data)) != n {
 				return nil
 			}
@@ -270,19 +257,19 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	var r Rendered
 	n := int64(-1)
-	if f.attr != nil && !f.volatile {
+	if known, ok := f.body.(knownContent); ok && !f.volatile {
 		// What a stat knows may be enough: a rendering cached at this revision, or — from the persistent
 		// index — the size and checksum of the bytes the kernel's page cache already holds, when the
 		// previous open served this very revision. Then the bytes are read only if the kernel asks for a
 		// page it no longer has: a repeated grep over a large store reads no view from disk.
-		if a, size, err := f.attr(ctx); err == nil && !f.stale(a) && (a.Data != nil || a.Blob != nil || a.Sum != "") {
+		if a, size, err := known.attr(ctx); err == nil && !f.stale(a) && (a.Data != nil || a.Blob != nil || a.Sum != "") {
 			r, n = a, size
 		}
 	}
 	lazy := r.Data == nil && r.Blob == nil
 	if n < 0 || (lazy && !f.kernel.keeps(f.ino, r.Revision, n)) {
 		var err error
-		if r, err = f.get(ctx); err != nil {
+		if r, err = f.body.render(ctx); err != nil {
 			f.src.Logf("%s: %v", f.what, err)
 			return nil, 0, syscall.EIO
 		}
@@ -297,7 +284,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if f.volatile {
 		open = fuse.FOPEN_DIRECT_IO
 	}
-	h := &handle{b: bodyOf(r), gen: r.Identity, get: f.get, what: f.what, log: f.src.Logf}
+	h := &handle{b: bodyOf(r), gen: r.Identity, src: f.body, what: f.what, log: f.src.Logf}
 	if lazy {
 		h.lazy = &snapshot{rev: r.Revision, size: n, sum: r.Sum}
 	}
@@ -335,7 +322,7 @@ type handle struct {
 	b    body
 	lazy *snapshot // set until the bytes are loaded
 	gen  string    // the artifact identity b was rendered from: a replaced artifact is never followed
-	get  func(ctx context.Context) (Rendered, error)
+	src  content   // what the handle renders again when it must (a lazy load, a read past its end)
 	what string
 	log  func(format string, args ...any)
 }
@@ -440,7 +427,7 @@ func (h *handle) size() int64 {
 // load renders a lazy handle's bytes; the caller holds h.mu.
 func (h *handle) load(ctx context.Context) syscall.Errno {
 	s := h.lazy
-	r, err := h.get(ctx)
+	r, err := h.src.render(ctx)
 	if err != nil {
 		h.log("%s: %v", h.what, err)
 		return syscall.EIO
@@ -476,7 +463,7 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, sysc
 		}
 	}
 	if off+int64(len(dest)) > h.b.size() {
-		if r, err := h.get(ctx); err == nil && r.Identity == h.gen && r.Size() > h.b.size() {
+		if r, err := h.src.render(ctx); err == nil && r.Identity == h.gen && r.Size() > h.b.size() {
 			if next := bodyOf(r); h.b.extends(next) {
 				h.b = next
 			}
@@ -493,28 +480,4 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, sysc
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-// link is a symlink inside the tree (forks/, parent, by-project/).
-type link struct {
-	fs.Inode
-	noXattr
-	src    Source
-	ino    uint64
-	target string
-	mtime  func() Rendered
-}
-
-var (
-	_ fs.NodeReadlinker = (*link)(nil)
-	_ fs.NodeGetattrer  = (*link)(nil)
-)
-
-func (l *link) Readlink(ctx context.Context) ([]byte, syscall.Errno) { return []byte(l.target), 0 }
-
-func (l *link) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	fillLink(&out.Attr, l.target, l.mtime().ModTime, l.ino)
-	_, attr := l.src.Timeouts()
-	out.SetTimeout(attr)
-	return 0
 }

@@ -37,7 +37,7 @@ func TestLazyHandle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs []string
 			h := &handle{lazy: at, gen: "g", what: "sessions/s/events.jsonl",
-				get: func(context.Context) (Rendered, error) { return tc.now, tc.err },
+				src: rendering{tc.now, tc.err},
 				log: func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }}
 			if h.size() != int64(len(opened)) {
 				t.Fatalf("size before a read: %d", h.size())
@@ -151,7 +151,7 @@ func TestBlobHandle(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &handle{b: bodyOf(blob(opened)), gen: "g", what: "sessions/s/events.jsonl",
-				get: func(context.Context) (Rendered, error) { return tc.now, nil },
+				src: rendering{r: tc.now},
 				log: func(format string, args ...any) { t.Errorf(format, args...) }}
 			got, errno := h.read(context.Background(), make([]byte, 7), 33)
 			if errno != 0 || string(got) != string(opened[33:40]) {
@@ -167,10 +167,18 @@ func TestBlobHandle(t *testing.T) {
 	at := &snapshot{rev: "r1", size: int64(len(opened)), sum: sha256Hex(opened)}
 	grownBlob := blob(grown)
 	grownBlob.Revision = "r2"
-	h := &handle{lazy: at, gen: "g", get: func(context.Context) (Rendered, error) { return grownBlob, nil },
+	h := &handle{lazy: at, gen: "g", src: rendering{r: grownBlob},
 		log: func(format string, args ...any) { t.Errorf(format, args...) }}
 	got, errno := h.read(context.Background(), make([]byte, 20), int64(len(opened))-10)
 	if errno != 0 || string(got) != string(grown[len(opened)-10:len(opened)+10]) {
 		t.Fatalf("lazy read over the opened end: %q, %v", got, errno)
 	}
 }
+
+// rendering is content that renders r (or fails with err) every time.
+type rendering struct {
+	r   Rendered
+	err error
+}
+
+func (c rendering) render(context.Context) (Rendered, error) { return c.r, c.err }

@@ -37,6 +37,9 @@ type Source interface {
 	Kept(ctx context.Context, id string, view views.View) (Rendered, bool)
 	// StoreStatus renders the store's status.json.
 	StoreStatus() []byte
+	// StoreStats renders the root stats.json: the mount's cache counters, which move with every read (and
+	// so are kept out of status.json, which a copy of the mount must find unchanged).
+	StoreStats() []byte
 	// Spill is the spill-root policy.
 	Spill() *spill.Roots
 	// Timeouts are the kernel cache timeouts for entries and attributes.

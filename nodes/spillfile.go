@@ -24,11 +24,6 @@ type spillFile struct {
 	what string
 }
 
-var (
-	_ fs.NodeGetattrer = (*spillFile)(nil)
-	_ fs.NodeOpener    = (*spillFile)(nil)
-)
-
 func (f *spillFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if h, ok := fh.(*spillHandle); ok {
 		fi, err := h.f.Stat()
@@ -68,11 +63,6 @@ func (f *spillFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint
 // spillHandle reads the opened spill file; direct I/O because the target lives outside the mount's
 // change tracking.
 type spillHandle struct{ f *os.File }
-
-var (
-	_ fs.FileReader   = (*spillHandle)(nil)
-	_ fs.FileReleaser = (*spillHandle)(nil)
-)
 
 func (h *spillHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n, err := h.f.ReadAt(dest, off)

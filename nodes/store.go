@@ -20,50 +20,86 @@ import (
 // will not open (a FIFO, a link out of the root) is not listed.
 
 // storeDir is store/ or a directory below it: rel is its root-relative path ("" for store/ itself).
-func (t *tree) storeDir(rel string) *dir {
-	d := &dir{src: t.src, ino: ino("/store", rel), what: path.Join("store", rel), mtime: t.storeTime}
-	kid := func(ctx context.Context, m *Mirror, name string) (child, bool) {
-		p := path.Join(rel, name)
-		if e, isFile := m.Files[p]; isFile {
-			if e.Refusal != nil { // a refused artifact is listed only when it can be served
-				f, _, err := t.src.OpenArtifact(ctx, e.Path)
-				if err != nil {
-					return child{}, false
-				}
-				f.Close()
+type storeDir struct {
+	dirNode
+	rel string
+}
+
+// mirrorEntry is an artifact file of store/ before its node exists.
+type mirrorEntry struct {
+	src Source
+	ino uint64
+	rel string
+}
+
+func (e mirrorEntry) newNode() fs.InodeEmbedder {
+	return &mirrorFile{src: e.src, ino: e.ino, rel: e.rel}
+}
+
+// kid is the entry name in m below the directory, if it is one: a refused artifact is listed only when it
+// can be served.
+func (d *storeDir) kid(ctx context.Context, m *Mirror, name string) (child, bool) {
+	p := path.Join(d.rel, name)
+	if e, isFile := m.Files[p]; isFile {
+		if e.Refusal != nil {
+			f, _, err := d.src.OpenArtifact(ctx, e.Path)
+			if err != nil {
+				return child{}, false
 			}
-			inode := ino("/store", p, e.Identity)
-			return child{name: name, mode: syscall.S_IFREG, ino: inode, make: func() fs.InodeEmbedder {
-				return &mirrorFile{src: t.src, ino: inode, rel: p}
-			}}, true
+			f.Close()
 		}
-		if _, isDir := m.Dirs[p]; isDir {
-			return t.dirChild(name, ino("/store", p), func() fs.InodeEmbedder { return t.storeDir(p) }), true
-		}
-		return child{}, false
+		inode := ino("/store", p, e.Identity)
+		return child{name: name, mode: syscall.S_IFREG, ino: inode, node: mirrorEntry{src: d.src, ino: inode, rel: p}}, true
 	}
-	d.list = func(ctx context.Context) ([]child, error) {
-		m := t.src.Listing().Mirror
-		if m == nil {
-			return nil, nil
-		}
-		var kids []child
-		for _, name := range m.Dirs[rel] {
-			if k, ok := kid(ctx, m, name); ok {
-				kids = append(kids, k)
-			}
-		}
-		return kids, nil
+	if _, isDir := m.Dirs[p]; isDir {
+		return child{name: name, mode: syscall.S_IFDIR, ino: ino("/store", p), node: storeDirEntry{d.src, p}}, true
 	}
-	d.find = func(ctx context.Context, name string) (child, bool, error) {
-		m := t.src.Listing().Mirror
-		if m == nil {
-			return child{}, false, nil
-		}
-		k, ok := kid(ctx, m, name)
-		return k, ok, nil
+	return child{}, false
+}
+
+// storeDirEntry is a directory of store/ before its node exists.
+type storeDirEntry struct {
+	src Source
+	rel string
+}
+
+func (e storeDirEntry) newNode() fs.InodeEmbedder {
+	return &storeDir{dirNode: dirNode{src: e.src, ino: ino("/store", e.rel), what: path.Join("store", e.rel)}, rel: e.rel}
+}
+
+func (d *storeDir) list(ctx context.Context) ([]child, error) {
+	m := d.src.Listing().Mirror
+	if m == nil {
+		return nil, nil
 	}
-	return d
+	var kids []child
+	for _, name := range m.Dirs[d.rel] {
+		if k, ok := d.kid(ctx, m, name); ok {
+			kids = append(kids, k)
+		}
+	}
+	return kids, nil
+}
+
+func (d *storeDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	return d.attr(storeTime(d.src), out)
+}
+
+func (d *storeDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return d.readdir(ctx, d)
+}
+
+// Lookup answers from the mirror's index, without listing.
+func (d *storeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = oneRequest(ctx)
+	var (
+		c  child
+		ok bool
+	)
+	if m := d.src.Listing().Mirror; m != nil {
+		c, ok = d.kid(ctx, m, name)
+	}
+	return d.attach(ctx, name, c, ok, nil, out)
 }
 
 // mirrorFile is one artifact in store/. Each open reads the artifact itself (no copy in memory), bounded
@@ -76,12 +112,6 @@ type mirrorFile struct {
 	ino uint64
 	rel string
 }
-
-var (
-	_ fs.NodeGetattrer = (*mirrorFile)(nil)
-	_ fs.NodeOpener    = (*mirrorFile)(nil)
-	_ fs.NodeReader    = (*mirrorFile)(nil)
-)
 
 func (f *mirrorFile) frozen(ctx context.Context) (size int64, mtime time.Time, errno syscall.Errno) {
 	m := f.src.Listing().Mirror
@@ -167,8 +197,6 @@ type mirrorHandle struct {
 	size  int64
 	mtime time.Time
 }
-
-var _ fs.FileReleaser = (*mirrorHandle)(nil)
 
 func (h *mirrorHandle) read(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if off >= h.size {

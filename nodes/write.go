@@ -66,16 +66,58 @@ const (
 type control struct {
 	fs.Inode
 	noXattr
-	src   Source
-	w     Writer
-	id    string // the session; "" for the store's ctl
-	ino   uint64
-	mode  uint32
-	mtime func(ctx context.Context) time.Time
+	src  Source
+	w    Writer
+	id   string // the session; "" for the store's ctl
+	ino  uint64
+	mode uint32
+	// listed is the session's time when its directory was listed, for when the listing no longer has it
+	listed time.Time
+}
+
+// controlEntry is a control file before its node exists.
+type controlEntry struct {
+	src    Source
+	id     string
+	ino    uint64
+	listed time.Time
+	append bool      // append, not ctl
+	slots  *ctlSlots // the ctls' generations (ctlslot.go)
+}
+
+func (e controlEntry) newNode() fs.InodeEmbedder {
+	if e.append {
+		return &appendFile{control{src: e.src, w: e.src.Writer(), id: e.id, ino: e.ino, mode: modeAppend, listed: e.listed}}
+	}
+	// the generation is chosen when the node is made, at lookup (ctlslot.go), not when listed
+	gen := e.slots.current(e.id)
+	return &ctlFile{control: control{src: e.src, w: e.src.Writer(), id: e.id, ino: ctlIno(e.ino, gen), mode: modeCtl, listed: e.listed},
+		slots: e.slots, gen: gen}
+}
+
+// ctlChild is a control file: a session's (id) or the store's (id ""); listed is the session's time (see
+// control).
+func ctlChild(t *tree, id string, inode uint64, listed time.Time) child {
+	return child{name: "ctl", mode: syscall.S_IFREG, ino: inode, node: controlEntry{src: t.src, id: id, ino: inode, listed: listed, slots: &t.ctls}}
+}
+
+// appendChild is a session's append file.
+func appendChild(t *tree, id string, listed time.Time) child {
+	inode := ino(id, "append")
+	return child{name: "append", mode: syscall.S_IFREG, ino: inode,
+		node: controlEntry{src: t.src, id: id, ino: inode, listed: listed, append: true}}
+}
+
+// mtime is the store's time for the store's ctl, the session directory's for a session's files.
+func (c *control) mtime() time.Time {
+	if c.id == "" {
+		return storeTime(c.src)
+	}
+	return sessionMtime(c.src, eventstore.Entry{ID: c.id, ModTime: c.listed})
 }
 
 func (c *control) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	fillFile(&out.Attr, 0, c.mtime(ctx), c.ino)
+	fillFile(&out.Attr, 0, c.mtime(), c.ino)
 	out.Attr.Mode = c.mode
 	if c.id != "" {
 		applyOwner(&out.Attr, c.src.Owner(c.id))
@@ -95,16 +137,6 @@ func (c *control) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAtt
 // §5). The lines of one WRITE request are applied together or not at all; a partial line waits in the
 // handle for its newline.
 type appendFile struct{ control }
-
-var (
-	_ fs.NodeGetattrer = (*appendFile)(nil)
-	_ fs.NodeSetattrer = (*appendFile)(nil)
-	_ fs.NodeOpener    = (*appendFile)(nil)
-	_ fs.NodeWriter    = (*appendFile)(nil)
-	_ fs.NodeReader    = (*appendFile)(nil)
-	_ fs.NodeFsyncer   = (*appendFile)(nil)
-	_ fs.NodeFlusher   = (*appendFile)(nil)
-)
 
 // appendHandle is one open of append: the partial line not yet terminated, and whether a request was
 // rejected (then every later write fails, so the tail of a split write never lands without its head).
@@ -194,14 +226,6 @@ type ctlFile struct {
 	gen   uint64 // this node's generation of the ctl (ctlslot.go)
 }
 
-var (
-	_ fs.NodeGetattrer = (*ctlFile)(nil)
-	_ fs.NodeSetattrer = (*ctlFile)(nil)
-	_ fs.NodeOpener    = (*ctlFile)(nil)
-	_ fs.NodeWriter    = (*ctlFile)(nil)
-	_ fs.NodeReader    = (*ctlFile)(nil)
-)
-
 // ctlHandle is one open of ctl: the last command's result, and the file offset just after the write that
 // produced it, so that a read continuing after the write (`exec 3<>ctl`, write, read) and a read from the
 // start both see the whole result.
@@ -249,29 +273,23 @@ func (f *ctlFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off 
 	return uint32(len(data)), 0
 }
 
-// sessionsDir is sessions/ on a writable mount: mkdir creates a session whose encoded name is the new
-// directory's name (so `mkdir sessions/a~002Fb` creates id "a/b").
-type sessionsDir struct {
-	*dir
-	t *tree
+// writableSessionsDir is sessions/ on a writable mount: mkdir creates a session whose encoded name is the
+// new directory's name (so `mkdir sessions/a~002Fb` creates id "a/b").
+type writableSessionsDir struct {
+	*sessionsDir
 	w Writer
 }
 
-var (
-	_ fs.NodeMkdirer   = (*sessionsDir)(nil)
-	_ fs.NodeGetattrer = (*sessionsDir)(nil)
-)
-
 // Getattr reports 0755: the directory is where sessions are created.
-func (d *sessionsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	e := d.dir.Getattr(ctx, fh, out)
+func (d *writableSessionsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	e := d.sessionsDir.Getattr(ctx, fh, out)
 	out.Mode = syscall.S_IFDIR | 0o755
 	return e
 }
 
-func (d *sessionsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (d *writableSessionsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if _, err := d.w.Mkdir(ctx, name); err != nil {
 		return nil, errno(err)
 	}
-	return d.dir.Lookup(ctx, name, out)
+	return d.sessionsDir.Lookup(ctx, name, out)
 }

@@ -1,0 +1,186 @@
+package nodes
+
+import (
+	"context"
+	"syscall"
+	"time"
+	"weak"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dshfs/dshfs/spill"
+)
+
+// The directories above the sessions: the root, sessions/ and by-project/. Their times are the store's
+// (the newest artifact change), their entries the store listing's.
+
+// rootDir is MNT/: README, status.json, stats.json, sessions/, by-project/ (JSONL stores), store/ (a store
+// with artifact files) and, on a writable mount, ctl.
+type rootDir struct {
+	dirNode
+	t *tree
+}
+
+func (t *tree) root() *rootDir {
+	return &rootDir{dirNode: dirNode{src: t.src, ino: 1, what: "/"}, t: t}
+}
+
+func (d *rootDir) list(ctx context.Context) ([]child, error) {
+	t := d.t
+	kids := []child{
+		fileChild("README", fileEntry{t: t, ino: ino("/README"), what: "README", body: readme{t.src, t.readme}}),
+		fileChild("status.json", fileEntry{t: t, ino: ino("/status.json"), what: "status.json", body: storeStatus{t.src}, volatile: true}),
+		fileChild("stats.json", fileEntry{t: t, ino: ino("/stats.json"), what: "stats.json", body: storeStats{t.src}, volatile: true}),
+		dirChild("sessions", ino("/sessions"), t.sessions()),
+	}
+	l := t.src.Listing()
+	if l.Files {
+		kids = append(kids, dirChild("by-project", ino("/by-project"), &projectsDir{dirNode: dirNode{src: t.src, ino: ino("/by-project"), what: "by-project"}, t: t}))
+	}
+	if l.Mirror != nil {
+		kids = append(kids, child{name: "store", mode: syscall.S_IFDIR, ino: ino("/store", ""), node: storeDirEntry{t.src, ""}})
+	}
+	if w := t.src.Writer(); w != nil {
+		kids = append(kids, ctlChild(t, "", ino("/ctl"), time.Time{}))
+	}
+	return kids, nil
+}
+
+func (d *rootDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	return d.attr(storeTime(d.src), out)
+}
+
+func (d *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return d.readdir(ctx, d)
+}
+
+func (d *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = oneRequest(ctx)
+	c, ok, err := search(ctx, d, name)
+	return d.attach(ctx, name, c, ok, err, out)
+}
+
+// storeTime is the time of the directories above the sessions.
+func storeTime(src Source) time.Time { return src.Listing().ModTime }
+
+// listingKey keys a directory listed from the store listing alone: each refresh publishes a new one. (A
+// weak pointer, so that no directory keeps an old listing alive.)
+func listingKey(src Source) any { return weak.Make(src.Listing()) }
+
+// sessionsDir is sessions/: every session by its encoded name. On a writable mount it is a
+// writableSessionsDir (write.go), where mkdir creates a session.
+type sessionsDir struct {
+	dirNode
+	t *tree
+}
+
+func (t *tree) sessions() fs.InodeEmbedder {
+	d := &sessionsDir{dirNode: dirNode{src: t.src, ino: ino("/sessions"), what: "sessions"}, t: t}
+	if w := t.src.Writer(); w != nil {
+		return &writableSessionsDir{sessionsDir: d, w: w}
+	}
+	return d
+}
+
+func (d *sessionsDir) list(ctx context.Context) ([]child, error) {
+	l := d.src.Listing()
+	kids := make([]child, 0, len(l.Entries))
+	for i := range l.Entries {
+		kids = append(kids, d.session(l, i))
+	}
+	return kids, nil
+}
+
+// session is the entry of the listing's i-th session: stable, since the mount tells the kernel of every
+// session that comes or goes.
+func (d *sessionsDir) session(l *Listing, i int) child {
+	e := l.Entries[i]
+	return child{name: l.Names[i], mode: syscall.S_IFDIR, ino: ino(e.ID), stable: true,
+		node: sessionEntry{t: d.t, e: e, name: l.Names[i]}}
+}
+
+func (d *sessionsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	return d.attr(storeTime(d.src), out)
+}
+
+func (d *sessionsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return d.readdir(ctx, d)
+}
+
+// Lookup finds a session by its name in the listing's index, without listing.
+func (d *sessionsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = oneRequest(ctx)
+	l := d.src.Listing()
+	i, ok := l.ByName[name]
+	var c child
+	if ok {
+		c = d.session(l, i)
+	}
+	return d.attach(ctx, name, c, ok, nil, out)
+}
+
+// projectsDir is by-project/: a directory per project directory of the store (JSONL stores).
+type projectsDir struct {
+	dirNode
+	t *tree
+	listingIndex
+}
+
+func (d *projectsDir) list(ctx context.Context) ([]child, error) {
+	var kids []child
+	for p := range d.src.Listing().Projects {
+		if p == "" {
+			continue
+		}
+		inode := ino("/by-project", p)
+		kids = append(kids, dirChild(spill.NameSegment(p), inode,
+			&projectDir{dirNode: dirNode{src: d.src, ino: inode, what: "by-project/" + p}, project: p}))
+	}
+	return kids, nil
+}
+
+func (d *projectsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	return d.attr(storeTime(d.src), out)
+}
+
+func (d *projectsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return d.readdir(ctx, d)
+}
+
+func (d *projectsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = oneRequest(ctx)
+	c, ok, err := d.find(ctx, listingKey(d.src), d, name)
+	return d.attach(ctx, name, c, ok, err, out)
+}
+
+// projectDir is by-project/<project>/: a link into sessions/ per session of the project.
+type projectDir struct {
+	dirNode
+	project string
+	listingIndex
+}
+
+func (d *projectDir) list(ctx context.Context) ([]child, error) {
+	l := d.src.Listing()
+	var kids []child
+	for _, i := range l.Projects[d.project] {
+		name := l.Names[i]
+		kids = append(kids, linkChild(d.src, name, ino("/by-project", d.project, l.Entries[i].ID), "../../sessions/"+name, l.Entries[i].ModTime))
+	}
+	return kids, nil
+}
+
+func (d *projectDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	return d.attr(storeTime(d.src), out)
+}
+
+func (d *projectDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return d.readdir(ctx, d)
+}
+
+func (d *projectDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = oneRequest(ctx)
+	c, ok, err := d.find(ctx, listingKey(d.src), d, name)
+	return d.attach(ctx, name, c, ok, err, out)
+}
