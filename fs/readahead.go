@@ -47,7 +47,7 @@ type readahead struct {
 	walks map[views.View]*walk
 	jobs  chan prefetch
 
-	done atomic.Int64 // views rendered ahead (status.json "readahead")
+	done atomic.Int64 // views rendered ahead (stats.json "readahead")
 }
 
 // walk is where one view was last asked for, in which direction the asks move (a shell's glob expansion

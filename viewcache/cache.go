@@ -74,7 +74,7 @@ type Cache struct {
 	// renders are the indexed renderings under way, so that a request and a readahead worker asking for
 	// the same view at once render it once
 	renders flights
-	decodes atomic.Int64 // loads, which the index exists to avoid (status.json "decodes")
+	decodes atomic.Int64 // loads, which the index exists to avoid (stats.json "decodes")
 }
 
 // New makes a cache.

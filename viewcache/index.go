@@ -94,7 +94,7 @@ type index struct {
 	// its record are the ones this process last wrote there
 	files sync.Mutex
 
-	hits atomic.Int64 // stats served from the index (status.json "index")
+	hits atomic.Int64 // stats served from the index (stats.json "indexHits")
 
 	// entryFiles are the keys of the entry files of earlier versions in the directory (dropEntryFile),
 	// listed at the first use; under files
