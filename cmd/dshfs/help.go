@@ -52,9 +52,9 @@ with parentSession and seedLength in its header. Refused inside an open turn (OP
 Manual compaction, as the harness's /compact: the summarizer of [compaction] (default: the built-in extractive
 one) condenses everything but the newest surface node (or the surface range from seq START to seq END) into a
 checkpoint that replaces it on the surface; every raw event stays in the log. Refused while a turn is open or a
-compaction lock is live; a summary that fails, is not smaller, or whose span changed meanwhile is recorded as a
-failed compaction/end and exits 1. (prune needs a turn held open by a live writer: it is a ctl command of the
-mount only.)`,
+compaction lock is live (exit 1); a summary that fails, is not smaller, or whose span changed meanwhile is
+recorded as a failed compaction/end (a summarizer's failure exits 2, as an I/O error does). (prune needs a turn
+held open by a live writer: it is a ctl command of the mount only.)`,
 	"backup": `dshfs backup [--config FILE] [--mount MNT] [--with-spill] [--allow-empty] STORE DEST
 Copies STORE into DEST (new or empty), so that DEST is itself a store in the harness's layout, plus
 MANIFEST.json (versions, backend, the expected totals — sessions as ls counts them, events as check reads
