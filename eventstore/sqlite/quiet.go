@@ -105,18 +105,14 @@ func (b *Backend) reader() (*sql.DB, func() bool, error) {
 	p := &b.reads
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.immutable && !p.stillQuietLocked(b) {
+	if p.immutable && !stillQuiet(b.path, p.stamp) {
 		if _, err := p.reopenLocked(b); err != nil {
 			return nil, nil, err
 		}
 	}
 	db, immutable, stamp := p.db, p.immutable, p.stamp
 	return db, func() bool {
-		if !immutable {
-			return true
-		}
-		now, ok := stampOf(b.path)
-		return ok && now == stamp && !exists(b.path+"-wal")
+		return !immutable || stillQuiet(b.path, stamp)
 	}, nil
 }
 
@@ -137,9 +133,11 @@ func (b *Backend) again(read func(db *sql.DB) error) error {
 	}
 }
 
-func (p *readPool) stillQuietLocked(b *Backend) bool {
-	now, ok := stampOf(b.path)
-	return ok && now == p.stamp && !exists(b.path+"-wal")
+// stillQuiet reports whether the database at path is as it was when stamped and no writer has opened it
+// in WAL mode since (no -wal file): an immutable read of it then saw committed pages only.
+func stillQuiet(path string, since fileStamp) bool {
+	now, ok := stampOf(path)
+	return ok && now == since && !exists(path+"-wal")
 }
 
 func (p *readPool) close() error {
