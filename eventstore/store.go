@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -72,7 +73,18 @@ func FileToken(fi os.FileInfo) (token string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	return fmt.Sprintf("%d:%d:%d:%d:%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano()), true
+	// strconv rather than Sprintf: a listing makes one token per session
+	b := make([]byte, 0, 80)
+	b = strconv.AppendUint(b, uint64(st.Dev), 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, st.Ino, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, st.Size, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, st.Mtim.Nano(), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, st.Ctim.Nano(), 10)
+	return string(b), true
 }
 
 // Frozen is the durable prefix of an artifact, as a backup copies it (DESIGN.md §4, store/): its first

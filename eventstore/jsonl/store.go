@@ -10,11 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -138,16 +142,28 @@ func (b *Backend) SetLimits(maxLine, maxFrame int64) { b.maxLine, b.maxFrame = m
 
 // Detect reports which encoding the sessions under root use: the one more artifacts use, zstd on a tie;
 // found is false when there are none (the encoding is then zstd).
+//
+// It stops as soon as the sessions not yet looked at could no longer change the answer: opening a store of
+// one encoding looks at half of its session directories.
 func Detect(root string) (c Compression, found bool) {
-	var zstd, raw int
+	var dirs []string
 	for _, p := range subdirs(root) {
-		for _, s := range subdirs(p) {
-			if isFile(filepath.Join(s, "session"+Zstd.Suffix())) {
-				zstd++
-			}
-			if isFile(filepath.Join(s, "session"+None.Suffix())) {
-				raw++
-			}
+		dirs = append(dirs, subdirs(p)...)
+	}
+	var zstd, raw int
+	for i, s := range dirs {
+		left := len(dirs) - i
+		if zstd > 0 && zstd >= raw+left {
+			break // raw cannot get ahead
+		}
+		if raw > zstd+left {
+			break // zstd cannot catch up
+		}
+		if isFile(filepath.Join(s, "session"+Zstd.Suffix())) {
+			zstd++
+		}
+		if isFile(filepath.Join(s, "session"+None.Suffix())) {
+			raw++
 		}
 	}
 	if raw > zstd {
@@ -227,7 +243,7 @@ func artifactOf(fi fs.FileInfo) eventstore.Artifact {
 		return a
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	a.Identity = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	a.Identity = strconv.FormatUint(uint64(st.Dev), 10) + ":" + strconv.FormatUint(st.Ino, 10)
 	a.Token = token
 	a.Owner = &eventstore.Owner{UID: st.Uid, GID: st.Gid, Perm: uint32(fi.Mode().Perm())}
 	return a
@@ -667,6 +683,7 @@ func writeRawText(w io.Writer, buf []byte, maxFrame int64) error {
 // List discovers every session directory holding a transcript, reading its header only.
 func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	var out eventstore.Listing
+	var found []listed
 	byID := map[string][]int{}
 	for _, project := range subdirs(b.root) {
 		if err := ctx.Err(); err != nil {
@@ -693,13 +710,16 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 				continue
 			}
 			path := filepath.Join(dir, "session"+b.mode.Suffix())
-			if !exists(path) {
+			li, err := os.Lstat(path) // a dangling symlink counts: listed and refused with its reason
+			if err != nil {
 				continue
 			}
-			e := b.entry(filepath.Base(project), de.Name(), path)
-			byID[e.ID] = append(byID[e.ID], len(out.Entries))
-			out.Entries = append(out.Entries, e)
+			found = append(found, listed{project: filepath.Base(project), name: de.Name(), path: path, lstat: li})
 		}
+	}
+	out.Entries = b.entries(found)
+	for i, e := range out.Entries {
+		byID[e.ID] = append(byID[e.ID], i)
 	}
 	// The same id twice is a duplicate only among sessions the harness would open: a stray directory whose
 	// raw name merely decodes to a sibling's id (a literal newline beside "~000A") is already refused for
@@ -721,21 +741,62 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	return out, nil
 }
 
-// entry reads one session's header the way listing does and turns every reason the harness would skip or
-// reject it into a refusal carrying the text its inspect() would give.
-func (b *Backend) entry(project, name, path string) eventstore.Entry {
-	id, decoded := DecodeSegment(name)
-	if !decoded {
-		id = name
+// listed is a session directory's transcript as a listing found it: the directory entries it came through
+// (project and session directories that are directories, not links to them) and the transcript's lstat.
+type listed struct {
+	project, name, path string
+	lstat               fs.FileInfo
+}
+
+// direct reports whether the transcript can be read without resolving links: a regular file reached through
+// real directories below the root cannot resolve outside it, so the careful open (openArtifact) has nothing
+// to check that the lstat and an O_NOFOLLOW open do not.
+func (l listed) direct() bool { return l.lstat != nil && l.lstat.Mode().IsRegular() }
+
+// entries reads the listed transcripts' headers, in order. A listing of many sessions is a sequence of small
+// reads, each waiting on the kernel (and, cold, on the disk), so a few run at once.
+func (b *Backend) entries(found []listed) []eventstore.Entry {
+	out := make([]eventstore.Entry, len(found))
+	workers := min(len(found), 2*runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			buf := make([]byte, 0, headerReadSize)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(found) {
+					return
+				}
+				out[i] = b.entry(found[i], &buf)
+			}
+		})
 	}
-	e := eventstore.Entry{ID: id, ProjectDir: project, Path: path}
-	art, err := statArtifact(path)
-	if err != nil {
-		if _, _, oerr := b.openArtifact(path); oerr != nil {
-			err = oerr // says why: a dangling link, a loop
+	wg.Wait()
+	return out
+}
+
+// entry reads one session's header the way listing does and turns every reason the harness would skip or
+// reject it into a refusal carrying the text its inspect() would give. buf is scratch space for the read.
+func (b *Backend) entry(l listed, buf *[]byte) eventstore.Entry {
+	id, decoded := DecodeSegment(l.name)
+	if !decoded {
+		id = l.name
+	}
+	path := l.path
+	e := eventstore.Entry{ID: id, ProjectDir: l.project, Path: path}
+	var art eventstore.Artifact
+	if l.direct() {
+		art = artifactOf(l.lstat) // a regular file's lstat is its stat
+	} else {
+		var err error
+		if art, err = statArtifact(path); err != nil {
+			if _, _, oerr := b.openArtifact(path); oerr != nil {
+				err = oerr // says why: a dangling link, a loop
+			}
+			e.Refusal = err
+			return e
 		}
-		e.Refusal = err
-		return e
 	}
 	e.Revision, e.Identity, e.ModTime, e.Owner = art.Token, art.Identity, art.ModTime, art.Owner
 	file := art.Identity
@@ -746,7 +807,7 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 		c.entry.Revision, c.entry.ModTime, c.entry.Owner = art.Token, art.ModTime, art.Owner
 		return c.entry
 	}
-	e = b.readEntry(e, path, id, decoded)
+	e = b.readEntry(e, l, id, decoded, buf)
 	if e.Refusal != nil {
 		return e // re-read next time: a header still being written must not stay refused
 	}
@@ -760,18 +821,21 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 }
 
 // readEntry reads one transcript's first record for the listing.
-func (b *Backend) readEntry(e eventstore.Entry, path, id string, decoded bool) eventstore.Entry {
-	rec, err := b.headerRecord(path)
+func (b *Backend) readEntry(e eventstore.Entry, l listed, id string, decoded bool, buf *[]byte) eventstore.Entry {
+	path := l.path
+	rec, err := b.listedHeader(l, buf)
 	if err != nil {
 		e.Refusal = err
 		return e
 	}
-	if line := bytes.TrimSuffix(rec, []byte("\n")); len(line) > 0 {
-		if v, err := event.Parse(line); err == nil && v.Kind == event.KindObject {
-			e.HeaderLine = bytes.Clone(line)
-		}
-	}
 	h, err := event.ParseHeaderLine(rec)
+	// The header line is kept whenever it is a JSON object, a refused one too (status shows what it says); a
+	// header that parsed is one, so only a refused record is parsed again to tell.
+	if line := bytes.TrimSuffix(rec, []byte("\n")); err == nil {
+		e.HeaderLine = line
+	} else if v, perr := event.Parse(line); perr == nil && v.Kind == event.KindObject {
+		e.HeaderLine = line
+	}
 	if err != nil {
 		var uv *event.UnsupportedVersionError
 		if errors.As(err, &uv) {
@@ -787,6 +851,45 @@ func (b *Backend) readEntry(e eventstore.Entry, path, id string, decoded bool) e
 	return e
 }
 
+// headerReadSize is how much of a transcript one read asks for while looking for its header record: a
+// header line or frame is a few hundred bytes, so one read almost always finds it whole.
+const headerReadSize = 8192
+
+// listedHeader is headerRecord for a listed transcript: one the listing found as a regular file below real
+// directories is opened without following links and without the runtime's poller (a listing opens one file
+// per session: resolving every path component, and registering and unregistering each descriptor with
+// epoll, were most of its system calls), and is checked by fstat to be the file the lstat saw; any other,
+// or one that changed in between, goes the careful way.
+func (b *Backend) listedHeader(l listed, buf *[]byte) ([]byte, error) {
+	if !l.direct() {
+		return b.headerRecord(l.path)
+	}
+	fd, err := unix.Open(l.path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return b.headerRecord(l.path) // says why, or reads what replaced it
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	was, _ := l.lstat.Sys().(*syscall.Stat_t)
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || was == nil || st.Ino != was.Ino || st.Dev != was.Dev {
+		return b.headerRecord(l.path)
+	}
+	return b.readHeader(func(p []byte) (int, error) {
+		for {
+			n, err := unix.Read(fd, p)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				return 0, err
+			case n == 0:
+				return 0, io.EOF
+			}
+			return n, nil
+		}
+	}, buf)
+}
+
 // headerRecord reads the first record (raw: through the first LF; zstd: the first frame, decoded) without
 // reading the rest of the artifact.
 func (b *Backend) headerRecord(path string) ([]byte, error) {
@@ -795,14 +898,29 @@ func (b *Backend) headerRecord(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var buf []byte
-	chunk := make([]byte, 8192)
+	var scratch []byte
+	return b.readHeader(f.Read, &scratch)
+}
+
+// readHeader reads through read until it has the first record, and returns a copy of it of its own (the
+// caller keeps it; the reads go to *scratch, which is left grown for the next header unless a huge record
+// grew it).
+func (b *Backend) readHeader(read func([]byte) (int, error), scratch *[]byte) ([]byte, error) {
+	buf := (*scratch)[:0]
+	defer func() {
+		if cap(buf) <= 1<<20 {
+			*scratch = buf[:0]
+		}
+	}()
 	for {
-		n, err := f.Read(chunk)
-		buf = append(buf, chunk[:n]...)
+		if cap(buf)-len(buf) < headerReadSize {
+			buf = slices.Grow(buf, headerReadSize)
+		}
+		n, err := read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
 		if b.mode == None {
 			if nl := bytes.IndexByte(buf, '\n'); nl >= 0 {
-				return buf[:nl+1], nil
+				return exactCopy(buf[:nl+1]), nil
 			}
 		} else if n > 0 {
 			frames, _, serr := ScanFrames(buf, 1)
