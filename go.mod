@@ -9,3 +9,5 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	golang.org/x/sys v0.28.0
 )
+
+require github.com/yuin/goldmark v1.8.7

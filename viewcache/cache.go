@@ -102,7 +102,7 @@ func (c *Cache) IndexHits() int64 {
 // lives outside the store).
 func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 	irev := k.indexRev()
-	if k.View != views.Spill {
+	if !k.View.Volatile() {
 		if r, ok := c.kept(k, irev); ok {
 			return r, nil
 		}
@@ -143,7 +143,7 @@ func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 			return r, nil
 		}
 	}
-	r, err := c.lru.render(ctx, e, k.View, k.View == views.Spill)
+	r, err := c.lru.render(ctx, e, k.View, k.View.Volatile())
 	r.Identity = k.Revision.Identity
 	if err == nil && indexable {
 		c.index.remember(k.Session, irev, k.View, r.Data, r.ModTime)

@@ -230,6 +230,7 @@ const (
 	KindCompactions Kind = "compactions"
 	KindPrunes      Kind = "prunes"
 	KindSpill       Kind = "spill"
+	KindTranscript  Kind = "transcript"
 	KindEvent       Kind = "event"
 	KindTurn        Kind = "turn"
 	KindTrace       Kind = "trace"
@@ -254,6 +255,7 @@ var (
 	Compactions = View{Kind: KindCompactions}
 	Prunes      = View{Kind: KindPrunes}
 	Spill       = View{Kind: KindSpill}
+	Transcript  = View{Kind: KindTranscript}
 )
 
 // Event is the view of one event line (events/<seq>.<type>.json).
@@ -264,6 +266,11 @@ func Turn(n int64) View { return View{Kind: KindTurn, N: n} }
 
 // Trace is the trace of one event (trace/<seq>.json).
 func Trace(seq int64) View { return View{Kind: KindTrace, N: seq} }
+
+// Volatile reports whether a view depends on more than the session's revision: the spill index and the
+// transcript (which shows each spill locator's status) re-resolve locators whose targets live outside the
+// store, so they are rendered at every read, never cached.
+func (v View) Volatile() bool { return v.Kind == KindSpill || v.Kind == KindTranscript }
 
 // numbered reports whether views of kind k carry a number.
 func (k Kind) numbered() bool { return k == KindEvent || k == KindTurn || k == KindTrace }
@@ -280,7 +287,7 @@ func (v View) String() string {
 func ParseView(s string) (View, bool) {
 	switch k := Kind(s); k {
 	case KindEvents, KindRaw, KindHeader, KindStatus, KindSurface, KindMessages, KindShadowed,
-		KindCompactions, KindPrunes, KindSpill:
+		KindCompactions, KindPrunes, KindSpill, KindTranscript:
 		return View{Kind: k}, true
 	}
 	name, arg, ok := strings.Cut(s, ":")
@@ -362,6 +369,8 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 			return nil, err
 		}
 		return spill.IndexJSON(rows), nil
+	case KindTranscript:
+		return s.Transcript()
 	case KindEvent:
 		if n < 0 || n >= int64(len(s.Events)) {
 			return nil, fmt.Errorf("%w: event %d", ErrNotFound, n)

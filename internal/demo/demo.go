@@ -57,7 +57,7 @@ func Write(dir string) error {
 		{Crashed, "", 0, crashedLog()},
 		{Compacted, "", 0, compactedLog()},
 		{ForkParent, "", 0, cleanLog()},
-		{ForkChild, ForkParent, 9, forkChildLog()},
+		{ForkChild, ForkParent, 10, forkChildLog()}, // the fork copied seqs 0..9: its end-seed is seq 10
 		{Spilled, "", 0, spilledLog(spillFile)},
 	} {
 		c := event.String(cwd)

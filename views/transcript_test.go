@@ -1,0 +1,224 @@
+package views_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/text"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/demo"
+	"github.com/dshfs/dshfs/internal/fixtures"
+	"github.com/dshfs/dshfs/views"
+)
+
+var updateTranscripts = flag.Bool("update-transcripts", false, "rewrite testdata/transcript from the current renderer")
+
+// transcriptStores are the stores whose every session has a pinned transcript: the harness's generated
+// sessions (clean, crash, torn crash, two compactions, fork) and the demo store (unknown outcome, spill
+// locator, fork boundary).
+func transcriptStores(t *testing.T) (stores map[string]*eventstore.Store, demoDir string) {
+	open := func(root string) *eventstore.Store {
+		b, err := jsonl.Open(root, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eventstore.New(b)
+	}
+	dir := t.TempDir()
+	if err := demo.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]*eventstore.Store{
+		"generated": open(fixtures.CopyTree(t, fixtures.Path(t, "generated", "zstd"))),
+		"demo":      open(filepath.Join(dir, "sessions")),
+	}, dir
+}
+
+// TestTranscriptGolden pins transcript.md of every session of transcriptStores (reviewed by reading them),
+// renders each twice to show it deterministic, and checks its structure with a CommonMark parser.
+func TestTranscriptGolden(t *testing.T) {
+	ctx := context.Background()
+	stores, demoDir := transcriptStores(t)
+	for name, st := range stores {
+		l, err := st.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Entries) == 0 {
+			t.Fatalf("%s: no sessions", name)
+		}
+		for _, e := range l.Entries {
+			s, err := views.Load(ctx, st, e.ID, views.Options{})
+			if err != nil || s.Refusal != nil {
+				t.Fatalf("%s/%s: %v %v", name, e.ID, err, s.Refusal)
+			}
+			got, err := s.Render(ctx, views.Transcript)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", name, e.ID, err)
+			}
+			again, _ := s.Render(ctx, views.Transcript)
+			if !bytes.Equal(got, again) {
+				t.Errorf("%s/%s: two renderings differ", name, e.ID)
+			}
+			checkMarkdown(t, e.ID, got, s)
+			// the demo's spill file lies in the test's own directory, which its locator names
+			got = bytes.ReplaceAll(got, []byte(demoDir), []byte("DEMO"))
+			path := filepath.Join("testdata", "transcript", name, e.ID+".md")
+			if *updateTranscripts {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./views -run TestTranscriptGolden -update-transcripts, then read the files)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s/%s: transcript differs from %s", name, e.ID, path)
+			}
+		}
+	}
+}
+
+// checkMarkdown parses a transcript as CommonMark and checks what a reader navigates by: one level-2
+// heading "Turn N" per turn/start in order, level-3 step headings only below them, and no raw HTML but
+// the transcript's own folded reasoning.
+func checkMarkdown(t *testing.T, id string, md []byte, s *views.Session) {
+	t.Helper()
+	if !strings.HasSuffix(string(md), "\n") || strings.Contains(string(md), "\r") {
+		t.Errorf("%s: not LF-terminated lines", id)
+	}
+	doc := goldmark.New().Parser().Parse(text.NewReader(md))
+	var turns []string
+	err := ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch n := n.(type) {
+		case *ast.Heading:
+			title := string(n.Lines().Value(md))
+			if n.Level == 2 && strings.HasPrefix(title, "Turn ") {
+				turns = append(turns, title)
+			}
+		case *ast.HTMLBlock:
+			var b strings.Builder
+			for i := 0; i < n.Lines().Len(); i++ {
+				seg := n.Lines().At(i)
+				b.Write(seg.Value(md))
+			}
+			if html := strings.TrimSpace(b.String()); html != "<details><summary>Reasoning</summary>" && html != "</details>" {
+				t.Errorf("%s: raw HTML block %q", id, html)
+			}
+		case *ast.RawHTML:
+			seg := n.Segments.At(0)
+			t.Errorf("%s: inline raw HTML at %q", id, seg.Value(md))
+		}
+		return ast.WalkContinue, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range s.Events {
+		if e.Type == "turn/start" {
+			m := regexp.MustCompile(`"turn":(\d+)`).FindSubmatch(e.Raw)
+			want = append(want, "Turn "+string(m[1]))
+		}
+	}
+	if strings.Join(turns, ",") != strings.Join(want, ",") {
+		t.Errorf("%s: turn headings %q, want %q", id, turns, want)
+	}
+}
+
+// TestTranscriptMarks shows each mark the pinned sessions lack, on logs made for it.
+func TestTranscriptMarks(t *testing.T) {
+	const (
+		turn1   = `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`
+		step1   = `{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}`
+		user    = `{"type":"user/message","seq":2,"time":3,"data":{"id":"u","role":"user","content":[{"type":"text","text":"<b>hi</b> & bye"}],"source":{"kind":"user"}},"surfaceOp":"append"}`
+		asst    = `{"type":"assistant/message","seq":3,"time":4,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"bash","arguments":"{\"command\":\"ls\"}"}],"source":{"kind":"model","provider":"p","model":"m"}}},"sourceEventSeqs":[],"surfaceOp":"append"}`
+		call    = `{"type":"tool/call","seq":4,"time":5,"data":{"turn":1,"step":1,"callId":"c1","name":"bash","arguments":"{\"command\":\"ls\"}"}}`
+		unknown = `{"type":"tool/result","seq":5,"time":6,"data":{"turn":1,"step":1,"message":{"id":"r","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"TOOL_OUTCOME_UNKNOWN"}],"isError":true}],"source":{"kind":"tool","callId":"c1"}},"error":{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}},"sourceEventSeqs":[4],"surfaceOp":"append"}`
+	)
+	tests := []struct {
+		name  string
+		lines []string
+		want  []string
+	}{
+		{"repaired crash", []string{turn1, step1, user, asst, call, unknown,
+			`{"type":"step/end","seq":6,"time":7,"data":{"turn":1,"step":1}}`,
+			`{"type":"turn/end","seq":7,"time":8,"data":{"turn":1,"reason":{"kind":"interrupted"}}}`,
+			`{"type":"session/end-seed","seq":8,"time":9,"data":{}}`},
+			[]string{"> **[!] Unknown outcome** (seq 4): the session crashed before a result was recorded; the repair at seq 5",
+				"> **[!] Crash repair** (seq 7): turn 1 was closed as `interrupted`",
+				"> **[!] Resume boundary** (seq 8)",
+				"> &lt;b&gt;hi&lt;/b&gt; &amp; bye",
+				"**Tool result (error)** (seq 5, call `c1`)"}},
+		{"failed compaction", []string{user,
+			`{"type":"compaction/start","seq":1,"time":6,"data":{"compactionId":"c","turn":null}}`,
+			`{"type":"compaction/end","seq":2,"time":7,"data":{"compactionId":"c","turn":null,"error":"summary unavailable"}}`},
+			[]string{"> **[!] Failed compaction** (seq 1, [compactions/c.json](compactions/c.json)): summary unavailable; nothing was replaced."}},
+		{"stale compaction", []string{turn1,
+			`{"type":"compaction/start","seq":1,"time":6,"data":{"compactionId":"s","turn":1}}`,
+			`{"type":"turn/end","seq":2,"time":7,"data":{"turn":1,"reason":{"kind":"interrupted"}}}`,
+			`{"type":"session/end-seed","seq":3,"time":8,"data":{}}`},
+			[]string{"> **[!] Stale compaction** (seq 1, [compactions/s.json](compactions/s.json))"}},
+		{"open compaction", []string{user, `{"type":"compaction/start","seq":1,"time":6,"data":{"compactionId":"o","turn":null}}`},
+			[]string{"> **[!] Compaction in progress** (seq 1"}},
+		{"open turn", []string{turn1, step1, user, asst, call},
+			[]string{"> **[!] Unknown outcome** (seq 4): no result was recorded for this call.",
+				"## Open turn", "A `resume` would close it with"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := load(t, renumber(tt.lines)...)
+			b, err := s.Render(context.Background(), views.Transcript)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("transcript lacks %q:\n%s", w, b)
+				}
+			}
+			checkMarkdown(t, tt.name, b, s)
+		})
+	}
+}
+
+// A refused session has no transcript: rendering it is the refusal.
+func TestTranscriptOfRefusedSession(t *testing.T) {
+	st := store(t, `{"type":"plugin/unknown","seq":0,"time":6,"data":null}`)
+	s, err := views.Load(context.Background(), st, "s", views.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Render(context.Background(), views.Transcript); err == nil || err != s.Refusal {
+		t.Fatalf("transcript of a refused session: %v (refusal %v)", err, s.Refusal)
+	}
+}
+
+// renumber gives the lines seqs 0, 1, 2, … in order, so a case can reuse a line at another position.
+func renumber(lines []string) []string {
+	seq := regexp.MustCompile(`"seq":\d+`)
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = seq.ReplaceAllString(l, `"seq":`+strconv.Itoa(i))
+	}
+	return out
+}
