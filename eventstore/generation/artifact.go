@@ -1,0 +1,216 @@
+package generation
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Latest is the newest generation a tagged harness release writes (dsh-v0.1.5-alpha.1 on).
+const Latest = 3
+
+// Header is the logical session header of a v2 or v3 artifact: the physical header line without its
+// "type", exactly as the codec restores it.
+type Header struct {
+	// Raw is JSON.stringify of the logical header: version, id, createdAt, cwd?, parentSession?,
+	// isSeeded, origin?, delegationDepth, agentPreset?, in that order.
+	Raw             []byte
+	Version         int
+	ID              string
+	CreatedAt       int64
+	Cwd             *string // nil when absent
+	ParentSession   *string
+	IsSeeded        bool
+	Origin          *string // "subagent" when present
+	DelegationDepth int64
+	AgentPreset     *string
+}
+
+// logical encodes the header in the codec's member order.
+func (h Header) logical() []byte {
+	ms := []event.Member{{Key: "version", Value: event.Int(int64(h.Version))}, {Key: "id", Value: event.String(h.ID)},
+		{Key: "createdAt", Value: event.Int(h.CreatedAt)}}
+	opt := func(key string, s *string) {
+		if s != nil {
+			ms = append(ms, event.Member{Key: key, Value: event.String(*s)})
+		}
+	}
+	opt("cwd", h.Cwd)
+	opt("parentSession", h.ParentSession)
+	ms = append(ms, event.Member{Key: "isSeeded", Value: event.Bool(h.IsSeeded)})
+	opt("origin", h.Origin)
+	ms = append(ms, event.Member{Key: "delegationDepth", Value: event.Int(h.DelegationDepth)})
+	opt("agentPreset", h.AgentPreset)
+	return event.Stringify(event.Object(ms...))
+}
+
+// Artifact is what the harness restores from one v2 or v3 artifact.
+type Artifact struct {
+	Header Header
+	// InheritedEventCount is the number of leading events a seeded session inherited from its parent:
+	// the seq of the last `session/end-seed {"inherited":true}` (0 for an unseeded session).
+	InheritedEventCount int64
+	// Events are the logical events in order, seq i at index i, each Raw being JSON.stringify of the
+	// event (range-encoded sourceEventSeqs expanded).
+	Events []event.Event
+	// Committed is the length of the artifact's bytes the events came from: the whole artifact but a
+	// torn tail (raw: the final line without LF; compressed: an incomplete final frame) and, in a
+	// Recoverable read, the rejected rows after the accepted prefix.
+	Committed int64
+}
+
+// Options says how to read an artifact.
+type Options struct {
+	// Generation is the version the artifact's file name states (session.vN.jsonl); the header must agree.
+	Generation int
+	// Compressed is true for a .zstd artifact.
+	Compressed bool
+	Recovery   Recovery
+}
+
+// Decode reads a v2 or v3 artifact strictly, as the harness's published decode tool does: the first row
+// the codec rejects refuses the whole artifact.
+func Decode(gen int, compressed bool, artifact []byte) (*Artifact, error) {
+	return DecodeWith(artifact, Options{Generation: gen, Compressed: compressed})
+}
+
+// DecodeWith reads a v2 or v3 artifact. Refusals are *FormatError (the codec's text and class),
+// *CorruptError (framing), *MismatchError and *UnsupportedGenerationError. The returned events alias
+// artifact when it is raw and its lines are already canonical, so artifact must not be modified after.
+func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
+	if o.Generation != 2 && o.Generation != 3 {
+		return nil, &UnsupportedGenerationError{Version: o.Generation}
+	}
+	text := artifact
+	committedOf := func(lineEnd int) int64 { return int64(lineEnd) }
+	if o.Compressed {
+		var err error
+		if text, err = unframe(artifact); err != nil {
+			return nil, err
+		}
+		// offsets into the plaintext do not map back to frames; a compressed artifact is committed up to
+		// its last complete frame whatever rows a recoverable read dropped
+		end := int64(len(artifact))
+		if torn := tornFrameStart(artifact); torn >= 0 {
+			end = int64(torn)
+		}
+		committedOf = func(int) int64 { return end }
+	}
+	nl := bytes.IndexByte(text, '\n')
+	if nl < 0 {
+		return nil, &CorruptError{Message: "empty or header-less session log"}
+	}
+	hv, err := event.Parse(text[:nl])
+	if err != nil {
+		return nil, &CorruptError{Message: "corrupt session log: header line is not valid JSON"}
+	}
+	if !isObject(hv) {
+		return nil, formatErr("Session header must be a JSON object")
+	}
+	verv, _ := hv.Get("version")
+	ver, err := count(verv, "Session format version")
+	if err != nil {
+		return nil, err
+	}
+	if ver != int64(o.Generation) {
+		return nil, &MismatchError{FileVersion: o.Generation, HeaderVersion: ver}
+	}
+	h, err := decodeHeader(o.Generation, hv)
+	if err != nil {
+		return nil, err
+	}
+
+	var evs []accepted
+	committed := committedOf(nl + 1)
+	v2 := v2Decoder{seeded: h.IsSeeded, recovery: o.Recovery, cut: -1}
+	v3 := v3Decoder{v2: v2, cut: -1}
+	decodeRow, unparsable := v2.decodeRow, v2.unparsable
+	if o.Generation == 3 {
+		decodeRow, unparsable = v3.decodeRow, v3.v2.unparsable
+	}
+	line := 0
+	for p := nl + 1; p < len(text); {
+		end := bytes.IndexByte(text[p:], '\n')
+		if end < 0 {
+			break // torn tail
+		}
+		end += p
+		line++
+		raw := text[p:end]
+		lineEnd := end + 1
+		p = lineEnd
+		v, perr := event.Parse(raw)
+		if perr != nil {
+			if err := unparsable(line); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		n := len(evs)
+		if err := decodeRow(v, raw, func(a accepted) error { evs = append(evs, a); return nil }); err != nil {
+			return nil, err
+		}
+		if len(evs) > n {
+			committed = committedOf(lineEnd)
+		}
+	}
+	var cut int64
+	if o.Generation == 3 {
+		cut, err = v3.finish()
+	} else {
+		cut, err = v2.finish()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.Generation == 3 {
+		err = restoreV3(h, cut, evs)
+	} else {
+		err = restoreV2(h, cut, evs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &Artifact{Header: h, InheritedEventCount: cut, Events: make([]event.Event, len(evs)), Committed: committed}
+	for i, a := range evs {
+		raw := a.line
+		if a.changed {
+			raw = event.Stringify(a.v)
+		} else if raw, err = event.Canonical(raw); err != nil {
+			return nil, err // unreachable: the line parsed above
+		}
+		if out.Events[i], err = event.NewEvent(raw); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// tornFrameStart is the offset of an incomplete final frame, or -1 when the artifact ends on a frame
+// boundary. The artifact has already been unframed without error.
+func tornFrameStart(b []byte) int {
+	for p := 0; p < len(b); {
+		end, err := frameEnd(b, p)
+		if err != nil || end < 0 {
+			return p
+		}
+		p = end
+	}
+	return -1
+}
+
+// AppendRestored appends the artifact as the harness's published decode tool prints it: the line
+// `{"header":<header>,"inheritedEventCount":<n>}`, then one line per logical event, each LF-terminated.
+func (a *Artifact) AppendRestored(dst []byte) []byte {
+	dst = append(dst, `{"header":`...)
+	dst = append(dst, a.Header.Raw...)
+	dst = append(dst, `,"inheritedEventCount":`...)
+	dst = strconv.AppendInt(dst, a.InheritedEventCount, 10)
+	dst = append(dst, "}\n"...)
+	for _, e := range a.Events {
+		dst = append(dst, e.Raw...)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
