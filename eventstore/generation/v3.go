@@ -9,7 +9,9 @@ func isV3Surface(t string) bool {
 	return t == "system/message" || t == "user/message" || t == "assistant/message" || t == "tool/result"
 }
 
-func isCodeDispatch(t string) bool { return t == "tool/code-dispatch-start" || t == "tool/code-dispatch" }
+func isCodeDispatch(t string) bool {
+	return t == "tool/code-dispatch-start" || t == "tool/code-dispatch"
+}
 
 // isV3Classified reports whether v3 interprets the envelope of type t: the released v2 inventory without
 // the retired PTC predecessors, the surface types, the PTC dispatch pair and the feedback pair. Anything

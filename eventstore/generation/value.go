@@ -12,7 +12,9 @@ import (
 
 func isObject(v event.Value) bool { return v.Kind == event.KindObject }
 
-func isNegZero(v event.Value) bool { return v.Kind == event.KindNumber && v.Num == 0 && math.Signbit(v.Num) }
+func isNegZero(v event.Value) bool {
+	return v.Kind == event.KindNumber && v.Num == 0 && math.Signbit(v.Num)
+}
 
 // isCount is the codec's sessionFormatCount test: a non-negative safe integer other than -0.
 func isCount(v event.Value) bool {
