@@ -121,13 +121,26 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		return nil, err
 	}
 
-	var evs []accepted
 	committed := committedOf(nl + 1)
 	v2 := v2Decoder{seeded: h.IsSeeded, recovery: o.Recovery, cut: -1}
 	v3 := v3Decoder{v2: v2, cut: -1}
 	decodeRow, unparsable := v2.decodeRow, v2.unparsable
 	if o.Generation == 3 {
 		decodeRow, unparsable = v3.decodeRow, v3.v2.unparsable
+	}
+	rest := newRestorer(h)
+	var events []event.Event
+	emit := func(a accepted) error {
+		rest.observe(a.v, a.row.Type)
+		e := a.row
+		if a.changed {
+			var err error
+			if e, err = expanded(a); err != nil {
+				return err
+			}
+		}
+		events = append(events, e)
+		return nil
 	}
 	line := 0
 	for p := nl + 1; p < len(text); {
@@ -137,21 +150,24 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		}
 		end += p
 		line++
-		raw := text[p:end]
-		lineEnd := end + 1
+		row, lineEnd := text[p:end], end+1
 		p = lineEnd
-		v, perr := event.Parse(raw)
+		ev, perr := event.ParseEvent(row)
+		var v event.Value
+		if perr == nil {
+			v, perr = rowValue(ev)
+		}
 		if perr != nil {
 			if err := unparsable(line); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		n := len(evs)
-		if err := decodeRow(v, raw, func(a accepted) error { evs = append(evs, a); return nil }); err != nil {
+		n := len(events)
+		if err := decodeRow(v, ev, emit); err != nil {
 			return nil, err
 		}
-		if len(evs) > n {
+		if len(events) > n {
 			committed = committedOf(lineEnd)
 		}
 	}
@@ -164,27 +180,38 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Generation == 3 {
-		err = restoreV3(h, cut, evs)
-	} else {
-		err = restoreV2(h, cut, evs)
-	}
-	if err != nil {
+	if err := rest.finish(cut); err != nil {
 		return nil, err
 	}
-	out := &Artifact{Header: h, InheritedEventCount: cut, Events: make([]event.Event, len(evs)), Committed: committed}
-	for i, a := range evs {
-		raw := a.line
-		if a.changed {
-			raw = event.Stringify(a.v)
-		} else if raw, err = event.Canonical(raw); err != nil {
-			return nil, err // unreachable: the line parsed above
-		}
-		if out.Events[i], err = event.NewEvent(raw); err != nil {
-			return nil, err
-		}
+	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed}, nil
+}
+
+// payloadTypes are the event types whose data a check reads (v3's structural admission, canonical
+// payloads and system head, the inherited marker, the open step, compaction's shadowed seqs). Every other
+// row is checked on its envelope alone, which spares parsing the embedded assistant streams that are
+// most of a log's bytes.
+var payloadTypes = map[string]bool{
+	"request/header": true, "system/message": true, "tool/result": true, "session/end-seed": true,
+	"step/start": true, "compaction/prune": true, "compaction/summary": true,
+}
+
+// rowValue is the row as the checks read it: whole for payloadTypes, else with its data left empty.
+func rowValue(e event.Event) (event.Value, error) {
+	if payloadTypes[e.Type] {
+		return e.Record()
 	}
-	return out, nil
+	return e.Envelope()
+}
+
+// expanded re-encodes an accepted event whose provenance ranges were expanded: the whole row with the
+// decoded list in place of the physical one.
+func expanded(a accepted) (event.Event, error) {
+	full, err := a.row.Record()
+	if err != nil {
+		return event.Event{}, err
+	}
+	src, _ := a.v.Get("sourceEventSeqs")
+	return event.NewEvent(event.Stringify(setMember(full, "sourceEventSeqs", src)))
 }
 
 // tornFrameStart is the offset of an incomplete final frame, or -1 when the artifact ends on a frame

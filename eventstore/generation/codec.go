@@ -227,11 +227,12 @@ func gapError(row int, expected int64, got event.Value, gotOK bool) error {
 		strconv.FormatInt(expected, 10) + ", got " + jsString(got, gotOK) + ")")
 }
 
-// accepted is one logical event the decoder let through: its value, and whether its bytes differ from
-// the row's.
+// accepted is one logical event the decoder let through: the row as stored (canonical bytes), its
+// value as the checks read it (see rowValue), and whether the event differs from the row (expanded
+// provenance ranges, so that its bytes must be re-encoded).
 type accepted struct {
+	row     event.Event
 	v       event.Value
-	line    []byte
 	changed bool
 }
 
@@ -261,10 +262,10 @@ func (d *v2Decoder) unparsable(line int) error {
 }
 
 // decodeRow runs one parsed row through the v2 codec and hands an accepted event to emit.
-func (d *v2Decoder) decodeRow(v event.Value, line []byte, emit func(accepted) error) error {
-	row := d.row
+func (d *v2Decoder) decodeRow(v event.Value, row event.Event, emit func(accepted) error) error {
+	n := d.row
 	d.row++
-	ev, changed, err := decodeEvent(v, row, d.eventCount)
+	ev, changed, err := decodeEvent(v, n, d.eventCount)
 	if err != nil {
 		if d.recovery == Strict {
 			return err
@@ -284,7 +285,7 @@ func (d *v2Decoder) decodeRow(v event.Value, line []byte, emit func(accepted) er
 	}
 	seq, ok := ev.Get("seq")
 	if !ok || seq.Kind != event.KindNumber || seq.Num != float64(d.eventCount) {
-		gap := gapError(row, d.eventCount, seq, ok)
+		gap := gapError(n, d.eventCount, seq, ok)
 		if d.recovery == Strict {
 			return gap
 		}
@@ -304,7 +305,7 @@ func (d *v2Decoder) decodeRow(v event.Value, line []byte, emit func(accepted) er
 			d.cut = d.eventCount - 1
 		}
 	}
-	return emit(accepted{v: ev, line: line, changed: changed})
+	return emit(accepted{row: row, v: ev, changed: changed})
 }
 
 func (d *v2Decoder) finish() (int64, error) {
@@ -326,14 +327,14 @@ type v3Decoder struct {
 	cut   int64
 }
 
-func (d *v3Decoder) decodeRow(v event.Value, line []byte, emit func(accepted) error) error {
+func (d *v3Decoder) decodeRow(v event.Value, row event.Event, emit func(accepted) error) error {
 	if err := structuralRow(v); err != nil {
 		return err
 	}
 	if err := eventAdmission(v); err != nil {
 		return err
 	}
-	return d.v2.decodeRow(v, line, func(a accepted) error {
+	return d.v2.decodeRow(v, row, func(a accepted) error {
 		if err := eventAdmission(a.v); err != nil {
 			return err
 		}

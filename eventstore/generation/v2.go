@@ -73,70 +73,107 @@ var releasedV2 = func() map[string]bool {
 
 func isReleasedV2Type(t string) bool { return releasedV2[t] }
 
-// restoreV2 is the released v2 restore over decoded events, with the v2 inventory as the installed
-// vocabulary (what the published decode tool passes).
-func restoreV2(h Header, cut int64, evs []accepted) error {
-	types := make([]string, len(evs))
-	for i, a := range evs {
-		t, _ := a.v.Get("type")
-		types[i] = t.Str
-	}
-	return validateV2(h, cut, evs, types, isReleasedV2Type)
+// restorer runs the released restore's checks over the decoded events as they are accepted, so that no
+// event's value outlives its row. The restore runs after the codec has read every row, and its v3 part
+// over all events before its v2 part: the first failure of each part is kept and reported in that order
+// once the codec has finished.
+type restorer struct {
+	h Header
+	n int // events observed
+
+	// v3: the open step, the protected system head, whether any surface event was seen
+	stepTurn, stepStep     event.Value
+	stepTurnOK, stepStepOK bool
+	inStep                 bool
+	head                   int64
+	hasSurface             bool
+	v3Err                  error
+
+	// v2: the last inherited end-seed marker
+	last  int64
+	v2Err error
 }
 
-// validateV2 is the envelope part of the released v2 validation: the inherited cut against the header,
-// admission of each event's type (an unknown type is refused unless it is marked ignorable), the members
-// its class admits (surface metadata only on surface and unclassified events), dense seqs, and the last
-// inherited end-seed marker as the cut. types holds the type each event is validated under (v3 renames
-// some); known is the installed vocabulary.
-func validateV2(h Header, cut int64, evs []accepted, types []string, known func(string) bool) error {
-	if cut > int64(len(evs)) {
+func newRestorer(h Header) *restorer { return &restorer{h: h, head: -1, last: -1} }
+
+// observe checks one accepted event.
+func (r *restorer) observe(v event.Value, typ string) {
+	i := r.n
+	r.n++
+	if r.h.Version == 3 {
+		if r.v3Err == nil {
+			r.v3Err = r.v3Event(v, typ, int64(i))
+		}
+		typ = relationshipType(typ)
+		if r.v2Err == nil {
+			r.v2Err = r.v2Event(v, typ, i, isV3Known)
+		}
+		return
+	}
+	if r.v2Err == nil {
+		r.v2Err = r.v2Event(v, typ, i, isReleasedV2Type)
+	}
+}
+
+// finish reports the restore's first failure, given the inherited cut the codec derived.
+func (r *restorer) finish(cut int64) error {
+	if r.v3Err != nil {
+		return r.v3Err
+	}
+	if cut > int64(r.n) {
 		return formatErr("format v2 inherited event count exceeds its events")
 	}
-	if !h.IsSeeded && cut != 0 {
+	if !r.h.IsSeeded && cut != 0 {
 		return formatErr("unseeded format v2 Session has inherited events")
 	}
-	last := int64(-1)
-	for i, a := range evs {
-		v := a.v
-		typ := types[i]
-		label := "format v2 event " + strconv.Itoa(i)
-		classified := isReleasedV2Type(typ)
-		if !classified && !known(typ) && !isTrue(v, "ignorable") {
-			return unsupportedErr("format v2 contains unknown event type " + quote(typ) + " at seq " + strconv.Itoa(i))
-		}
-		optional := logOptional
-		if !classified || event.IsSurfaceType(typ) {
-			optional = surfaceOptional
-		}
-		if err := exactKeys(v, eventRequired, optional, label, "lacks required field"); err != nil {
-			return err
-		}
-		if seq, _ := v.Get("seq"); seq.Kind != event.KindNumber || seq.Num != float64(i) {
-			return formatErr(label + " is not dense")
-		}
-		tm, _ := v.Get("time")
-		if err := safeInteger(tm, label+" time"); err != nil {
-			return err
-		}
-		if ig, ok := v.Get("ignorable"); ok && (ig.Kind != event.KindBool || !ig.Bool) {
-			return formatErr(label + " ignorable must be true when present")
-		}
-		if typ == "session/end-seed" {
-			data, _ := v.Get("data")
-			if _, err := record(data, "session/end-seed "+strconv.Itoa(i)+" data"); err != nil {
-				return err
-			}
-			if isTrue(data, "inherited") {
-				last = int64(i)
-			}
-		}
+	if r.v2Err != nil {
+		return r.v2Err
 	}
-	if h.IsSeeded && last != cut {
+	if r.h.IsSeeded && r.last != cut {
 		return formatErr("format v2 seeded header disagrees with its last inherited end-seed marker")
 	}
-	if !h.IsSeeded && last >= 0 {
+	if !r.h.IsSeeded && r.last >= 0 {
 		return formatErr("format v2 unseeded Session contains an inherited end-seed marker")
+	}
+	return nil
+}
+
+// v2Event is the envelope part of the released v2 validation of event i, under the type it is validated
+// as (v3 renames some) and with the installed vocabulary known: admission of its type (an unknown type is
+// refused unless marked ignorable), the members its class admits (surface metadata only on surface and
+// unclassified events), a dense seq, and the inherited end-seed markers. Payload semantics and cross-event
+// relationships, which follow in the harness, are not repeated.
+func (r *restorer) v2Event(v event.Value, typ string, i int, known func(string) bool) error {
+	label := "format v2 event " + strconv.Itoa(i)
+	classified := isReleasedV2Type(typ)
+	if !classified && !known(typ) && !isTrue(v, "ignorable") {
+		return unsupportedErr("format v2 contains unknown event type " + quote(typ) + " at seq " + strconv.Itoa(i))
+	}
+	optional := logOptional
+	if !classified || event.IsSurfaceType(typ) {
+		optional = surfaceOptional
+	}
+	if err := exactKeys(v, eventRequired, optional, label, "lacks required field"); err != nil {
+		return err
+	}
+	if seq, _ := v.Get("seq"); seq.Kind != event.KindNumber || seq.Num != float64(i) {
+		return formatErr(label + " is not dense")
+	}
+	tm, _ := v.Get("time")
+	if err := safeInteger(tm, label+" time"); err != nil {
+		return err
+	}
+	if ig, ok := v.Get("ignorable"); ok && (ig.Kind != event.KindBool || !ig.Bool) {
+		return formatErr(label + " ignorable must be true when present")
+	}
+	if typ == "session/end-seed" {
+		data, _ := v.Get("data")
+		if _, err := record(data, "session/end-seed "+strconv.Itoa(i)+" data"); err != nil {
+			return err
+		}
+		if isTrue(data, "inherited") {
+			r.last = int64(i)
+		}
 	}
 	return nil
 }

@@ -237,89 +237,73 @@ func canonicalPayload(v event.Value, typ, subject string) error {
 	return nil
 }
 
-// restoreV3 is the released v3 restore over decoded events: the protected system head and open-step
-// ownership of system messages, then the released v2 envelope validation over the events as v2's
-// relationship view names them (system messages as user messages, PTC dispatch as its predecessor).
-func restoreV3(h Header, cut int64, evs []accepted) error {
-	var (
-		stepTurn, stepStep     event.Value
-		stepTurnOK, stepStepOK bool
-		inStep                 bool
-		head                   int64 = -1
-		hasSurface             bool
-	)
-	types := make([]string, len(evs))
-	for i, a := range evs {
-		v := a.v
-		t, _ := v.Get("type")
-		typ := t.Str
-		seqv, _ := v.Get("seq")
-		seq := int64(seqv.Num)
-		switch typ {
-		case "step/start":
-			data, _ := v.Get("data")
-			if _, err := record(data, typ); err != nil {
-				return err
-			}
-			stepTurn, stepTurnOK = data.Get("turn")
-			stepStep, stepStepOK = data.Get("step")
-			inStep = true
-		case "step/end", "turn/end":
-			inStep = false
+// v3Event is the released v3 restore's own check of one event: the open-step ownership of system
+// messages and the protected system head, which only a system message covering exactly that head may
+// replace and which no other replacement or compaction may shadow.
+func (r *restorer) v3Event(v event.Value, typ string, seq int64) error {
+	switch typ {
+	case "step/start":
+		data, _ := v.Get("data")
+		if _, err := record(data, typ); err != nil {
+			return err
 		}
-		op, _ := v.Get("surfaceOp")
-		isAppend := op.Kind == event.KindString && op.Str == "append"
-		if typ == "system/message" {
-			data, _ := v.Get("data")
-			if _, err := record(data, "system/message"); err != nil {
-				return err
-			}
-			dt, dtok := data.Get("turn")
-			ds, dsok := data.Get("step")
-			if !inStep || !strictEqual(stepTurn, stepTurnOK, dt, dtok) || !strictEqual(stepStep, stepStepOK, ds, dsok) {
-				return formatErr("system/message does not match an open step")
-			}
-			if hasSurface && head < 0 {
-				return formatErr("system/message requires a protected first surface head")
-			}
-			if isAppend {
-				if !hasSurface {
-					head = seq
-				}
-			} else {
-				start, end := replaceEnds(op)
-				if head >= 0 && (start == head || end == head) {
-					if start != head || end != head {
-						return formatErr("system/message must replace exactly the current system head")
-					}
-					head = seq
-				}
-			}
-		} else if isV3Surface(typ) && !isAppend {
-			start, end := replaceEnds(op)
-			if head >= 0 && (start == head || end == head) {
-				return formatErr("surface replacement cannot shadow the protected system head")
-			}
-		}
-		if typ == "compaction/prune" || typ == "compaction/summary" {
-			data, _ := v.Get("data")
-			if _, err := record(data, typ); err != nil {
-				return err
-			}
-			if seqs, ok := data.Get("shadowedSeqs"); ok && seqs.Kind == event.KindArray && head >= 0 {
-				for _, s := range seqs.Arr {
-					if s.Kind == event.KindNumber && s.Num == float64(head) {
-						return formatErr("compaction cannot shadow the protected system head")
-					}
-				}
-			}
-		}
-		if isV3Surface(typ) {
-			hasSurface = true
-		}
-		types[i] = relationshipType(typ)
+		r.stepTurn, r.stepTurnOK = data.Get("turn")
+		r.stepStep, r.stepStepOK = data.Get("step")
+		r.inStep = true
+	case "step/end", "turn/end":
+		r.inStep = false
 	}
-	return validateV2(h, cut, evs, types, isV3Known)
+	op, _ := v.Get("surfaceOp")
+	isAppend := op.Kind == event.KindString && op.Str == "append"
+	if typ == "system/message" {
+		data, _ := v.Get("data")
+		if _, err := record(data, "system/message"); err != nil {
+			return err
+		}
+		dt, dtok := data.Get("turn")
+		ds, dsok := data.Get("step")
+		if !r.inStep || !strictEqual(r.stepTurn, r.stepTurnOK, dt, dtok) || !strictEqual(r.stepStep, r.stepStepOK, ds, dsok) {
+			return formatErr("system/message does not match an open step")
+		}
+		if r.hasSurface && r.head < 0 {
+			return formatErr("system/message requires a protected first surface head")
+		}
+		if isAppend {
+			if !r.hasSurface {
+				r.head = seq
+			}
+		} else {
+			start, end := replaceEnds(op)
+			if r.head >= 0 && (start == r.head || end == r.head) {
+				if start != r.head || end != r.head {
+					return formatErr("system/message must replace exactly the current system head")
+				}
+				r.head = seq
+			}
+		}
+	} else if isV3Surface(typ) && !isAppend {
+		start, end := replaceEnds(op)
+		if r.head >= 0 && (start == r.head || end == r.head) {
+			return formatErr("surface replacement cannot shadow the protected system head")
+		}
+	}
+	if typ == "compaction/prune" || typ == "compaction/summary" {
+		data, _ := v.Get("data")
+		if _, err := record(data, typ); err != nil {
+			return err
+		}
+		if seqs, ok := data.Get("shadowedSeqs"); ok && seqs.Kind == event.KindArray && r.head >= 0 {
+			for _, s := range seqs.Arr {
+				if s.Kind == event.KindNumber && s.Num == float64(r.head) {
+					return formatErr("compaction cannot shadow the protected system head")
+				}
+			}
+		}
+	}
+	if isV3Surface(typ) {
+		r.hasSurface = true
+	}
+	return nil
 }
 
 // replaceEnds returns a canonical replacement's endpoints; the codec has proved them counts.
