@@ -67,12 +67,17 @@ type Options struct {
 	// Compressed is true for a .zstd artifact.
 	Compressed bool
 	Recovery   Recovery
+	// MaxFrameBytes caps what one zstd frame may decode to (writer.max_frame_bytes); 0 is no cap.
+	MaxFrameBytes int64
 }
 
+// DefaultMaxFrameBytes is Decode's cap on one decoded zstd frame, writer.max_frame_bytes's default.
+const DefaultMaxFrameBytes = 256 << 20
+
 // Decode reads a v2 or v3 artifact strictly, as the harness's published decode tool does: the first row
-// the codec rejects refuses the whole artifact.
+// the codec rejects refuses the whole artifact. A zstd frame may decode to DefaultMaxFrameBytes at most.
 func Decode(gen int, compressed bool, artifact []byte) (*Artifact, error) {
-	return DecodeWith(artifact, Options{Generation: gen, Compressed: compressed})
+	return DecodeWith(artifact, Options{Generation: gen, Compressed: compressed, MaxFrameBytes: DefaultMaxFrameBytes})
 }
 
 // DecodeWith reads a v2 or v3 artifact. Refusals are *FormatError (the codec's text and class),
@@ -86,7 +91,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	committedOf := func(lineEnd int) int64 { return int64(lineEnd) }
 	if o.Compressed {
 		var err error
-		if text, err = unframe(artifact); err != nil {
+		if text, err = unframe(artifact, o.MaxFrameBytes); err != nil {
 			return nil, err
 		}
 		// offsets into the plaintext do not map back to frames; a compressed artifact is committed up to
@@ -218,11 +223,11 @@ func expanded(a accepted) (event.Event, error) {
 // boundary. The artifact has already been unframed without error.
 func tornFrameStart(b []byte) int {
 	for p := 0; p < len(b); {
-		end, err := frameEnd(b, p)
-		if err != nil || end < 0 {
+		info, err := scanFrame(b, p)
+		if err != nil || info.end < 0 {
 			return p
 		}
-		p = end
+		p = info.end
 	}
 	return -1
 }

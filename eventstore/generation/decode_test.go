@@ -176,3 +176,29 @@ func TestEventsAreCanonical(t *testing.T) {
 		}
 	}
 }
+
+// rleBomb is a zstd frame of n RLE blocks of 128 KiB each: 4 bytes a block on disk.
+func rleBomb(n int) []byte {
+	b := []byte{0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x58} // magic; no content size, no checksum; 2 MiB window
+	for i := 0; i < n; i++ {
+		h := 1<<1 | (128<<10)<<3
+		if i == n-1 {
+			h |= 1
+		}
+		b = append(b, byte(h), byte(h>>8), byte(h>>16), '\n')
+	}
+	return b
+}
+
+func TestFrameBomb(t *testing.T) {
+	s := loadSession(t, 3, cleanID)
+	b := append(frame(t, s.lines[0]+"\n"), rleBomb(8<<10)...) // a 1 GiB frame in 32 KiB
+	_, err := generation.DecodeWith(b, generation.Options{Generation: 3, Compressed: true, MaxFrameBytes: 64 << 20})
+	var ce *generation.CorruptError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "can decode to 1073741824 bytes, over max_frame_bytes (67108864)") {
+		t.Fatalf("got %T %v", err, err)
+	}
+	if _, err := generation.Decode(3, true, b); !errors.As(err, &ce) {
+		t.Fatalf("Decode's default cap: %T %v", err, err)
+	}
+}
