@@ -185,7 +185,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := rest.finish(cut); err != nil {
+	if err := rest.finish(cut, events); err != nil {
 		return nil, err
 	}
 	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed}, nil

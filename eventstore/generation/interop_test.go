@@ -171,6 +171,16 @@ func set(v event.Value, key string, x event.Value) event.Value {
 	return event.Value{Kind: event.KindObject, Obj: append(ms, event.Member{Key: key, Value: x})}
 }
 
+// setData sets a member of an event's data.
+func setData(t *testing.T, v event.Value, key string, x event.Value) event.Value {
+	t.Helper()
+	data, ok := v.Get("data")
+	if !ok {
+		t.Fatal("event without data")
+	}
+	return set(v, "data", set(data, key, x))
+}
+
 func del(v event.Value, key string) event.Value {
 	var ms []event.Member
 	for _, m := range v.Obj {
@@ -373,6 +383,81 @@ func variations() []variation {
 			}
 			t.Fatal("no user message after the system head")
 			return s
+		}},
+		// the released relationship validation
+		{name: "turn-end-of-another-turn", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "turn/end", 1), func(v event.Value) event.Value { return setData(t, v, "turn", event.Int(7)) })
+		}},
+		{name: "step-out-of-order", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "step/start", 1), func(v event.Value) event.Value { return setData(t, v, "step", event.Int(5)) })
+		}},
+		{name: "tool-call-not-advertised", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "tool/call", 1), func(v event.Value) event.Value { return setData(t, v, "callId", event.String("call_x")) })
+		}},
+		{name: "tool-result-without-call", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "tool/result", 1), func(v event.Value) event.Value {
+				data, _ := v.Get("data")
+				m, _ := data.Get("message")
+				src, _ := m.Get("source")
+				return set(v, "data", set(data, "message", set(m, "source", set(src, "callId", event.String("call_x")))))
+			})
+		}},
+		{name: "replacement-omits-a-source", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, compactionID)
+			for i := 1; i < len(s.lines); i++ {
+				if src, ok := s.row(t, i).Get("sourceEventSeqs"); ok && len(src.Arr) > 3 {
+					return s.edit(t, i, func(v event.Value) event.Value {
+						return set(v, "sourceEventSeqs", event.Array(src.Arr[:len(src.Arr)-1]...))
+					})
+				}
+			}
+			t.Fatal("no multi-source replacement")
+			return s
+		}},
+		{name: "compaction-summary-off-span", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, compactionID)
+			return s.edit(t, s.find(t, "compaction/summary", 1), func(v event.Value) event.Value {
+				data, _ := v.Get("data")
+				seqs, _ := data.Get("shadowedSeqs")
+				return setData(t, v, "shadowedSeqs", event.Array(seqs.Arr[1:]...))
+			})
+		}},
+		{name: "command-run-repeated", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, compactionID)
+			data, _ := s.row(t, s.find(t, "command/run", 1)).Get("data")
+			return s.appendEvent(t, "command/run", string(event.Stringify(data)))
+		}},
+		{name: "command-done-without-run", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			return loadSession(t, gen, cleanID).appendEvent(t, "command/done", `{"commandId":"c-none","kind":"success"}`)
+		}},
+		{name: "retry-outside-turn", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			return loadSession(t, gen, cleanID).appendEvent(t, "llm/retry",
+				`{"turn":2,"step":2,"provider":"deepseek-official","policyKey":"k","retryId":"r","retry":1,"delayMs":1,"error":{"message":"x"}}`)
+		}},
+		{name: "attempt-outside-step", gens: []int{2}, accept: both(false), make: func(t *testing.T, gen int) session {
+			return loadSession(t, gen, cleanID).appendEvent(t, "assistant/attempt", `{"turn":2,"step":2,"stream":[]}`)
+		}},
+		{name: "delivery-marker-of-another-session", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			return loadSession(t, gen, cleanID).appendEvent(t, "session-log-deepseek/delivery-accepted",
+				`{"sessionId":"other","throughSeq":3,"sessionFormatVersion":2}`)
+		}},
+		{name: "request-header-without-config", gens: []int{2, 3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "request/header", 1), func(v event.Value) event.Value {
+				data, _ := v.Get("data")
+				h, _ := data.Get("header")
+				return set(v, "data", set(data, "header", del(h, "config")))
+			})
+		}},
+		{name: "system-message-outside-step", gens: []int{3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			v := s.row(t, s.find(t, "system/message", 1))
+			data, _ := v.Get("data")
+			return s.appendEvent(t, "system/message", string(event.Stringify(data)), event.Member{Key: "surfaceOp", Value: event.String("append")})
 		}},
 		{name: "system-message-without-surface-op", gens: []int{3}, accept: both(false), make: func(t *testing.T, gen int) session {
 			s := loadSession(t, gen, cleanID)

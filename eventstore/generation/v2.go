@@ -2,6 +2,7 @@ package generation
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -115,8 +116,9 @@ func (r *restorer) observe(v event.Value, typ string) {
 	}
 }
 
-// finish reports the restore's first failure, given the inherited cut the codec derived.
-func (r *restorer) finish(cut int64) error {
+// finish reports the restore's first failure, given the inherited cut the codec derived and the accepted
+// events.
+func (r *restorer) finish(cut int64, events []event.Event) error {
 	if r.v3Err != nil {
 		return r.v3Err
 	}
@@ -135,7 +137,82 @@ func (r *restorer) finish(cut int64) error {
 	if !r.h.IsSeeded && r.last >= 0 {
 		return formatErr("format v2 unseeded Session contains an inherited end-seed marker")
 	}
-	return nil
+	return relationships(r.h, cut, len(events), func(i int) (relationEvent, error) {
+		return relationView(r.h.Version, events[i])
+	})
+}
+
+// relationView is event e as the relationship validation reads it. v3 hands it a view under v2's names:
+// a system message as a user message whose data is the message with role "user", replacements spelled
+// {op,start,end}, PTC dispatches under their predecessors' names, an ignorable predecessor as opaque, and
+// a TOOL_NOT_STARTED repair result with the canonical repair id for its own seq. An assistant event's embedded stream is never read.
+func relationView(gen int, e event.Event) (relationEvent, error) {
+	typ := e.Type
+	var v event.Value
+	var err error
+	if typ == "assistant/message" || typ == "assistant/attempt" {
+		v, err = e.Shallow(0, "stream")
+	} else {
+		v, err = e.Record()
+	}
+	if err != nil || gen != 3 {
+		return relationEvent{typ: typ, v: v}, err
+	}
+	typ = relationshipType(typ)
+	switch e.Type {
+	case "system/message":
+		data, _ := v.Get("data")
+		msg, _ := data.Get("message")
+		v = setMember(setMember(v, "type", event.String(typ)), "data", setMember(msg, "role", event.String("user")))
+	case "tool/result":
+		data, _ := v.Get("data")
+		errv, hasErr := data.Get("error")
+		if !hasErr || !isString(errv, "code") {
+			break
+		}
+		if code, _ := errv.Get("code"); code.Str != "TOOL_NOT_STARTED" {
+			break
+		}
+		msg, _ := data.Get("message")
+		src, _ := msg.Get("source")
+		callID, _ := src.Get("callId")
+		id, _ := msg.Get("id")
+		if callID.Kind != event.KindString || id.Kind != event.KindString || !isRepairID(id.Str, callID.Str) {
+			break
+		}
+		msg = setMember(msg, "id", event.String("interrupted-tool-result-"+callID.Str+"-"+strconv.FormatInt(e.Seq, 10)))
+		v = setMember(v, "data", setMember(data, "message", msg))
+	default:
+		if typ != e.Type {
+			v = setMember(v, "type", event.String(typ))
+		}
+	}
+	if op, ok := v.Get("surfaceOp"); ok && isObject(op) && isV3Surface(e.Type) {
+		start, _ := op.Get("startSeq")
+		end, _ := op.Get("endSeq")
+		v = setMember(v, "surfaceOp", event.Object(
+			event.Member{Key: "op", Value: event.String("replace")},
+			event.Member{Key: "start", Value: start},
+			event.Member{Key: "end", Value: end}))
+	}
+	return relationEvent{typ: typ, v: v}, nil
+}
+
+// isRepairID reports whether id is a TOOL_NOT_STARTED repair's historical id for the call:
+// "interrupted-tool-result-<callId>-<n>" with n a canonical non-negative safe integer (the number is a
+// historical seq, not one of this artifact's).
+func isRepairID(id, callID string) bool {
+	suffix, ok := strings.CutPrefix(id, "interrupted-tool-result-"+callID+"-")
+	if !ok || suffix == "" || (suffix[0] == '0' && len(suffix) > 1) {
+		return false
+	}
+	for _, c := range suffix {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	n, err := strconv.ParseUint(suffix, 10, 64)
+	return err == nil && n <= event.MaxSafeInteger
 }
 
 // v2Event is the envelope part of the released v2 validation of event i, under the type it is validated

@@ -303,6 +303,28 @@ func (r *restorer) v3Event(v event.Value, typ string, seq int64) error {
 	if isV3Surface(typ) {
 		r.hasSurface = true
 	}
+	// what building the relationship view requires of a repair result (see relationView)
+	if typ == "tool/result" {
+		data, _ := v.Get("data")
+		errv, ok := data.Get("error")
+		if !ok {
+			return nil
+		}
+		if _, err := record(errv, "tool error"); err != nil {
+			return err
+		}
+		if code, _ := errv.Get("code"); code.Kind != event.KindString || code.Str != "TOOL_NOT_STARTED" {
+			return nil
+		}
+		msg, _ := data.Get("message")
+		if _, err := record(msg, "tool message"); err != nil {
+			return err
+		}
+		src, _ := msg.Get("source")
+		if _, err := record(src, "tool source"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
