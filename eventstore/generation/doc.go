@@ -33,11 +33,9 @@
 // (event admission by type, dense seqs, the inherited cut, v3's protected system head and open-step
 // ownership of system messages, and the frozen cross-event relationship validation: turns and steps,
 // tool lifecycles, PTC dispatch pairs, retries, titles, commands, compactions and surface replacements).
-// Refusals carry the codec's own error text and class name. Two things differ: the released
-// user-message payload rules the v3 codec also applies to a system message's content are not
-// repeated (a system message is checked for its members, id, role and plugin source only), and where
-// the harness's validation trips over a malformed payload with a JavaScript TypeError the refusal is
-// ClassTypeError with a text of dshfs's own.
+// Refusals carry the codec's own error text and class name, except where the harness's validation trips
+// over a malformed payload with a JavaScript TypeError: that refusal is ClassTypeError with a text of
+// dshfs's own.
 //
 // Framing follows the v0 rules (spec/jsonl.md): a raw artifact's final line without LF is a torn tail
 // and is excluded; a compressed artifact is a sequence of zstd frames (the header frame, then one frame

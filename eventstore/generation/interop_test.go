@@ -453,6 +453,32 @@ func variations() []variation {
 				return set(v, "data", set(data, "header", del(h, "config")))
 			})
 		}},
+		{name: "system-message-malformed-block", gens: []int{3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "system/message", 1), func(v event.Value) event.Value {
+				data, _ := v.Get("data")
+				m, _ := data.Get("message")
+				return set(v, "data", set(data, "message", set(m, "content", jsonValue(t, `[{"type":"text","text":"x","cache":true}]`))))
+			})
+		}},
+		{name: "system-message-unknown-form", gens: []int{3}, accept: both(false), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "system/message", 1), func(v event.Value) event.Value {
+				data, _ := v.Get("data")
+				m, _ := data.Get("message")
+				src, _ := m.Get("source")
+				return set(v, "data", set(data, "message", set(m, "source", set(src, "form", event.String("poem")))))
+			})
+		}},
+		{name: "system-message-other-block-kinds", gens: []int{3}, accept: both(true), make: func(t *testing.T, gen int) session {
+			s := loadSession(t, gen, cleanID)
+			return s.edit(t, s.find(t, "system/message", 1), func(v event.Value) event.Value {
+				data, _ := v.Get("data")
+				m, _ := data.Get("message")
+				return set(v, "data", set(data, "message", set(m, "content", jsonValue(t,
+					`[{"type":"text","text":"You are"},{"type":"reasoning","text":""},{"type":"future","x":1}]`))))
+			})
+		}},
 		{name: "system-message-outside-step", gens: []int{3}, accept: both(false), make: func(t *testing.T, gen int) session {
 			s := loadSession(t, gen, cleanID)
 			v := s.row(t, s.find(t, "system/message", 1))

@@ -64,9 +64,8 @@ func structuralRow(v event.Value) error {
 	return nil
 }
 
-// systemPayload checks a system message's data as the codec does. The codec then also runs the released
-// user-message payload semantics over the message (content blocks and their members), which is not
-// repeated here.
+// systemPayload checks a system message's data as the codec does, ending with the released user-message
+// payload rules over its message.
 func systemPayload(data event.Value) error {
 	if err := exactKeys(data, []string{"turn", "step", "message"}, nil, "system/message data", "lacks required field"); err != nil {
 		return err
@@ -102,7 +101,7 @@ func systemPayload(data event.Value) error {
 	if kind.Kind != event.KindString || kind.Str != "plugin" || plugin.Kind != event.KindString || plugin.Str == "" {
 		return formatErr("system message requires plugin source")
 	}
-	return nil
+	return systemMessageSemantics(msg)
 }
 
 // eventAdmission refuses the v2 PTC tags in a v3 artifact unless they are marked ignorable: a required
