@@ -216,9 +216,10 @@ type relationEvent struct {
 	v   event.Value
 }
 
-// relationships runs the relationship validation over the accepted events. events yields event i as
-// the validation sees it, parsed on demand (titles and commands look events up by seq).
-func relationships(h Header, cut int64, n int, eventAt func(i int) (relationEvent, error)) error {
+// relationships runs the relationship validation over the accepted events. typeAt is event i's type as
+// the validation names it; eventAt yields the event as the validation sees it, parsed on demand (titles
+// and commands look events up by seq), and only for the types the validation interprets.
+func relationships(h Header, cut int64, n int, typeAt func(i int) string, eventAt func(i int) (relationEvent, error)) error {
 	var (
 		openTurn, openStep = jsNull, jsNull
 		openStepProvider   = undefined
@@ -240,11 +241,7 @@ func relationships(h Header, cut int64, n int, eventAt func(i int) (relationEven
 	stale := map[int64]bool{}
 	openStart := int64(-1)
 	for i := 0; i < n; i++ {
-		e, err := eventAt(i)
-		if err != nil {
-			return err
-		}
-		switch e.typ {
+		switch typeAt(i) {
 		case "compaction/start":
 			openStart = int64(i)
 		case "compaction/end":
@@ -326,14 +323,14 @@ func relationships(h Header, cut int64, n int, eventAt func(i int) (relationEven
 	}
 
 	for i := 0; i < n; i++ {
-		e, err := eventAt(i)
-		if err != nil {
-			return err
-		}
-		typ, seq := e.typ, int64(i)
+		typ, seq := typeAt(i), int64(i)
 		stepEvent := typ == "assistant/attempt"
 		if !isReleasedV0Type(typ) && !stepEvent {
 			continue
+		}
+		e, err := eventAt(i)
+		if err != nil {
+			return err
 		}
 		rec := jsv{v: e.v, ok: true}
 		dv, _ := rec.prop("data")
@@ -570,7 +567,7 @@ func relationships(h Header, cut int64, n int, eventAt func(i int) (relationEven
 			}
 			retryStarts[key] = true
 		case "session/title", "session/title-llm-request":
-			if err := titleSources(typ, seq, data, n, eventAt); err != nil {
+			if err := titleSources(typ, seq, data, n, typeAt, eventAt); err != nil {
 				return err
 			}
 		case "command/run":
@@ -589,11 +586,7 @@ func relationships(h Header, cut int64, n int, eventAt func(i int) (relationEven
 				kind, _ := data.prop("kind")
 				var srcType string
 				if j, ok := eventIndex(src, n); ok {
-					s, err := eventAt(j)
-					if err != nil {
-						return err
-					}
-					srcType = s.typ
+					srcType = typeAt(j)
 				}
 				if !kind.isStr("success") || srcType == "command/run" || srcType == "command/done" {
 					return formatErr("command/done " + id.text() + " has invalid sourceEventSeq")
@@ -829,7 +822,7 @@ func retryChain(retries []event.Value, data jsv) error {
 // titleSources checks a title's messageSeqs: empty exactly for a user-given title, and otherwise naming
 // human user messages; a title request must frame them as one plugin user message of one text block.
 // (v2 preserves the framed text as written, so the text itself is not compared.)
-func titleSources(typ string, seq int64, data jsv, n int, eventAt func(int) (relationEvent, error)) error {
+func titleSources(typ string, seq int64, data jsv, n int, typeAt func(int) string, eventAt func(int) (relationEvent, error)) error {
 	seqs, _ := data.prop("messageSeqs")
 	if typ == "session/title" {
 		src, _ := data.prop("source")
@@ -851,15 +844,12 @@ func titleSources(typ string, seq int64, data jsv, n int, eventAt func(int) (rel
 	notHuman := formatErr(typ + " " + itoa(seq) + " messageSeqs must cite earlier human user/message events")
 	for _, c := range cited {
 		j, ok := eventIndex(c, n)
-		if !ok {
+		if !ok || typeAt(j) != "user/message" {
 			return notHuman
 		}
 		s, err := eventAt(j)
 		if err != nil {
 			return err
-		}
-		if s.typ != "user/message" {
-			return notHuman
 		}
 		sd := (jsv{s.v, true}).optProp("data")
 		if !sd.ok || !isObject(sd.v) {

@@ -137,7 +137,11 @@ func (r *restorer) finish(cut int64, events []event.Event) error {
 	if !r.h.IsSeeded && r.last >= 0 {
 		return formatErr("format v2 unseeded Session contains an inherited end-seed marker")
 	}
-	return relationships(r.h, cut, len(events), func(i int) (relationEvent, error) {
+	typeAt := func(i int) string { return events[i].Type }
+	if r.h.Version == 3 {
+		typeAt = func(i int) string { return relationshipType(events[i].Type) }
+	}
+	return relationships(r.h, cut, len(events), typeAt, func(i int) (relationEvent, error) {
 		return relationView(r.h.Version, events[i])
 	})
 }
