@@ -45,7 +45,7 @@ func TestTornTails(t *testing.T) {
 			t.Errorf("v%d raw: torn line not excluded (committed %d of %d)", gen, got.Committed, len(intact))
 		}
 
-		z := s.compressed(t, false)
+		z := s.compressed(t, true, false)
 		zt := append(append([]byte(nil), z...), frame(t, s.lines[len(s.lines)-1]+"\n")[:9]...)
 		got, err = generation.Decode(gen, true, zt)
 		if err != nil {

@@ -205,9 +205,10 @@ func (s session) text(tail string) []byte {
 	return []byte(strings.Join(s.lines, "\n") + "\n" + tail)
 }
 
-// compressed is the artifact as a migration publishes it: the header frame, then one frame for the body;
-// tornTail appends the first half of one more frame.
-func (s session) compressed(t *testing.T, tornTail bool) []byte {
+// compressed is the artifact in frames: the header frame, then the body as a migration publishes it
+// (one frame) or, batched, as a writer appends it (a frame per few events); tornTail appends the first
+// half of one more frame.
+func (s session) compressed(t *testing.T, batched, tornTail bool) []byte {
 	t.Helper()
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(true))
 	if err != nil {
@@ -215,7 +216,16 @@ func (s session) compressed(t *testing.T, tornTail bool) []byte {
 	}
 	defer enc.Close()
 	out := enc.EncodeAll([]byte(s.lines[0]+"\n"), nil)
-	out = enc.EncodeAll([]byte(strings.Join(s.lines[1:], "\n")+"\n"), out)
+	body := s.lines[1:]
+	if batched {
+		for len(body) > 0 {
+			n := min(len(body), 5)
+			out = enc.EncodeAll([]byte(strings.Join(body[:n], "\n")+"\n"), out)
+			body = body[n:]
+		}
+	} else {
+		out = enc.EncodeAll([]byte(strings.Join(body, "\n")+"\n"), out)
+	}
 	if tornTail {
 		extra := enc.EncodeAll([]byte(s.lines[len(s.lines)-1]+"\n"), nil)
 		out = append(out, extra[:len(extra)/2]...)
@@ -537,16 +547,13 @@ func TestInteropWrittenSessions(t *testing.T) {
 	f := harness.GetFormats(t)
 	for _, v := range variations() {
 		for _, gen := range v.gens {
-			for _, compressed := range []bool{false, true} {
-				enc := "raw"
-				if compressed {
-					enc = "zstd"
-				}
+			for _, enc := range []string{"raw", "zstd", "zstd-batched"} {
+				compressed := enc != "raw"
 				t.Run(v.name+"/v"+strconv.Itoa(gen)+"/"+enc, func(t *testing.T) {
 					s := v.make(t, gen)
 					b := s.text(v.tail)
 					if compressed {
-						b = s.compressed(t, v.tail != "")
+						b = s.compressed(t, enc == "zstd-batched", v.tail != "")
 					}
 					path := s.write(t, t.TempDir(), b, compressed)
 					want, err := f.Decode(path)
