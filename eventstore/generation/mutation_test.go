@@ -77,9 +77,10 @@ func mutateValue(r *rand.Rand, v event.Value, odd string) (string, event.Value) 
 	return "=" + odd, x
 }
 
-// TestInteropMutations is a differential test: random single changes to fixture sessions, each decided
-// by the harness's codec, must be decided alike here (same restored bytes, or both refusing with the
-// same text where the refusal is a format error).
+// TestInteropMutations is a differential test: random single changes to fixture sessions, raw or in
+// batched zstd frames, read strictly or recoverably, each decided by the harness's codec, must be
+// decided alike here (same restored bytes, or both refusing with the same text where the refusal is a
+// format error).
 func TestInteropMutations(t *testing.T) {
 	f := harness.GetFormats(t)
 	seed := uint64(26)
@@ -93,14 +94,23 @@ func TestInteropMutations(t *testing.T) {
 		gen := 2 + r.IntN(2)
 		base := loadSession(t, gen, bases[r.IntN(len(bases))])
 		s, what := mutate(t, r, base)
+		compressed, rec := r.IntN(3) == 0, generation.Recovery(r.IntN(2))
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			path := s.write(t, filepath.Join(dir, strconv.Itoa(n)), s.text(""), false)
-			want, err := f.Decode(path)
+			b := s.text("")
+			if compressed {
+				b = s.compressed(t, true, false)
+			}
+			path := s.write(t, filepath.Join(dir, strconv.Itoa(n)), b, compressed)
+			decode := f.Decode
+			if rec == generation.Recoverable {
+				decode = f.DecodeRecoverable
+			}
+			want, err := decode(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("v%d %s: %s", gen, what, want.Refusal)
-			compare(t, want, path, gen, false, generation.Strict)
+			t.Logf("v%d %s (zstd %v, recovery %d): %s", gen, what, compressed, rec, want.Refusal)
+			compare(t, want, path, gen, compressed, rec)
 		})
 	}
 }
