@@ -246,3 +246,19 @@ func (a *Artifact) AppendRestored(dst []byte) []byte {
 	}
 	return dst
 }
+
+// WrittenBy names the harness releases that write generation gen, for refusals that tell a user which
+// harness a file came from (fixtures/generations/README.md).
+func WrittenBy(gen int) string {
+	switch {
+	case gen == 0:
+		return "harness releases up to dsh-v0.1.2-rc.1"
+	case gen == 1:
+		return "no tagged harness release"
+	case gen == 2:
+		return "dsh-v0.1.3-alpha.1 and dsh-v0.1.3-alpha.2"
+	case gen == 3:
+		return "dsh-v0.1.5-alpha.1 and later"
+	}
+	return "a harness release newer than dsh-v0.1.5-alpha.1 (the latest writes v3)"
+}

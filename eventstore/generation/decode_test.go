@@ -202,3 +202,17 @@ func TestFrameBomb(t *testing.T) {
 		t.Fatalf("Decode's default cap: %T %v", err, err)
 	}
 }
+
+func TestWrittenBy(t *testing.T) {
+	for gen, want := range map[int]string{
+		0: "harness releases up to dsh-v0.1.2-rc.1",
+		1: "no tagged harness release",
+		2: "dsh-v0.1.3-alpha.1 and dsh-v0.1.3-alpha.2",
+		3: "dsh-v0.1.5-alpha.1 and later",
+		4: "a harness release newer than dsh-v0.1.5-alpha.1 (the latest writes v3)",
+	} {
+		if got := generation.WrittenBy(gen); got != want {
+			t.Errorf("WrittenBy(%d) = %q, want %q", gen, got, want)
+		}
+	}
+}
