@@ -169,7 +169,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 			continue
 		}
 		n := len(events)
-		if err := decodeRow(v, ev, emit); err != nil {
+		if err := decodeRow(v, ev, line, emit); err != nil {
 			return nil, err
 		}
 		if len(events) > n {

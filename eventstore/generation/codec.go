@@ -247,6 +247,15 @@ type v2Decoder struct {
 	issue      error
 }
 
+// atLine ties a format refusal to the artifact line (1 = the first line after the header) of the row
+// that caused it.
+func atLine(err error, line int) error {
+	if fe, ok := err.(*FormatError); ok && fe.Line == 0 {
+		fe.Line = line
+	}
+	return err
+}
+
 // unparsable takes a complete line that is not JSON; the codec never sees one (the framing parses rows),
 // so it is the row decoder's malformed-row case with the v0 reader's text.
 func (d *v2Decoder) unparsable(line int) error {
@@ -262,11 +271,12 @@ func (d *v2Decoder) unparsable(line int) error {
 }
 
 // decodeRow runs one parsed row through the v2 codec and hands an accepted event to emit.
-func (d *v2Decoder) decodeRow(v event.Value, row event.Event, emit func(accepted) error) error {
+func (d *v2Decoder) decodeRow(v event.Value, row event.Event, line int, emit func(accepted) error) error {
 	n := d.row
 	d.row++
 	ev, changed, err := decodeEvent(v, n, d.eventCount)
 	if err != nil {
+		err = atLine(err, line)
 		if d.recovery == Strict {
 			return err
 		}
@@ -285,7 +295,7 @@ func (d *v2Decoder) decodeRow(v event.Value, row event.Event, emit func(accepted
 	}
 	seq, ok := ev.Get("seq")
 	if !ok || seq.Kind != event.KindNumber || seq.Num != float64(d.eventCount) {
-		gap := gapError(n, d.eventCount, seq, ok)
+		gap := atLine(gapError(n, d.eventCount, seq, ok), line)
 		if d.recovery == Strict {
 			return gap
 		}
@@ -299,7 +309,7 @@ func (d *v2Decoder) decodeRow(v event.Value, row event.Event, emit func(accepted
 	if typ.Str == "session/end-seed" {
 		data, _ := ev.Get("data")
 		if !isObject(data) {
-			return formatErr("session/end-seed " + strconv.FormatInt(d.eventCount-1, 10) + " data must be an object")
+			return atLine(formatErr("session/end-seed "+strconv.FormatInt(d.eventCount-1, 10)+" data must be an object"), line)
 		}
 		if isTrue(data, "inherited") {
 			d.cut = d.eventCount - 1
@@ -327,19 +337,20 @@ type v3Decoder struct {
 	cut   int64
 }
 
-func (d *v3Decoder) decodeRow(v event.Value, row event.Event, emit func(accepted) error) error {
+func (d *v3Decoder) decodeRow(v event.Value, row event.Event, line int, emit func(accepted) error) error {
 	if err := structuralRow(v); err != nil {
-		return err
+		return atLine(err, line)
 	}
 	if err := eventAdmission(v); err != nil {
-		return err
+		return atLine(err, line)
 	}
-	return d.v2.decodeRow(v, row, func(a accepted) error {
+	return d.v2.decodeRow(v, row, line, func(a accepted) error {
 		if err := eventAdmission(a.v); err != nil {
-			return err
+			return atLine(err, line)
 		}
 		if d.issue == nil {
 			if err := v3Event(a.v); err != nil {
+				err = atLine(err, line)
 				if d.v2.recovery == Strict {
 					return err
 				}

@@ -216,3 +216,19 @@ func TestWrittenBy(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalLine: a refused row names its line, also when a recoverable read refuses later, at the
+// turn/end that proves the damage committed.
+func TestRefusalLine(t *testing.T) {
+	for _, gen := range []int{2, 3} {
+		s := loadSession(t, gen, cleanID)
+		s = s.edit(t, 4, func(v event.Value) event.Value { return set(v, "extra", event.Int(1)) })
+		for _, rec := range []generation.Recovery{generation.Strict, generation.Recoverable} {
+			_, err := generation.DecodeWith(s.text(""), generation.Options{Generation: gen, Recovery: rec})
+			var fe *generation.FormatError
+			if !errors.As(err, &fe) || fe.Line != 4 || fe.Message != "released v2 row 3 has unexpected field extra" {
+				t.Errorf("v%d recovery %d: %T %+v", gen, rec, err, err)
+			}
+		}
+	}
+}

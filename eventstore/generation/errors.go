@@ -22,6 +22,10 @@ const (
 type FormatError struct {
 	Class   ErrorClass
 	Message string
+	// Line is the artifact line (1 = the first line after the header) of the row the codec refused, 0
+	// when the refusal concerns the header or the restored artifact as a whole. The harness's reader
+	// reports a refused row as "corrupt session log: invalid committed event at line <Line>: <Message>".
+	Line int
 }
 
 func (e *FormatError) Error() string { return e.Message }
