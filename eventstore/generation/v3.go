@@ -4,7 +4,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// v3SurfaceTypes are the v3 surface event types: v2's three plus the system message.
+// isV3Surface reports whether t is a v3 surface event type: v2's three plus the system message.
 func isV3Surface(t string) bool {
 	return t == "system/message" || t == "user/message" || t == "assistant/message" || t == "tool/result"
 }

@@ -62,9 +62,6 @@ func exactKeys(v event.Value, required, optional []string, label, lacks string) 
 	return nil
 }
 
-// get returns an object member, or (null, false) when absent: JS's `undefined`.
-func get(v event.Value, key string) (event.Value, bool) { return v.Get(key) }
-
 // isString reports whether the member key of v is present and a string.
 func isString(v event.Value, key string) bool {
 	x, ok := v.Get(key)
