@@ -187,8 +187,9 @@ func deepEqual(a, b jsv) bool {
 	return false
 }
 
-// isReleasedV0Type reports whether t is one of the event types the relationship validation interprets: the v2 inventory without
-// assistant/attempt (an extension it handles apart), with the released v0 assistant/chunk.
+// isReleasedV0Type reports whether the relationship validation interprets events of type t: the v2
+// inventory without assistant/attempt (an extension it handles apart), with the released v0
+// assistant/chunk.
 func isReleasedV0Type(t string) bool {
 	return t == "assistant/chunk" || (t != "assistant/attempt" && isReleasedV2Type(t))
 }
