@@ -1,0 +1,264 @@
+package generation
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Latest is the newest generation a tagged harness release writes (dsh-v0.1.5-alpha.1 on).
+const Latest = 3
+
+// Header is the logical session header of a v2 or v3 artifact: the physical header line without its
+// "type", exactly as the codec restores it.
+type Header struct {
+	// Raw is JSON.stringify of the logical header: version, id, createdAt, cwd?, parentSession?,
+	// isSeeded, origin?, delegationDepth, agentPreset?, in that order.
+	Raw             []byte
+	Version         int
+	ID              string
+	CreatedAt       int64
+	Cwd             *string // nil when absent
+	ParentSession   *string
+	IsSeeded        bool
+	Origin          *string // "subagent" when present
+	DelegationDepth int64
+	AgentPreset     *string
+}
+
+// logical encodes the header in the codec's member order.
+func (h Header) logical() []byte {
+	ms := []event.Member{{Key: "version", Value: event.Int(int64(h.Version))}, {Key: "id", Value: event.String(h.ID)},
+		{Key: "createdAt", Value: event.Int(h.CreatedAt)}}
+	opt := func(key string, s *string) {
+		if s != nil {
+			ms = append(ms, event.Member{Key: key, Value: event.String(*s)})
+		}
+	}
+	opt("cwd", h.Cwd)
+	opt("parentSession", h.ParentSession)
+	ms = append(ms, event.Member{Key: "isSeeded", Value: event.Bool(h.IsSeeded)})
+	opt("origin", h.Origin)
+	ms = append(ms, event.Member{Key: "delegationDepth", Value: event.Int(h.DelegationDepth)})
+	opt("agentPreset", h.AgentPreset)
+	return event.Stringify(event.Object(ms...))
+}
+
+// Artifact is what the harness restores from one v2 or v3 artifact.
+type Artifact struct {
+	Header Header
+	// InheritedEventCount is the number of leading events a seeded session inherited from its parent:
+	// the seq of the last `session/end-seed {"inherited":true}` (0 for an unseeded session).
+	InheritedEventCount int64
+	// Events are the logical events in order, seq i at index i, each Raw being JSON.stringify of the
+	// event (range-encoded sourceEventSeqs expanded).
+	Events []event.Event
+	// Committed is the length of the artifact's bytes the events came from: the whole artifact but a
+	// torn tail (raw: the final line without LF; compressed: an incomplete final frame) and, in a
+	// Recoverable read, the rejected rows after the accepted prefix.
+	Committed int64
+}
+
+// Options says how to read an artifact.
+type Options struct {
+	// Generation is the version the artifact's file name states (session.vN.jsonl); the header must agree.
+	Generation int
+	// Compressed is true for a .zstd artifact.
+	Compressed bool
+	Recovery   Recovery
+	// MaxFrameBytes caps what one zstd frame may decode to (writer.max_frame_bytes); 0 is no cap.
+	MaxFrameBytes int64
+}
+
+// DefaultMaxFrameBytes is Decode's cap on one decoded zstd frame, writer.max_frame_bytes's default.
+const DefaultMaxFrameBytes = 256 << 20
+
+// Decode reads a v2 or v3 artifact strictly, as the harness's published decode tool does: the first row
+// the codec rejects refuses the whole artifact. A zstd frame may decode to DefaultMaxFrameBytes at most.
+func Decode(gen int, compressed bool, artifact []byte) (*Artifact, error) {
+	return DecodeWith(artifact, Options{Generation: gen, Compressed: compressed, MaxFrameBytes: DefaultMaxFrameBytes})
+}
+
+// DecodeWith reads a v2 or v3 artifact. Refusals are *FormatError (the codec's text and class),
+// *CorruptError (framing), *MismatchError and *UnsupportedGenerationError. The returned events alias
+// artifact when it is raw and its lines are already canonical, so artifact must not be modified after.
+func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
+	if o.Generation != 2 && o.Generation != 3 {
+		return nil, &UnsupportedGenerationError{Version: o.Generation}
+	}
+	text := artifact
+	committedOf := func(lineEnd int) int64 { return int64(lineEnd) }
+	if o.Compressed {
+		var err error
+		if text, err = unframe(artifact, o.MaxFrameBytes); err != nil {
+			return nil, err
+		}
+		// offsets into the plaintext do not map back to frames; a compressed artifact is committed up to
+		// its last complete frame whatever rows a recoverable read dropped
+		end := int64(len(artifact))
+		if torn := tornFrameStart(artifact); torn >= 0 {
+			end = int64(torn)
+		}
+		committedOf = func(int) int64 { return end }
+	}
+	nl := bytes.IndexByte(text, '\n')
+	if nl < 0 {
+		return nil, &CorruptError{Message: "empty or header-less session log"}
+	}
+	hv, err := event.Parse(text[:nl])
+	if err != nil {
+		return nil, &CorruptError{Message: "corrupt session log: header line is not valid JSON"}
+	}
+	if !isObject(hv) {
+		return nil, formatErr("Session header must be a JSON object")
+	}
+	verv, _ := hv.Get("version")
+	ver, err := count(verv, "Session format version")
+	if err != nil {
+		return nil, err
+	}
+	if ver != int64(o.Generation) {
+		return nil, &MismatchError{FileVersion: o.Generation, HeaderVersion: ver}
+	}
+	h, err := decodeHeader(o.Generation, hv)
+	if err != nil {
+		return nil, err
+	}
+
+	committed := committedOf(nl + 1)
+	v2 := v2Decoder{seeded: h.IsSeeded, recovery: o.Recovery, cut: -1}
+	v3 := v3Decoder{v2: v2, cut: -1}
+	decodeRow, unparsable := v2.decodeRow, v2.unparsable
+	if o.Generation == 3 {
+		decodeRow, unparsable = v3.decodeRow, v3.v2.unparsable
+	}
+	rest := newRestorer(h)
+	var events []event.Event
+	emit := func(a accepted) error {
+		rest.observe(a.v, a.row.Type)
+		e := a.row
+		if a.changed {
+			var err error
+			if e, err = expanded(a); err != nil {
+				return err
+			}
+		}
+		events = append(events, e)
+		return nil
+	}
+	line := 0
+	for p := nl + 1; p < len(text); {
+		end := bytes.IndexByte(text[p:], '\n')
+		if end < 0 {
+			break // torn tail
+		}
+		end += p
+		line++
+		row, lineEnd := text[p:end], end+1
+		p = lineEnd
+		ev, perr := event.ParseEvent(row)
+		var v event.Value
+		if perr == nil {
+			v, perr = rowValue(ev)
+		}
+		if perr != nil {
+			if err := unparsable(line); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		n := len(events)
+		if err := decodeRow(v, ev, line, emit); err != nil {
+			return nil, err
+		}
+		if len(events) > n {
+			committed = committedOf(lineEnd)
+		}
+	}
+	var cut int64
+	if o.Generation == 3 {
+		cut, err = v3.finish()
+	} else {
+		cut, err = v2.finish()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := rest.finish(cut, events); err != nil {
+		return nil, err
+	}
+	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed}, nil
+}
+
+// payloadTypes are the event types whose data a check reads (v3's structural admission, canonical
+// payloads and system head, the inherited marker, the open step, compaction's shadowed seqs). Every other
+// row is checked on its envelope alone, which spares parsing the embedded assistant streams that are
+// most of a log's bytes.
+var payloadTypes = map[string]bool{
+	"request/header": true, "system/message": true, "tool/result": true, "session/end-seed": true,
+	"step/start": true, "compaction/prune": true, "compaction/summary": true,
+}
+
+// rowValue is the row as the checks read it: whole for payloadTypes, else with its data left empty.
+func rowValue(e event.Event) (event.Value, error) {
+	if payloadTypes[e.Type] {
+		return e.Record()
+	}
+	return e.Envelope()
+}
+
+// expanded re-encodes an accepted event whose provenance ranges were expanded: the whole row with the
+// decoded list in place of the physical one.
+func expanded(a accepted) (event.Event, error) {
+	full, err := a.row.Record()
+	if err != nil {
+		return event.Event{}, err
+	}
+	src, _ := a.v.Get("sourceEventSeqs")
+	return event.NewEvent(event.Stringify(setMember(full, "sourceEventSeqs", src)))
+}
+
+// tornFrameStart is the offset of an incomplete final frame, or -1 when the artifact ends on a frame
+// boundary. The artifact has already been unframed without error.
+func tornFrameStart(b []byte) int {
+	for p := 0; p < len(b); {
+		info, err := scanFrame(b, p)
+		if err != nil || info.end < 0 {
+			return p
+		}
+		p = info.end
+	}
+	return -1
+}
+
+// AppendRestored appends the artifact as the harness's published decode tool prints it: the line
+// `{"header":<header>,"inheritedEventCount":<n>}`, then one line per logical event, each LF-terminated.
+func (a *Artifact) AppendRestored(dst []byte) []byte {
+	dst = append(dst, `{"header":`...)
+	dst = append(dst, a.Header.Raw...)
+	dst = append(dst, `,"inheritedEventCount":`...)
+	dst = strconv.AppendInt(dst, a.InheritedEventCount, 10)
+	dst = append(dst, "}\n"...)
+	for _, e := range a.Events {
+		dst = append(dst, e.Raw...)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// WrittenBy names the harness releases that write generation gen, for refusals that tell a user which
+// harness a file came from (fixtures/generations/README.md).
+func WrittenBy(gen int) string {
+	switch {
+	case gen == 0:
+		return "harness releases up to dsh-v0.1.2-rc.1"
+	case gen == 1:
+		return "no tagged harness release"
+	case gen == 2:
+		return "dsh-v0.1.3-alpha.1 and dsh-v0.1.3-alpha.2"
+	case gen == 3:
+		return "dsh-v0.1.5-alpha.1 and later"
+	}
+	return "a harness release newer than dsh-v0.1.5-alpha.1 (the latest writes v3)"
+}

@@ -1,0 +1,170 @@
+package generation
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strconv"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// The zstd container (RFC 8878) as the harness writes a compressed artifact: standard frames simply
+// concatenated, the first holding only the header line. Only the structure needed to tell complete frames
+// from a torn final one is read here; decompression is the library's.
+const (
+	zstdMagic = 0xFD2FB528
+	// Frame_Header_Descriptor bits 3 (reserved) and 4 (unused) must be zero.
+	descriptorReserved  = 0x18
+	blockTypeRLE        = 1
+	blockTypeCompressed = 2
+	blockTypeReserved   = 3
+	// libzstd's default window limit (windowLog 27): Node's decoder refuses larger windows, so a frame
+	// needing one is no artifact the harness could read.
+	maxWindow = 1 << 27
+)
+
+var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderConcurrency(0))
+	if err != nil {
+		panic("generation: zstd decoder options rejected: " + err.Error())
+	}
+	return d
+})
+
+// blockMax is the most one block regenerates (libzstd's ZSTD_BLOCKSIZE_MAX).
+const blockMax = 128 << 10
+
+// frameInfo is what the structural scan learns of one frame.
+type frameInfo struct {
+	end   int    // offset just past the frame; -1 when the data ends inside it (a torn frame)
+	bound uint64 // the most its blocks can decode to
+	fcs   uint64 // Frame_Content_Size when present
+	fcsOK bool
+}
+
+// scanFrame reads the structure of the frame starting at b[start]. Bad magic, reserved bits and reserved
+// block types are corruption with the v0 reader's texts.
+func scanFrame(b []byte, start int) (frameInfo, error) {
+	torn := frameInfo{end: -1}
+	p := start
+	if len(b)-p < 4 {
+		return torn, nil
+	}
+	if binary.LittleEndian.Uint32(b[p:]) != zstdMagic {
+		return torn, &CorruptError{Message: "corrupt Zstandard session log: invalid frame magic at byte " + strconv.Itoa(p)}
+	}
+	p += 4
+	if p >= len(b) {
+		return torn, nil
+	}
+	d := b[p]
+	if d&descriptorReserved != 0 {
+		return torn, &CorruptError{Message: "corrupt Zstandard session log: reserved frame-header bit at byte " + strconv.Itoa(p)}
+	}
+	p++
+	single := d&0x20 != 0
+	if !single {
+		p++ // Window_Descriptor
+	}
+	p += []int{0, 1, 2, 4}[d&3] // Dictionary_ID
+	fcsLen := 0
+	switch flag := d >> 6; {
+	case flag != 0:
+		fcsLen = 1 << flag
+	case single:
+		fcsLen = 1
+	}
+	var info frameInfo
+	if fcsLen > 0 {
+		if p+fcsLen > len(b) {
+			return torn, nil
+		}
+		var v [8]byte
+		copy(v[:], b[p:p+fcsLen])
+		info.fcs, info.fcsOK = binary.LittleEndian.Uint64(v[:]), true
+		if fcsLen == 2 {
+			info.fcs += 256 // RFC 8878: the two-byte field is offset by 256
+		}
+		p += fcsLen
+	}
+	for {
+		if p+3 > len(b) {
+			return torn, nil
+		}
+		h := int(b[p]) | int(b[p+1])<<8 | int(b[p+2])<<16
+		size := h >> 3
+		switch (h >> 1) & 3 {
+		case blockTypeReserved:
+			return torn, &CorruptError{Message: "corrupt Zstandard session log: reserved block type at byte " + strconv.Itoa(p)}
+		case blockTypeRLE:
+			info.bound += uint64(size)
+			size = 1
+		case blockTypeCompressed:
+			info.bound += blockMax
+		default:
+			info.bound += uint64(size)
+		}
+		p += 3 + size
+		if p > len(b) {
+			return torn, nil
+		}
+		if h&1 != 0 {
+			break
+		}
+	}
+	if d&0x04 != 0 {
+		p += 4 // Content_Checksum
+	}
+	if p > len(b) {
+		return torn, nil
+	}
+	info.end = p
+	return info, nil
+}
+
+// unframe returns the text of a compressed artifact: the plaintext of its complete frames, the header
+// frame checked to hold exactly one line. A torn final frame is left out whole (as the harness's raw
+// reads leave it out); a complete frame whose text stops inside a line is corruption. A frame whose
+// blocks could decode to more than maxFrame bytes (0: no cap) is refused before anything is decoded: a
+// few kilobytes of RLE blocks can claim gigabytes.
+func unframe(b []byte, maxFrame int64) ([]byte, error) {
+	var text []byte
+	frames := 0
+	for p := 0; p < len(b); {
+		info, err := scanFrame(b, p)
+		if err != nil {
+			return nil, err
+		}
+		end := info.end
+		if end < 0 {
+			break
+		}
+		if maxFrame > 0 && info.bound > uint64(maxFrame) {
+			return nil, &CorruptError{Message: "corrupt Zstandard session log: frame at byte " + strconv.Itoa(p) + " can decode to " +
+				strconv.FormatUint(info.bound, 10) + " bytes, over max_frame_bytes (" + strconv.FormatInt(maxFrame, 10) + ")"}
+		}
+		// a content size its blocks cannot reach fails in any decoder; refused here so that a forged size
+		// never makes the decoder reserve it
+		if info.fcsOK && info.fcs > info.bound {
+			return nil, &CorruptError{Message: "corrupt Zstandard session log: frame at byte " + strconv.Itoa(p) + " failed validation"}
+		}
+		plain, err := zstdDecoder().DecodeAll(b[p:end], nil)
+		if err != nil {
+			return nil, &CorruptError{Message: "corrupt Zstandard session log: frame at byte " + strconv.Itoa(p) + " failed validation"}
+		}
+		if frames == 0 && (len(plain) == 0 || bytes.IndexByte(plain, '\n') != len(plain)-1) {
+			return nil, &CorruptError{Message: "corrupt Zstandard session log: first frame is not exactly one header line"}
+		}
+		text = append(text, plain...)
+		frames++
+		p = end
+	}
+	if frames == 0 {
+		return nil, &CorruptError{Message: "empty or header-less Zstandard session log"}
+	}
+	if text[len(text)-1] != '\n' {
+		return nil, &CorruptError{Message: "corrupt Zstandard session log: complete frame contains a torn JSONL record"}
+	}
+	return text, nil
+}
