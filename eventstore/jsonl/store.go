@@ -136,16 +136,26 @@ const (
 // SetLimits sets the caps of one event line and one decoded zstd frame (0: no cap).
 func (b *Backend) SetLimits(maxLine, maxFrame int64) { b.maxLine, b.maxFrame = maxLine, maxFrame }
 
-// Detect reports which encoding the sessions under root use: the one more artifacts use, zstd on a tie;
-// found is false when there are none (the encoding is then zstd).
+// Detect reports which encoding the sessions under root use: the one more session directories hold
+// generation files of, zstd on a tie; found is false when there are none (the encoding is then zstd).
 func Detect(root string) (c Compression, found bool) {
 	var zstd, raw int
 	for _, p := range subdirs(root) {
 		for _, s := range subdirs(p) {
-			if isFile(filepath.Join(s, "session"+Zstd.Suffix())) {
+			entries, err := os.ReadDir(s)
+			if err != nil {
+				continue
+			}
+			var z, r bool
+			for _, de := range entries {
+				if g, ok := ParseGenerationName(de.Name()); ok {
+					z, r = z || g.Compression == Zstd, r || g.Compression == None
+				}
+			}
+			if z {
 				zstd++
 			}
-			if isFile(filepath.Join(s, "session"+None.Suffix())) {
+			if r {
 				raw++
 			}
 		}
@@ -233,36 +243,50 @@ func artifactOf(fi fs.FileInfo) eventstore.Artifact {
 	return a
 }
 
-// find returns the transcript of id, applying the harness's targeted-lookup checks: flat-layout files and
-// opposite-encoding artifacts are errors, and the same id in two project directories is a duplicate.
+// find returns the transcript of id: the current generation's file, whichever generation that is.
 func (b *Backend) find(id string) (string, error) {
-	seg, err := EncodeSegment(id)
+	files, g, err := b.discover(id)
 	if err != nil {
 		return "", err
 	}
-	var matches []string
+	return files.Path(g), nil
+}
+
+// discover finds the session directory of id and its current generation, applying the harness's
+// targeted-lookup checks: flat-layout files and generation files in the other encoding are errors, and the
+// same id in two project directories is a duplicate. The highest generation is the session; a predecessor
+// is never returned in its place.
+func (b *Backend) discover(id string) (SessionFiles, GenerationFile, error) {
+	seg, err := EncodeSegment(id)
+	if err != nil {
+		return SessionFiles{}, GenerationFile{}, err
+	}
+	var (
+		matches []SessionFiles
+		current GenerationFile
+	)
 	for _, project := range subdirs(b.root) {
 		for _, c := range []Compression{Zstd, None} {
 			flat := filepath.Join(project, seg+c.Suffix())
 			if exists(flat) {
-				return "", errors.New(flatLayoutText(flat))
+				return SessionFiles{}, GenerationFile{}, errors.New(flatLayoutText(flat))
 			}
 		}
-		dir := filepath.Join(project, seg)
-		if opp := filepath.Join(dir, "session"+b.mode.opposite().Suffix()); exists(opp) {
-			return "", errors.New(b.mismatchText(opp))
+		files := b.sessionFiles(filepath.Join(project, seg))
+		if len(files.Opposite) > 0 {
+			return SessionFiles{}, GenerationFile{}, errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
 		}
-		if p := filepath.Join(dir, "session"+b.mode.Suffix()); exists(p) {
-			matches = append(matches, p)
+		if g, ok := files.Current(); ok {
+			matches, current = append(matches, files), g
 		}
 	}
 	if len(matches) > 1 {
-		return "", errors.New(duplicateText(id))
+		return SessionFiles{}, GenerationFile{}, errors.New(duplicateText(id))
 	}
 	if len(matches) == 0 {
-		return "", &eventstore.NotFoundError{ID: id}
+		return SessionFiles{}, GenerationFile{}, &eventstore.NotFoundError{ID: id}
 	}
-	return matches[0], nil
+	return matches[0], current, nil
 }
 
 func duplicateText(id string) string {
@@ -294,10 +318,14 @@ var _ eventstore.ProgressiveBackend = (*Backend)(nil)
 // its read starts over when the file changes under it (stableRead), and what it reported would then not
 // be a prefix of what it returns.
 func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress eventstore.ProgressSink) (*eventstore.Prefix, error) {
-	path, err := b.find(id)
+	files, g, err := b.discover(id)
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkGeneration(files, g); err != nil {
+		return nil, err
+	}
+	path := files.Path(g)
 	var p *eventstore.Prefix
 	var art eventstore.Artifact
 	if b.mode == None {
@@ -687,16 +715,11 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 			if !de.IsDir() {
 				continue
 			}
-			dir := filepath.Join(project, de.Name())
-			if opp := filepath.Join(dir, "session"+b.mode.opposite().Suffix()); exists(opp) {
-				out.RootErrors = append(out.RootErrors, eventstore.RootError{Path: opp, Message: b.mismatchText(opp)})
+			files := b.sessionFiles(filepath.Join(project, de.Name()))
+			if !files.any() {
 				continue
 			}
-			path := filepath.Join(dir, "session"+b.mode.Suffix())
-			if !exists(path) {
-				continue
-			}
-			e := b.entry(filepath.Base(project), de.Name(), path)
+			e := b.entry(filepath.Base(project), de.Name(), files)
 			byID[e.ID] = append(byID[e.ID], len(out.Entries))
 			out.Entries = append(out.Entries, e)
 		}
@@ -722,32 +745,52 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 }
 
 // entry reads one session's header the way listing does and turns every reason the harness would skip or
-// reject it into a refusal carrying the text its inspect() would give.
-func (b *Backend) entry(project, name, path string) eventstore.Entry {
+// reject it into a refusal carrying the text its inspect() would give. Its Path is the current generation's
+// file (for a session refused for a file in the other encoding, that file when there is no other), and its
+// Predecessors the older generation files beside it.
+func (b *Backend) entry(project, name string, files SessionFiles) eventstore.Entry {
 	id, decoded := DecodeSegment(name)
 	if !decoded {
 		id = name
 	}
-	e := eventstore.Entry{ID: id, ProjectDir: project, Path: path}
-	art, err := statArtifact(path)
+	e := eventstore.Entry{ID: id, ProjectDir: project}
+	for _, p := range files.Predecessors() {
+		e.Predecessors = append(e.Predecessors, files.Path(p))
+	}
+	g, ok := files.Current()
+	if ok {
+		e.Path = files.Path(g)
+	} else {
+		e.Path = filepath.Join(files.Dir, files.Opposite[0])
+	}
+	art, err := statArtifact(e.Path)
 	if err != nil {
-		if _, _, oerr := b.openArtifact(path); oerr != nil {
+		if _, _, oerr := b.openArtifact(e.Path); oerr != nil {
 			err = oerr // says why: a dangling link, a loop
 		}
 		e.Refusal = err
 		return e
 	}
 	e.Revision, e.Identity, e.ModTime, e.Owner = art.Token, art.Identity, art.ModTime, art.Owner
-	file := art.Identity
+	if len(files.Opposite) > 0 {
+		e.Refusal = errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
+		return e
+	}
+	path, file := e.Path, art.Identity
 	b.hmu.Lock()
 	c, ok := b.headers[path]
 	b.hmu.Unlock()
 	if ok && c.file == file {
-		c.entry.Revision, c.entry.ModTime, c.entry.Owner = art.Token, art.ModTime, art.Owner
+		c.entry.Revision, c.entry.ModTime, c.entry.Owner, c.entry.Predecessors = art.Token, art.ModTime, art.Owner, e.Predecessors
 		return c.entry
 	}
-	e = b.readEntry(e, path, id, decoded)
-	if e.Refusal != nil {
+	if g.Gen == ReadGeneration {
+		e = b.readEntry(e, path, id, decoded)
+	} else {
+		e = b.generationEntry(e, files, g)
+	}
+	var ge *GenerationError
+	if e.Refusal != nil && !errors.As(e.Refusal, &ge) {
 		return e // re-read next time: a header still being written must not stay refused
 	}
 	b.hmu.Lock()
@@ -756,6 +799,18 @@ func (b *Backend) entry(project, name, path string) eventstore.Entry {
 	}
 	b.headers[path] = cachedHeader{file: file, entry: e}
 	b.hmu.Unlock()
+	return e
+}
+
+// generationEntry lists a session whose current generation is not the one this package reads: its first
+// line verbatim (header.json of a refused session) and checkGeneration's verdict.
+func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g GenerationFile) eventstore.Entry {
+	if rec, err := b.headerRecord(e.Path); err == nil {
+		if v, err := event.Parse(bytes.TrimSuffix(rec, []byte("\n"))); err == nil && v.Kind == event.KindObject {
+			e.HeaderLine = bytes.Clone(bytes.TrimSuffix(rec, []byte("\n")))
+		}
+	}
+	e.Refusal = b.checkGeneration(files, g)
 	return e
 }
 
