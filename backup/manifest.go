@@ -43,6 +43,12 @@ func (m *Manifest) expected() Expected {
 			paths[s.Path] = true
 			e.Files++
 		}
+		for _, f := range s.Predecessors {
+			if !paths[f.Path] {
+				paths[f.Path] = true
+				e.Files++
+			}
+		}
 		for _, l := range s.Spill {
 			if l.File != "" && !paths[l.File] {
 				paths[l.File] = true
@@ -65,6 +71,17 @@ type SessionEntry struct {
 	DurableSeq int64     `json:"durableSeq"`
 	Refusal    string    `json:"refusal,omitempty"`
 	Spill      []Locator `json:"spill"`
+	// Predecessors are the older generation files beside the artifact (an upgraded harness leaves them
+	// untouched when it publishes a newer generation), copied whole; nil in a manifest of an older dshfs.
+	Predecessors []FileEntry `json:"predecessors"`
+}
+
+// FileEntry is one file of a backup beside a session's artifact: its path relative to the backup, size
+// and SHA-256.
+type FileEntry struct {
+	Path   string `json:"path"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
 }
 
 // Locator is one spill locator a session cites, with its status when the backup was taken.
@@ -118,6 +135,14 @@ func (m *Manifest) JSON() []byte {
 		for j, l := range s.Spill {
 			locs[j] = l.value("")
 		}
+		preds := make([]event.Value, len(s.Predecessors))
+		for j, f := range s.Predecessors {
+			preds[j] = event.Object(
+				event.Member{Key: "path", Value: event.String(f.Path)},
+				event.Member{Key: "bytes", Value: event.Int(f.Bytes)},
+				event.Member{Key: "sha256", Value: event.String(f.SHA256)},
+			)
+		}
 		durable := event.Int(s.DurableSeq)
 		if s.Refusal != "" {
 			durable = event.Null()
@@ -131,6 +156,7 @@ func (m *Manifest) JSON() []byte {
 			event.Member{Key: "durableSeq", Value: durable},
 			event.Member{Key: "refusal", Value: nullable(s.Refusal)},
 			event.Member{Key: "spill", Value: event.Array(locs...)},
+			event.Member{Key: "predecessors", Value: event.Array(preds...)},
 		)
 	}
 	expected := event.Null()

@@ -9,6 +9,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -376,7 +377,14 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
 	m := &nodes.Mirror{Dirs: map[string][]string{}, Files: map[string]eventstore.Entry{}}
 	seen := map[string]bool{}
+	var files []eventstore.Entry
 	for _, e := range l.Entries {
+		files = append(files, e)
+		for _, p := range e.Predecessors {
+			files = append(files, predecessorEntry(e, p))
+		}
+	}
+	for _, e := range files {
 		rel, err := filepath.Rel(root, e.Path)
 		if err != nil || !filepath.IsLocal(rel) {
 			continue
@@ -399,6 +407,16 @@ func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
 		sort.Strings(names)
 	}
 	return m
+}
+
+// errPredecessor marks a predecessor's mirror entry: like a refused session's artifact, it is mirrored
+// whole, as it is (the harness never writes it again once a newer generation is beside it).
+var errPredecessor = errors.New("an older generation file of the session, kept as it is")
+
+// predecessorEntry is store/'s entry of an older generation file beside a session's artifact: the
+// session's id and owner (the harness writes every generation of a session alike), its own path.
+func predecessorEntry(e eventstore.Entry, path string) eventstore.Entry {
+	return eventstore.Entry{ID: e.ID, ProjectDir: e.ProjectDir, Path: path, Owner: e.Owner, Refusal: errPredecessor}
 }
 
 // Frozen is the frozen prefix of a listed artifact, remembered per path so that a grown artifact is read
