@@ -230,6 +230,11 @@ func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
 	if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
 		// refused at the header already: nothing more to read
 		e := l.Entries[i]
+		// the listing may be older than the artifact (a newer harness appends to a generation this
+		// build refuses): the snapshot is of the artifact as it is now
+		if art, err := f.statArtifact(ctx, id, e.Path); err == nil && art.Token != "" {
+			e.Revision, e.ModTime = art.Token, art.ModTime
+		}
 		f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(e.Refusal), "reason", e.Refusal.Error())
 		return views.FromEntry(f.opts.Store, e, f.viewOptions()), nil
 	}
