@@ -126,3 +126,29 @@ func TestGenerationWritesChangeNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestForkIntoAnIdHeldAsV3: a fork of a v0 session into an id that exists only as a v3 file is refused,
+// and nothing is written.
+func TestForkIntoAnIdHeldAsV3(t *testing.T) {
+	const clean = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
+	store := fixtures.CopyTree(t, fixtures.Path(t, "generated", "raw"))
+	v3 := fixtures.Path(t, "generations", "v3", "raw", "--home-dev-projects-acme-api--", clean, "session.v3.jsonl")
+	held := filepath.Join(store, "--home-dev-projects-acme-api--", "held")
+	if err := os.MkdirAll(held, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(v3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(held, "session.v3.jsonl"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := storeBytes(t, store)
+	if code, _, stderr := runCLI("fork", store, clean, "35", "held"); code != exitFound || !strings.Contains(stderr, `session "held" already exists`) {
+		t.Fatalf("fork: exit %d %s", code, stderr)
+	}
+	if after := storeBytes(t, store); !reflect.DeepEqual(before, after) {
+		t.Fatal("the store changed")
+	}
+}
