@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -122,18 +123,14 @@ func (s SessionFiles) any() bool { return len(s.Files) > 0 || len(s.Opposite) > 
 // (the listing reports the directories it cannot read).
 func (b *Backend) sessionFiles(dir string) SessionFiles {
 	s := SessionFiles{Dir: dir}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return s
-	}
-	for _, de := range entries {
-		g, ok := ParseGenerationName(de.Name())
+	for _, name := range dirNames(dir) {
+		g, ok := ParseGenerationName(name)
 		switch {
 		case !ok:
 		case g.Compression == b.mode:
 			s.Files = append(s.Files, g)
 		default:
-			s.Opposite = append(s.Opposite, de.Name())
+			s.Opposite = append(s.Opposite, name)
 		}
 	}
 	sort.Slice(s.Files, func(i, j int) bool { return s.Files[i].Gen < s.Files[j].Gen })
@@ -211,4 +208,36 @@ func headerVersionMatches(rec []byte, want Generation) error {
 		return fmt.Errorf("resolved JSONL source filename identifies v%d, but its header identifies v%s", want, strconv.FormatFloat(ver.Num, 'f', -1, 64))
 	}
 	return nil
+}
+
+// dirNames are the names in dir, unsorted, nil when it cannot be read. Listing reads every session
+// directory once per pass, so this asks the kernel for names alone — no stat, no sort, and no registration
+// with the runtime's poller, which os.Open of a directory costs two more system calls per session.
+func dirNames(dir string) []string {
+	fd, err := openDir(dir)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 4096) // a session directory holds a handful of names
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return names
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+func openDir(dir string) (int, error) {
+	for {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }

@@ -142,13 +142,9 @@ func Detect(root string) (c Compression, found bool) {
 	var zstd, raw int
 	for _, p := range subdirs(root) {
 		for _, s := range subdirs(p) {
-			entries, err := os.ReadDir(s)
-			if err != nil {
-				continue
-			}
 			var z, r bool
-			for _, de := range entries {
-				if g, ok := ParseGenerationName(de.Name()); ok {
+			for _, name := range dirNames(s) {
+				if g, ok := ParseGenerationName(name); ok {
 					z, r = z || g.Compression == Zstd, r || g.Compression == None
 				}
 			}
