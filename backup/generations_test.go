@@ -62,8 +62,8 @@ func TestBackupCarriesEveryGeneration(t *testing.T) {
 				t.Fatalf("%d sessions in the manifest", len(m.Sessions))
 			}
 			for _, s := range m.Sessions {
-				if !strings.Contains(s.Path, "session.v3.jsonl") || len(s.Predecessors) != 1 ||
-					!strings.HasSuffix(s.Predecessors[0].Path, "/session.jsonl"+map[string]string{"raw": "", "zstd": ".zstd"}[enc]) ||
+				if !strings.Contains(s.Path, "session.v3.jsonl") || len(s.Beside) != 1 ||
+					!strings.HasSuffix(s.Beside[0].Path, "/session.jsonl"+map[string]string{"raw": "", "zstd": ".zstd"}[enc]) ||
 					s.Refusal == "" {
 					t.Fatalf("manifest entry %+v", s)
 				}
@@ -99,17 +99,17 @@ func TestBackupCarriesEveryGeneration(t *testing.T) {
 			}
 
 			// an older generation changed in the backup is found
-			pred := filepath.Join(dest, filepath.FromSlash(m.Sessions[0].Predecessors[0].Path))
+			pred := filepath.Join(dest, filepath.FromSlash(m.Sessions[0].Beside[0].Path))
 			if err := os.WriteFile(pred, []byte("changed\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			_, problems, _ = Verify(ctx, dest, opts)
-			if !strings.Contains(problemKinds(problems), "size: older generation "+m.Sessions[0].Predecessors[0].Path) {
+			if !strings.Contains(problemKinds(problems), "size: generation file "+m.Sessions[0].Beside[0].Path) {
 				t.Fatalf("a changed older generation is not found:\n%s", problemKinds(problems))
 			}
 			os.Remove(pred)
 			_, problems, _ = Verify(ctx, dest, opts)
-			if !strings.Contains(problemKinds(problems), "missing: older generation") {
+			if !strings.Contains(problemKinds(problems), "missing: generation file") {
 				t.Fatalf("a missing older generation is not found:\n%s", problemKinds(problems))
 			}
 		})

@@ -43,7 +43,7 @@ func (m *Manifest) expected() Expected {
 			paths[s.Path] = true
 			e.Files++
 		}
-		for _, f := range s.Predecessors {
+		for _, f := range s.Beside {
 			if !paths[f.Path] {
 				paths[f.Path] = true
 				e.Files++
@@ -71,9 +71,10 @@ type SessionEntry struct {
 	DurableSeq int64     `json:"durableSeq"`
 	Refusal    string    `json:"refusal,omitempty"`
 	Spill      []Locator `json:"spill"`
-	// Predecessors are the older generation files beside the artifact (an upgraded harness leaves them
-	// untouched when it publishes a newer generation), copied whole; nil in a manifest of an older dshfs.
-	Predecessors []FileEntry `json:"predecessors"`
+	// Beside are the session's other generation files beside its artifact (older generations an upgraded
+	// harness leaves untouched, files in the other encoding), copied whole; nil in a manifest of an older
+	// dshfs.
+	Beside []FileEntry `json:"beside"`
 }
 
 // FileEntry is one file of a backup beside a session's artifact: its path relative to the backup, size
@@ -135,8 +136,8 @@ func (m *Manifest) JSON() []byte {
 		for j, l := range s.Spill {
 			locs[j] = l.value("")
 		}
-		preds := make([]event.Value, len(s.Predecessors))
-		for j, f := range s.Predecessors {
+		preds := make([]event.Value, len(s.Beside))
+		for j, f := range s.Beside {
 			preds[j] = event.Object(
 				event.Member{Key: "path", Value: event.String(f.Path)},
 				event.Member{Key: "bytes", Value: event.Int(f.Bytes)},
@@ -156,7 +157,7 @@ func (m *Manifest) JSON() []byte {
 			event.Member{Key: "durableSeq", Value: durable},
 			event.Member{Key: "refusal", Value: nullable(s.Refusal)},
 			event.Member{Key: "spill", Value: event.Array(locs...)},
-			event.Member{Key: "predecessors", Value: event.Array(preds...)},
+			event.Member{Key: "beside", Value: event.Array(preds...)},
 		)
 	}
 	expected := event.Null()

@@ -131,7 +131,7 @@ func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opt
 		arts = append(arts, artifact{rel: filepath.ToSlash(rel), open: func(ctx context.Context) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
 			return openFrozen(ctx, st, e, wait)
 		}})
-		for _, p := range e.Predecessors {
+		for _, p := range e.Beside {
 			rel, err := filepath.Rel(root, p)
 			if err != nil || !filepath.IsLocal(rel) {
 				continue
@@ -200,8 +200,9 @@ func openFrozen(ctx context.Context, st *eventstore.Store, e eventstore.Entry, w
 	return &lockedFile{File: f, release: release}, size, mtime, fi.Mode(), nil
 }
 
-// openWhole opens an older generation file of a session for copying, whole and as it is: the harness never
-// writes one again once a newer generation is beside it, so it needs no lock and has no torn tail to cut.
+// openWhole opens a generation file beside a session's artifact for copying, whole and as it is: the
+// harness never writes an older generation again once a newer one is beside it, so it needs no lock, and
+// nothing of it is cut.
 func openWhole(ctx context.Context, st *eventstore.Store, path string) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
 	f, art, _, err := st.OpenArtifact(ctx, path)
 	if err != nil {

@@ -95,7 +95,7 @@ func Verify(ctx context.Context, dir string, opts Options) (counts Expected, pro
 			hashes[loc.File] = hashed{sum: sum}
 			counts.Files++
 		}
-		for _, f := range s.Predecessors {
+		for _, f := range s.Beside {
 			if _, done := hashes[f.Path]; done {
 				continue
 			}
@@ -103,12 +103,12 @@ func Verify(ctx context.Context, dir string, opts Options) (counts Expected, pro
 			hashes[f.Path] = hashed{sum: psum, size: psize, err: err}
 			switch {
 			case err != nil:
-				add(s.ID, "missing", "older generation %s: %v", f.Path, err)
+				add(s.ID, "missing", "generation file %s beside the artifact: %v", f.Path, err)
 				continue
 			case psize != f.Bytes:
-				add(s.ID, "size", "older generation %s is %d bytes, the manifest says %d", f.Path, psize, f.Bytes)
+				add(s.ID, "size", "generation file %s beside the artifact is %d bytes, the manifest says %d", f.Path, psize, f.Bytes)
 			case psum != f.SHA256:
-				add(s.ID, "checksum", "older generation %s has SHA-256 %s, the manifest says %s", f.Path, psum, f.SHA256)
+				add(s.ID, "checksum", "generation file %s beside the artifact has SHA-256 %s, the manifest says %s", f.Path, psum, f.SHA256)
 			}
 			counts.Files++
 		}
@@ -140,10 +140,10 @@ func Verify(ctx context.Context, dir string, opts Options) (counts Expected, pro
 		if !listed[k] {
 			add(e.ID, "extra", "%s (session %q) is not in the manifest", k.path, e.ID)
 		}
-		for _, p := range e.Predecessors {
+		for _, p := range e.Beside {
 			if rel, err := filepath.Rel(dir, p); err == nil {
 				if _, ok := hashes[filepath.ToSlash(rel)]; !ok {
-					add(e.ID, "extra", "%s (an older generation of session %q) is not in the manifest", filepath.ToSlash(rel), e.ID)
+					add(e.ID, "extra", "%s (a generation file beside session %q's artifact) is not in the manifest", filepath.ToSlash(rel), e.ID)
 				}
 			}
 		}
@@ -259,7 +259,7 @@ func Restore(ctx context.Context, backupDir, dest string, opts Options) (*Manife
 		if opts.Progress != nil {
 			opts.Progress(i, len(m.Sessions))
 		}
-		files := append([]FileEntry{{Path: s.Path, Bytes: s.Bytes, SHA256: s.SHA256}}, s.Predecessors...)
+		files := append([]FileEntry{{Path: s.Path, Bytes: s.Bytes, SHA256: s.SHA256}}, s.Beside...)
 		for _, c := range files {
 			if done[c.Path] {
 				continue

@@ -385,8 +385,8 @@ func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
 	var files []eventstore.Entry
 	for _, e := range l.Entries {
 		files = append(files, e)
-		for _, p := range e.Predecessors {
-			files = append(files, predecessorEntry(e, p))
+		for _, p := range e.Beside {
+			files = append(files, besideEntry(e, p))
 		}
 	}
 	for _, e := range files {
@@ -414,14 +414,15 @@ func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
 	return m
 }
 
-// errPredecessor marks a predecessor's mirror entry: like a refused session's artifact, it is mirrored
-// whole, as it is (the harness never writes it again once a newer generation is beside it).
-var errPredecessor = errors.New("an older generation file of the session, kept as it is")
+// errBeside marks the mirror entry of a generation file beside a session's artifact: like a refused
+// session's artifact, it is mirrored whole, as it is (an older generation is never written again once a
+// newer one is beside it; one in the other encoding is no artifact of this store's).
+var errBeside = errors.New("a generation file beside the session's artifact, kept as it is")
 
-// predecessorEntry is store/'s entry of an older generation file beside a session's artifact: the
-// session's id and owner (the harness writes every generation of a session alike), its own path.
-func predecessorEntry(e eventstore.Entry, path string) eventstore.Entry {
-	return eventstore.Entry{ID: e.ID, ProjectDir: e.ProjectDir, Path: path, Owner: e.Owner, Refusal: errPredecessor}
+// besideEntry is store/'s entry of a generation file beside a session's artifact: the session's id and
+// owner (the harness writes every generation of a session alike), its own path.
+func besideEntry(e eventstore.Entry, path string) eventstore.Entry {
+	return eventstore.Entry{ID: e.ID, ProjectDir: e.ProjectDir, Path: path, Owner: e.Owner, Refusal: errBeside}
 }
 
 // Frozen is the frozen prefix of a listed artifact, remembered per path so that a grown artifact is read

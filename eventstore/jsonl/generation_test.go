@@ -114,7 +114,7 @@ func TestGenerationDiscovery(t *testing.T) {
 		mode    Compression
 		files   []string
 		current string   // "" : no session at all
-		preds   []string // predecessor names
+		beside  []string // names of the other generation files listed beside the artifact
 		refusal string   // a substring of the refusal; "" : the session loads
 	}{
 		{"v0 only", None, []string{"session.jsonl"}, "session.jsonl", nil, ""},
@@ -129,7 +129,7 @@ func TestGenerationDiscovery(t *testing.T) {
 			[]string{"session.jsonl", "session.v2.jsonl", "session.v9.jsonl"}, "is format generation v10, written by a harness newer than dshfs reads"},
 		{"zstd v3 with ignored", Zstd, []string{"session.jsonl.zstd", "session.v3.jsonl.zstd", "session.v3.jsonl.zstd.tmp", "session.v03.jsonl.zstd"},
 			"session.v3.jsonl.zstd", []string{"session.jsonl.zstd"}, "v3"},
-		{"encoding mismatch of a newer generation", None, []string{"session.jsonl", "session.v3.jsonl.zstd"}, "session.jsonl", nil,
+		{"encoding mismatch of a newer generation", None, []string{"session.jsonl", "session.v3.jsonl.zstd"}, "session.jsonl", []string{"session.v3.jsonl.zstd"},
 			`session.v3.jsonl.zstd" uses .jsonl.zstd, but this backend is configured for compression "none"; use a separate root or select the matching compression mode`},
 		{"encoding mismatch alone", Zstd, []string{"session.v3.jsonl"}, "session.v3.jsonl", nil,
 			`session.v3.jsonl" uses .jsonl, but this backend is configured for compression "zstd"`},
@@ -162,11 +162,11 @@ func TestGenerationDiscovery(t *testing.T) {
 				t.Fatalf("entry %s at %s, want %s", e.ID, e.Path, tt.current)
 			}
 			var preds []string
-			for _, p := range e.Predecessors {
+			for _, p := range e.Beside {
 				preds = append(preds, filepath.Base(p))
 			}
-			if strings.Join(preds, ",") != strings.Join(tt.preds, ",") {
-				t.Fatalf("predecessors %v, want %v", preds, tt.preds)
+			if strings.Join(preds, ",") != strings.Join(tt.beside, ",") {
+				t.Fatalf("beside %v, want %v", preds, tt.beside)
 			}
 			if tt.refusal == "" {
 				if e.Refusal != nil || loadErr != nil {
@@ -256,8 +256,8 @@ func TestGenerationFixtures(t *testing.T) {
 					eventstore.Classify(e.Refusal) != eventstore.KindUnsupported || !strings.Contains(e.Refusal.Error(), "generation "+gen) {
 					t.Fatalf("%s: %s refused with %v", e.ID, e.Path, e.Refusal)
 				}
-				if (store[0] == "beside") != (len(e.Predecessors) == 1) {
-					t.Fatalf("%s: predecessors %v", e.ID, e.Predecessors)
+				if (store[0] == "beside") != (len(e.Beside) == 1) {
+					t.Fatalf("%s: predecessors %v", e.ID, e.Beside)
 				}
 				if len(e.HeaderLine) == 0 || !bytes.Contains(e.HeaderLine, []byte(`"version":`+gen[1:])) {
 					t.Fatalf("%s: header line %s", e.ID, e.HeaderLine)

@@ -743,7 +743,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 // entry reads one session's header the way listing does and turns every reason the harness would skip or
 // reject it into a refusal carrying the text its inspect() would give. Its Path is the current generation's
 // file (for a session refused for a file in the other encoding, that file when there is no other), and its
-// Predecessors the older generation files beside it.
+// Beside the other generation files in its directory, either encoding.
 func (b *Backend) entry(project, name string, files SessionFiles) eventstore.Entry {
 	id, decoded := DecodeSegment(name)
 	if !decoded {
@@ -751,13 +751,17 @@ func (b *Backend) entry(project, name string, files SessionFiles) eventstore.Ent
 	}
 	e := eventstore.Entry{ID: id, ProjectDir: project}
 	for _, p := range files.Predecessors() {
-		e.Predecessors = append(e.Predecessors, files.Path(p))
+		e.Beside = append(e.Beside, files.Path(p))
 	}
 	g, ok := files.Current()
+	opposite := files.Opposite
 	if ok {
 		e.Path = files.Path(g)
 	} else {
-		e.Path = filepath.Join(files.Dir, files.Opposite[0])
+		e.Path, opposite = filepath.Join(files.Dir, opposite[0]), opposite[1:]
+	}
+	for _, name := range opposite {
+		e.Beside = append(e.Beside, filepath.Join(files.Dir, name))
 	}
 	art, err := statArtifact(e.Path)
 	if err != nil {
@@ -777,7 +781,7 @@ func (b *Backend) entry(project, name string, files SessionFiles) eventstore.Ent
 	c, ok := b.headers[path]
 	b.hmu.Unlock()
 	if ok && c.file == file {
-		c.entry.Revision, c.entry.ModTime, c.entry.Owner, c.entry.Predecessors = art.Token, art.ModTime, art.Owner, e.Predecessors
+		c.entry.Revision, c.entry.ModTime, c.entry.Owner, c.entry.Beside = art.Token, art.ModTime, art.Owner, e.Beside
 		return c.entry
 	}
 	if g.Gen == ReadGeneration {
