@@ -345,7 +345,9 @@ func TestGenerationWritesRefused(t *testing.T) {
 		writeGenFiles(t, root, None, "s", []string{"session.v3.jsonl"}, nil)
 		before := snapshot(dir)
 		ev := eventtest.Events(t, turn(2, 3)...)
-		if _, err := b.AppendBatch(ctx, p.Header, p.Artifact, ev, nil); err == nil || !strings.Contains(err.Error(), "generation v3") {
+		_, err = b.AppendBatch(ctx, p.Header, p.Artifact, ev, nil)
+		if ce := eventstore.AsCommandError(err); ce == nil || ce.Code != eventstore.CodeConflict || !strings.Contains(err.Error(), "generation v3") ||
+			!strings.HasSuffix(err.Error(), "nothing was written") {
 			t.Fatalf("append: %v", err)
 		}
 		if _, err := b.CommitRepair(ctx, p.Header, p.Artifact, nil, nil, ev); err == nil || !strings.Contains(err.Error(), "generation v3") {
@@ -353,4 +355,41 @@ func TestGenerationWritesRefused(t *testing.T) {
 		}
 		same(t, dir, before)
 	})
+
+	t.Run("a live writer's session is upgraded under it", func(t *testing.T) {
+		root := t.TempDir()
+		dir := writeGenFiles(t, root, None, "s", []string{"session.jsonl"}, nil)
+		b, _ := Open(root, None)
+		st := eventstore.New(b)
+		w, err := st.Writer(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AcceptEvents(eventtest.Events(t, turn(2, 3)...)); err != nil {
+			t.Fatal(err)
+		}
+		v0 := readFileT(t, filepath.Join(dir, "session.jsonl"))
+		writeGenFiles(t, root, None, "s", []string{"session.v3.jsonl"}, nil)
+		err = w.Flush(ctx)
+		if ce := eventstore.AsCommandError(err); ce == nil || ce.Code != eventstore.CodeConflict || !strings.Contains(err.Error(), "generation v3") ||
+			!strings.Contains(err.Error(), "3 accepted events (seq 3..5) were not written and are kept in ") {
+			t.Fatalf("flush: %v", err)
+		}
+		if got := readFileT(t, filepath.Join(dir, "session.jsonl")); !bytes.Equal(got, v0) {
+			t.Fatal("the v0 log was written after its v3 successor appeared")
+		}
+		if err := w.AcceptEvents(eventtest.Events(t, turn(3, 6)...)); err == nil {
+			t.Fatal("the writer takes more events after its session was upgraded")
+		}
+		w.Close(ctx)
+	})
+}
+
+func readFileT(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

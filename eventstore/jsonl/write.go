@@ -161,9 +161,17 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 		return eventstore.Artifact{}, err
 	}
 	if err := b.requireWritable(path); err != nil {
-		return eventstore.Artifact{}, err
+		return eventstore.Artifact{}, superseded(path, err)
 	}
 	return b.appendBytes(path, expect, b.encodeBatch(nil, batch, packing))
+}
+
+// superseded is the refusal of a write to a v0 log that stopped being the session under its writer: a
+// conflict, as a foreign write is, so that a live writer keeps its accepted events in a sidecar and takes
+// no more, instead of retrying a write that can never land.
+func superseded(path string, err error) error {
+	return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
+		Message: "the artifact " + jsonString(path) + " is no longer the session under this writer: " + err.Error() + "; nothing was written", Err: err}
 }
 
 // requireWritable refuses a write to the v0 log at path once it is no longer the session: a newer
@@ -277,7 +285,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		return eventstore.Artifact{}, err
 	}
 	if err := b.requireWritable(path); err != nil {
-		return eventstore.Artifact{}, err
+		return eventstore.Artifact{}, superseded(path, err)
 	}
 	cur, err := statArtifact(path)
 	if err != nil {
