@@ -166,10 +166,11 @@ func (e *GenerationError) Unwrap() error {
 // harness's own refusal when they differ, and is then refused with a *GenerationError.
 //
 // This is the seam a reader of v2 and v3 artifacts plugs into: return nil here for the generations it
-// decodes, and branch on the generation in LoadStoredProgress (where the v0 scan runs) to hand the
-// artifact's bytes to it. Listing, discovery, the watcher, store/ and backups already follow the current
-// generation and need no change; writes stay refused by requireWritable until a writer of that generation
-// exists.
+// decodes (after the version check, which stays), branch on the generation in LoadStoredProgress (where
+// the v0 scan runs) to hand the artifact's bytes to it and bind the result to its path with
+// checkIdentity as the v0 load does, and in entry (listing) to parse the header it restores. Discovery,
+// the watcher, store/ and backups already follow the current generation and need no change; writes stay
+// refused by requireWritable until a writer of that generation exists.
 func (b *Backend) checkGeneration(files SessionFiles, g GenerationFile) error {
 	if g.Gen == ReadGeneration {
 		return nil
