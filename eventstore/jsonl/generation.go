@@ -150,8 +150,12 @@ type GenerationError struct {
 func (e *GenerationError) Error() string {
 	msg := "session artifact " + jsonString(e.Path) + " is format generation v" + strconv.Itoa(int(e.File.Gen)) +
 		", written by " + e.File.Gen.Release() + "; dshfs reads and writes generation v0 only"
-	if len(e.Predecessors) > 0 {
-		msg += " (the older " + strings.Join(e.Predecessors, ", ") + " beside it is kept untouched and is not the session)"
+	switch len(e.Predecessors) {
+	case 0:
+	case 1:
+		msg += " (the older " + e.Predecessors[0] + " beside it is kept untouched and is not the session)"
+	default:
+		msg += " (the older " + strings.Join(e.Predecessors, ", ") + " beside it are kept untouched and are not the session)"
 	}
 	return msg + ": ls, check, status.json, raw.jsonl and store/ show this session; its other views and every write are refused"
 }

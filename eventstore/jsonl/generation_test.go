@@ -126,7 +126,7 @@ func TestGenerationDiscovery(t *testing.T) {
 		{"v2 beside v0", Zstd, []string{"session.jsonl.zstd", "session.v2.jsonl.zstd"}, "session.v2.jsonl.zstd", []string{"session.jsonl.zstd"},
 			"written by the harness's dsh-v0.1.3-alpha releases"},
 		{"numeric not lexical", None, []string{"session.jsonl", "session.v2.jsonl", "session.v10.jsonl", "session.v9.jsonl"}, "session.v10.jsonl",
-			[]string{"session.jsonl", "session.v2.jsonl", "session.v9.jsonl"}, "is format generation v10, written by a harness newer than dshfs reads"},
+			[]string{"session.jsonl", "session.v2.jsonl", "session.v9.jsonl"}, "is format generation v10, written by a harness newer than dshfs reads; dshfs reads and writes generation v0 only (the older session.jsonl, session.v2.jsonl, session.v9.jsonl beside it are kept untouched and are not the session)"},
 		{"zstd v3 with ignored", Zstd, []string{"session.jsonl.zstd", "session.v3.jsonl.zstd", "session.v3.jsonl.zstd.tmp", "session.v03.jsonl.zstd"},
 			"session.v3.jsonl.zstd", []string{"session.jsonl.zstd"}, "v3"},
 		{"encoding mismatch of a newer generation", None, []string{"session.jsonl", "session.v3.jsonl.zstd"}, "session.jsonl", []string{"session.v3.jsonl.zstd"},

@@ -914,8 +914,3 @@ func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
 }
-
-func isFile(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
-}
