@@ -3,7 +3,8 @@
 // with its header, frozen at a flush point; inventory the spill locators separately; restore into an
 // isolated root and validate continuity before enabling writes; never modify the backup.
 //
-// A backup directory is itself a store in the harness's own layout (project/session/session.jsonl[.zstd]),
+// A backup directory is itself a store in the harness's own layout (project/session/session.jsonl[.zstd], and
+// every other generation file beside a session's artifact, byte for byte),
 // beside two files of dshfs's: MANIFEST.json (what was copied, with a SHA-256 per artifact and the events
 // each session held) and spill-index.jsonl (every spill locator of every session, with its status at the
 // time of the backup); with --with-spill, spill/ holds the present spill files.
@@ -187,6 +188,16 @@ func describe(ctx context.Context, dest, source string, files map[string]copied,
 			continue
 		}
 		s := SessionEntry{ID: e.ID, Path: rel, Bytes: c.size, SHA256: c.sum, DurableSeq: -1}
+		for _, p := range e.Beside {
+			prel, err := filepath.Rel(dest, p)
+			if err != nil {
+				return nil, err
+			}
+			prel = filepath.ToSlash(prel)
+			if pc, ok := files[prel]; ok {
+				s.Beside = append(s.Beside, FileEntry{Path: prel, Bytes: pc.size, SHA256: pc.sum})
+			}
+		}
 		if e.Refusal != nil {
 			s.Refusal = e.Refusal.Error()
 			m.Sessions = append(m.Sessions, s)

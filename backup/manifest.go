@@ -43,6 +43,12 @@ func (m *Manifest) expected() Expected {
 			paths[s.Path] = true
 			e.Files++
 		}
+		for _, f := range s.Beside {
+			if !paths[f.Path] {
+				paths[f.Path] = true
+				e.Files++
+			}
+		}
 		for _, l := range s.Spill {
 			if l.File != "" && !paths[l.File] {
 				paths[l.File] = true
@@ -65,6 +71,18 @@ type SessionEntry struct {
 	DurableSeq int64     `json:"durableSeq"`
 	Refusal    string    `json:"refusal,omitempty"`
 	Spill      []Locator `json:"spill"`
+	// Beside are the session's other generation files beside its artifact (older generations an upgraded
+	// harness leaves untouched, files in the other encoding), copied whole; nil in a manifest of an older
+	// dshfs.
+	Beside []FileEntry `json:"beside"`
+}
+
+// FileEntry is one file of a backup beside a session's artifact: its path relative to the backup, size
+// and SHA-256.
+type FileEntry struct {
+	Path   string `json:"path"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
 }
 
 // Locator is one spill locator a session cites, with its status when the backup was taken.
@@ -118,6 +136,14 @@ func (m *Manifest) JSON() []byte {
 		for j, l := range s.Spill {
 			locs[j] = l.value("")
 		}
+		preds := make([]event.Value, len(s.Beside))
+		for j, f := range s.Beside {
+			preds[j] = event.Object(
+				event.Member{Key: "path", Value: event.String(f.Path)},
+				event.Member{Key: "bytes", Value: event.Int(f.Bytes)},
+				event.Member{Key: "sha256", Value: event.String(f.SHA256)},
+			)
+		}
 		durable := event.Int(s.DurableSeq)
 		if s.Refusal != "" {
 			durable = event.Null()
@@ -131,6 +157,7 @@ func (m *Manifest) JSON() []byte {
 			event.Member{Key: "durableSeq", Value: durable},
 			event.Member{Key: "refusal", Value: nullable(s.Refusal)},
 			event.Member{Key: "spill", Value: event.Array(locs...)},
+			event.Member{Key: "beside", Value: event.Array(preds...)},
 		)
 	}
 	expected := event.Null()

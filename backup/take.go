@@ -131,6 +131,15 @@ func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opt
 		arts = append(arts, artifact{rel: filepath.ToSlash(rel), open: func(ctx context.Context) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
 			return openFrozen(ctx, st, e, wait)
 		}})
+		for _, p := range e.Beside {
+			rel, err := filepath.Rel(root, p)
+			if err != nil || !filepath.IsLocal(rel) {
+				continue
+			}
+			arts = append(arts, artifact{rel: filepath.ToSlash(rel), open: func(ctx context.Context) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
+				return openWhole(ctx, st, p)
+			}})
+		}
 	}
 	files, err := copyAll(ctx, dest, arts, opts)
 	if err != nil {
@@ -189,6 +198,22 @@ func openFrozen(ctx context.Context, st *eventstore.Store, e eventstore.Entry, w
 		size, mtime = fr.Size, fr.ModTime
 	}
 	return &lockedFile{File: f, release: release}, size, mtime, fi.Mode(), nil
+}
+
+// openWhole opens a generation file beside a session's artifact for copying, whole and as it is: the
+// harness never writes an older generation again once a newer one is beside it, so it needs no lock, and
+// nothing of it is cut.
+func openWhole(ctx context.Context, st *eventstore.Store, path string) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
+	f, art, _, err := st.OpenArtifact(ctx, path)
+	if err != nil {
+		return nil, 0, time.Time{}, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, time.Time{}, 0, err
+	}
+	return f, art.Size, art.ModTime, fi.Mode(), nil
 }
 
 type lockedFile struct {

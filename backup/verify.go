@@ -95,6 +95,23 @@ func Verify(ctx context.Context, dir string, opts Options) (counts Expected, pro
 			hashes[loc.File] = hashed{sum: sum}
 			counts.Files++
 		}
+		for _, f := range s.Beside {
+			if _, done := hashes[f.Path]; done {
+				continue
+			}
+			psum, psize, err := hashFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+			hashes[f.Path] = hashed{sum: psum, size: psize, err: err}
+			switch {
+			case err != nil:
+				add(s.ID, "missing", "generation file %s beside the artifact: %v", f.Path, err)
+				continue
+			case psize != f.Bytes:
+				add(s.ID, "size", "generation file %s beside the artifact is %d bytes, the manifest says %d", f.Path, psize, f.Bytes)
+			case psum != f.SHA256:
+				add(s.ID, "checksum", "generation file %s beside the artifact has SHA-256 %s, the manifest says %s", f.Path, psum, f.SHA256)
+			}
+			counts.Files++
+		}
 		if size != s.Bytes {
 			add(s.ID, "size", "%s is %d bytes, the manifest says %d", s.Path, size, s.Bytes)
 		} else if sum != s.SHA256 {
@@ -122,6 +139,13 @@ func Verify(ctx context.Context, dir string, opts Options) (counts Expected, pro
 	for k, e := range byKey {
 		if !listed[k] {
 			add(e.ID, "extra", "%s (session %q) is not in the manifest", k.path, e.ID)
+		}
+		for _, p := range e.Beside {
+			if rel, err := filepath.Rel(dir, p); err == nil {
+				if _, ok := hashes[filepath.ToSlash(rel)]; !ok {
+					add(e.ID, "extra", "%s (a generation file beside session %q's artifact) is not in the manifest", filepath.ToSlash(rel), e.ID)
+				}
+			}
 		}
 	}
 	checkExpected(m, counts, add)
@@ -235,33 +259,43 @@ func Restore(ctx context.Context, backupDir, dest string, opts Options) (*Manife
 		if opts.Progress != nil {
 			opts.Progress(i, len(m.Sessions))
 		}
-		if done[s.Path] {
-			continue
-		}
-		done[s.Path] = true
-		src := filepath.Join(backupDir, filepath.FromSlash(s.Path))
-		f, err := os.Open(src)
-		if err != nil {
-			return nil, err
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		sum, err := copyFile(filepath.Join(dest, filepath.FromSlash(s.Path)), f, fi.Size(), fi.ModTime(), fi.Mode())
-		f.Close()
-		if err != nil {
-			return nil, err
-		}
-		if sum != s.SHA256 && opts.Force {
-			warn("%s: the restored copy has SHA-256 %s, the manifest says %s (kept: --force)", s.Path, sum, s.SHA256)
-		} else if sum != s.SHA256 {
-			return nil, fmt.Errorf("%s: the restored copy has SHA-256 %s, the manifest says %s", s.Path, sum, s.SHA256)
+		files := append([]FileEntry{{Path: s.Path, Bytes: s.Bytes, SHA256: s.SHA256}}, s.Beside...)
+		for _, c := range files {
+			if done[c.Path] {
+				continue
+			}
+			done[c.Path] = true
+			if err := restoreFile(backupDir, dest, c, opts.Force, warn); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if opts.Progress != nil {
 		opts.Progress(len(m.Sessions), len(m.Sessions))
 	}
 	return m, nil
+}
+
+// restoreFile copies one file of a backup into dest and checks it against the manifest's SHA-256 (a
+// mismatch is kept, with a warning, under force).
+func restoreFile(backupDir, dest string, c FileEntry, force bool, warn func(string, ...any)) error {
+	f, err := os.Open(filepath.Join(backupDir, filepath.FromSlash(c.Path)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	sum, err := copyFile(filepath.Join(dest, filepath.FromSlash(c.Path)), f, fi.Size(), fi.ModTime(), fi.Mode())
+	if err != nil {
+		return err
+	}
+	if sum != c.SHA256 && force {
+		warn("%s: the restored copy has SHA-256 %s, the manifest says %s (kept: --force)", c.Path, sum, c.SHA256)
+	} else if sum != c.SHA256 {
+		return fmt.Errorf("%s: the restored copy has SHA-256 %s, the manifest says %s", c.Path, sum, c.SHA256)
+	}
+	return nil
 }

@@ -26,6 +26,11 @@ type Entry struct {
 	ModTime    time.Time     // when the artifact last changed; zero when it could not be stat'ed
 	Owner      *Owner        // the artifact's owner and permission bits; nil when unknown
 	Refusal    error         // why the harness would not list or open this session; nil when listed
+	// Beside are the session's other generation files kept beside its artifact (JSONL: the older
+	// generations an upgraded harness leaves untouched when it publishes a newer one, and generation files
+	// in the other encoding, for which the session is refused). They are never read as the session; store/
+	// and backups carry them byte for byte. Nil where a backend has none.
+	Beside []string
 }
 
 // RootError is a problem of the store root itself (mixed encodings, flat-layout files). It is reported beside

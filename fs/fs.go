@@ -9,6 +9,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -229,6 +230,11 @@ func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
 	if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {
 		// refused at the header already: nothing more to read
 		e := l.Entries[i]
+		// the listing may be older than the artifact (a newer harness appends to a generation this
+		// build refuses): the snapshot is of the artifact as it is now
+		if art, err := f.statArtifact(ctx, id, e.Path); err == nil && art.Token != "" {
+			e.Revision, e.ModTime = art.Token, art.ModTime
+		}
 		f.log.Warn("session refused", "id", id, "kind", eventstore.Classify(e.Refusal), "reason", e.Refusal.Error())
 		return views.FromEntry(f.opts.Store, e, f.viewOptions()), nil
 	}
@@ -376,7 +382,14 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
 	m := &nodes.Mirror{Dirs: map[string][]string{}, Files: map[string]eventstore.Entry{}}
 	seen := map[string]bool{}
+	var files []eventstore.Entry
 	for _, e := range l.Entries {
+		files = append(files, e)
+		for _, p := range e.Beside {
+			files = append(files, besideEntry(e, p))
+		}
+	}
+	for _, e := range files {
 		rel, err := filepath.Rel(root, e.Path)
 		if err != nil || !filepath.IsLocal(rel) {
 			continue
@@ -399,6 +412,17 @@ func buildMirror(l eventstore.Listing, root string) *nodes.Mirror {
 		sort.Strings(names)
 	}
 	return m
+}
+
+// errBeside marks the mirror entry of a generation file beside a session's artifact: like a refused
+// session's artifact, it is mirrored whole, as it is (an older generation is never written again once a
+// newer one is beside it; one in the other encoding is no artifact of this store's).
+var errBeside = errors.New("a generation file beside the session's artifact, kept as it is")
+
+// besideEntry is store/'s entry of a generation file beside a session's artifact: the session's id and
+// owner (the harness writes every generation of a session alike), its own path.
+func besideEntry(e eventstore.Entry, path string) eventstore.Entry {
+	return eventstore.Entry{ID: e.ID, ProjectDir: e.ProjectDir, Path: path, Owner: e.Owner, Refusal: errBeside}
 }
 
 // Frozen is the frozen prefix of a listed artifact, remembered per path so that a grown artifact is read

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dshfs/dshfs/eventstore/jsonl"
 )
 
 // Change watching (issue: read path at scale). The kernel caches a file's attributes for the attribute
@@ -167,8 +169,10 @@ func (w *inotifyWatcher) run(changed func(id string), structural func()) {
 				changed(id)
 				continue
 			}
-			if isSession && written {
-				continue // a sidecar or a temp file beside the artifact
+			if isSession && (written || string(name) == leaseName) {
+				// a sidecar or a temp file beside the artifact; or the harness's write lease, which it
+				// creates, opens and closes around every write: none of it is the session's content
+				continue
 			}
 			structural()
 		}
@@ -183,8 +187,18 @@ func (w *inotifyWatcher) watching(dir string) bool {
 	return ok
 }
 
-// artifactName tells the transcript files from sidecars and temp files in a session directory.
-func artifactName(name string) bool { return name == "session.jsonl" || name == "session.jsonl.zstd" }
+// artifactName tells the transcript files — every generation the harness writes, in either encoding —
+// from sidecars and temp files in a session directory. A write to any of them may be a write to the
+// session's current generation; a new generation file linked in beside them is a structural change (a
+// listing pass finds the session's new artifact).
+func artifactName(name string) bool {
+	_, ok := jsonl.ParseGenerationName(name)
+	return ok
+}
+
+// leaseName is the harness's write lease in a session directory (0.1.5 and later): it is created once,
+// never deleted, and opened for writing by every writer, so its events say nothing about the content.
+const leaseName = "session.lock"
 
 func (w *inotifyWatcher) close() { w.file.Close() }
 

@@ -96,6 +96,11 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 		}
 		if e != nil {
 			s.Location, s.Revision, s.mtime, s.Header, s.HeaderLine = e.Path, e.Revision, fixedTime(e.ModTime), e.Header, e.HeaderLine
+			// the entry may be older than the artifact, which a refused log does not stop anyone from
+			// writing (a newer harness appends to its own generation): say the revision refused now
+			if art, err := st.Backend().Stat(ctx, id, e.Path); err == nil && art.Token != "" {
+				s.Revision, s.mtime = art.Token, fixedTime(art.ModTime)
+			}
 		}
 		return s, nil
 	}

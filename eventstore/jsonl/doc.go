@@ -22,6 +22,12 @@
 // cannot leave a seq gap; a repair keeps the bytes it cuts in a sidecar file the harness's discovery
 // ignores.
 //
+// Later harness releases write newer format generations as immutable files beside the older ones
+// (session.vN.jsonl[.zstd]); discovery picks the numerically highest as the session, as the harness's
+// resolver does, and never serves a predecessor in its place. This package reads and writes generation
+// v0; a session whose current generation is another is refused (checkGeneration is where a reader of
+// later generations plugs in), and no write lands beside a newer generation.
+//
 // Listing reads headers only, treats mixed encodings and flat-layout files as root errors that do not
 // hide the other sessions, and turns every header the harness would skip or reject into a refusal with
 // the text its inspect() would give.

@@ -1,8 +1,19 @@
 package jsonl
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 )
 
 // Generation is a session format generation as its file name states it: 0 for session.jsonl, N for
@@ -54,4 +65,184 @@ func ParseGenerationName(name string) (GenerationFile, bool) {
 		return GenerationFile{}, false
 	}
 	return GenerationFile{Gen: Generation(n), Compression: c}, true
+}
+
+// ReadGeneration is the generation this package reads and writes: the v0 log of the harness up to
+// dsh-v0.1.2 (spec/jsonl.md).
+const ReadGeneration Generation = 0
+
+// Release names the harness releases that write a generation, for refusals that tell a user which harness
+// made the file (fixtures/generations/README.md).
+func (g Generation) Release() string {
+	switch {
+	case g == 0:
+		return "the harness up to dsh-v0.1.2"
+	case g == 1:
+		return "no tagged harness release (v1 was never a release's writer)"
+	case g == 2:
+		return "the harness's dsh-v0.1.3-alpha releases"
+	case g == 3:
+		return "the harness from dsh-v0.1.5-alpha.1 on"
+	}
+	return "a harness newer than dshfs reads"
+}
+
+// SessionFiles is what a session directory holds as the harness's resolver sees it: every generation file
+// in the root's encoding, and those in the other encoding (each an encoding mismatch of the session).
+type SessionFiles struct {
+	Dir      string
+	Files    []GenerationFile // the root's encoding, ascending by generation
+	Opposite []string         // names of generation files in the other encoding, sorted
+}
+
+// Current is the session's artifact: the numerically highest generation, never a predecessor in its place.
+// ok is false when the directory holds no generation file in the root's encoding.
+func (s SessionFiles) Current() (GenerationFile, bool) {
+	if len(s.Files) == 0 {
+		return GenerationFile{}, false
+	}
+	return s.Files[len(s.Files)-1], true
+}
+
+// Path is a generation file's path in the directory.
+func (s SessionFiles) Path(g GenerationFile) string { return filepath.Join(s.Dir, g.Name()) }
+
+// Predecessors are the generation files below the current one: files an upgraded harness left untouched
+// when it published a newer generation beside them, kept as evidence and never read in its place.
+func (s SessionFiles) Predecessors() []GenerationFile {
+	if len(s.Files) < 2 {
+		return nil
+	}
+	return s.Files[:len(s.Files)-1]
+}
+
+// any reports whether the directory holds a generation file in either encoding.
+func (s SessionFiles) any() bool { return len(s.Files) > 0 || len(s.Opposite) > 0 }
+
+// sessionFiles reads a session directory's generation files. A directory that cannot be read holds none
+// (the listing reports the directories it cannot read).
+func (b *Backend) sessionFiles(dir string) SessionFiles {
+	s := SessionFiles{Dir: dir}
+	for _, name := range dirNames(dir) {
+		g, ok := ParseGenerationName(name)
+		switch {
+		case !ok:
+		case g.Compression == b.mode:
+			s.Files = append(s.Files, g)
+		default:
+			s.Opposite = append(s.Opposite, name)
+		}
+	}
+	sort.Slice(s.Files, func(i, j int) bool { return s.Files[i].Gen < s.Files[j].Gen })
+	sort.Strings(s.Opposite)
+	return s
+}
+
+// GenerationError refuses a session whose artifact is a generation this build does not read (v2, v3, or
+// one newer than any it knows). It is an *eventstore.UnsupportedError to status.json, the CLI and errno
+// alike (the log is intact; this reader cannot interpret it), and says what still works on the session.
+type GenerationError struct {
+	Path         string         // the session's artifact
+	File         GenerationFile // its generation, as its name states and its header confirms
+	Predecessors []string       // older generation files beside it, never served in its place
+}
+
+func (e *GenerationError) Error() string {
+	msg := "session artifact " + jsonString(e.Path) + " is format generation v" + strconv.Itoa(int(e.File.Gen)) +
+		", written by " + e.File.Gen.Release() + "; dshfs reads and writes generation v0 only"
+	switch len(e.Predecessors) {
+	case 0:
+	case 1:
+		msg += " (the older " + e.Predecessors[0] + " beside it is kept untouched and is not the session)"
+	default:
+		msg += " (the older " + strings.Join(e.Predecessors, ", ") + " beside it are kept untouched and are not the session)"
+	}
+	return msg + ": ls, check, status.json, raw.jsonl and store/ show this session; its other views and every write are refused"
+}
+
+// Unwrap makes the refusal an unsupported-format one for eventstore.Classify.
+func (e *GenerationError) Unwrap() error {
+	return &eventstore.UnsupportedError{Message: e.Error(), Path: e.Path}
+}
+
+// checkGeneration decides whether the session's artifact is read. Generation 0 is read by this package's
+// scanner (nil). Any other generation has its header's version checked against its name first, with the
+// harness's own refusal when they differ, and is then refused with a *GenerationError.
+//
+// This is the seam a reader of v2 and v3 artifacts plugs into: return nil here for the generations it
+// decodes (after the version check, which stays), branch on the generation in LoadStoredProgress (where
+// the v0 scan runs) to hand the artifact's bytes to it and bind the result to its path with
+// checkIdentity as the v0 load does, and in entry (listing) to parse the header it restores. Discovery,
+// the watcher, store/ and backups already follow the current generation and need no change; writes stay
+// refused by requireWritable until a writer of that generation exists.
+func (b *Backend) checkGeneration(files SessionFiles, g GenerationFile) error {
+	if g.Gen == ReadGeneration {
+		return nil
+	}
+	path := files.Path(g)
+	rec, err := b.headerRecord(path)
+	if err != nil {
+		return err
+	}
+	if err := headerVersionMatches(rec, g.Gen); err != nil {
+		return fmt.Errorf("%w (raw log: %s)", err, path)
+	}
+	e := &GenerationError{Path: path, File: g}
+	for _, p := range files.Predecessors() {
+		e.Predecessors = append(e.Predecessors, p.Name())
+	}
+	return e
+}
+
+// headerVersionMatches applies the harness's check that a generation file's header states the version its
+// name does, with the harness's texts.
+func headerVersionMatches(rec []byte, want Generation) error {
+	v, err := event.Parse(bytes.TrimSuffix(rec, []byte("\n")))
+	if err != nil {
+		return errors.New("corrupt session log: header line is not valid JSON")
+	}
+	if v.Kind != event.KindObject {
+		return errors.New("corrupt session log: first line is not a JSON object")
+	}
+	ver, _ := v.Get("version")
+	if ver.Kind != event.KindNumber || ver.Num < 0 || ver.Num != math.Trunc(ver.Num) || ver.Num > event.MaxSafeInteger ||
+		(ver.Num == 0 && math.Signbit(ver.Num)) {
+		return errors.New("corrupt session log: header version is not a non-negative safe integer")
+	}
+	if Generation(ver.Num) != want || float64(want) != ver.Num {
+		return fmt.Errorf("resolved JSONL source filename identifies v%d, but its header identifies v%s", want, strconv.FormatFloat(ver.Num, 'f', -1, 64))
+	}
+	return nil
+}
+
+// dirNames are the names in dir, unsorted, nil when it cannot be read. Listing reads every session
+// directory once per pass, so this asks the kernel for names alone — no stat, no sort, and no registration
+// with the runtime's poller, which os.Open of a directory costs two more system calls per session.
+func dirNames(dir string) []string {
+	fd, err := openDir(dir)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 4096) // a session directory holds a handful of names
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return names
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+func openDir(dir string) (int, error) {
+	for {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }

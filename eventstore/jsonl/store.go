@@ -140,8 +140,8 @@ const (
 // SetLimits sets the caps of one event line and one decoded zstd frame (0: no cap).
 func (b *Backend) SetLimits(maxLine, maxFrame int64) { b.maxLine, b.maxFrame = maxLine, maxFrame }
 
-// Detect reports which encoding the sessions under root use: the one more artifacts use, zstd on a tie;
-// found is false when there are none (the encoding is then zstd).
+// Detect reports which encoding the sessions under root use: the one more session directories hold
+// generation files of, zstd on a tie; found is false when there are none (the encoding is then zstd).
 //
 // It stops as soon as the sessions not yet looked at could no longer change the answer: opening a store of
 // one encoding looks at half of its session directories.
@@ -159,10 +159,16 @@ func Detect(root string) (c Compression, found bool) {
 		if raw > zstd+left {
 			break // zstd cannot catch up
 		}
-		if isFile(filepath.Join(s, "session"+Zstd.Suffix())) {
+		var z, r bool
+		for _, name := range dirNames(s) {
+			if g, ok := ParseGenerationName(name); ok {
+				z, r = z || g.Compression == Zstd, r || g.Compression == None
+			}
+		}
+		if z {
 			zstd++
 		}
-		if isFile(filepath.Join(s, "session"+None.Suffix())) {
+		if r {
 			raw++
 		}
 	}
@@ -249,36 +255,50 @@ func artifactOf(fi fs.FileInfo) eventstore.Artifact {
 	return a
 }
 
-// find returns the transcript of id, applying the harness's targeted-lookup checks: flat-layout files and
-// opposite-encoding artifacts are errors, and the same id in two project directories is a duplicate.
+// find returns the transcript of id: the current generation's file, whichever generation that is.
 func (b *Backend) find(id string) (string, error) {
-	seg, err := EncodeSegment(id)
+	files, g, err := b.discover(id)
 	if err != nil {
 		return "", err
 	}
-	var matches []string
+	return files.Path(g), nil
+}
+
+// discover finds the session directory of id and its current generation, applying the harness's
+// targeted-lookup checks: flat-layout files and generation files in the other encoding are errors, and the
+// same id in two project directories is a duplicate. The highest generation is the session; a predecessor
+// is never returned in its place.
+func (b *Backend) discover(id string) (SessionFiles, GenerationFile, error) {
+	seg, err := EncodeSegment(id)
+	if err != nil {
+		return SessionFiles{}, GenerationFile{}, err
+	}
+	var (
+		matches []SessionFiles
+		current GenerationFile
+	)
 	for _, project := range subdirs(b.root) {
 		for _, c := range []Compression{Zstd, None} {
 			flat := filepath.Join(project, seg+c.Suffix())
 			if exists(flat) {
-				return "", errors.New(flatLayoutText(flat))
+				return SessionFiles{}, GenerationFile{}, errors.New(flatLayoutText(flat))
 			}
 		}
-		dir := filepath.Join(project, seg)
-		if opp := filepath.Join(dir, "session"+b.mode.opposite().Suffix()); exists(opp) {
-			return "", errors.New(b.mismatchText(opp))
+		files := b.sessionFiles(filepath.Join(project, seg))
+		if len(files.Opposite) > 0 {
+			return SessionFiles{}, GenerationFile{}, errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
 		}
-		if p := filepath.Join(dir, "session"+b.mode.Suffix()); exists(p) {
-			matches = append(matches, p)
+		if g, ok := files.Current(); ok {
+			matches, current = append(matches, files), g
 		}
 	}
 	if len(matches) > 1 {
-		return "", errors.New(duplicateText(id))
+		return SessionFiles{}, GenerationFile{}, errors.New(duplicateText(id))
 	}
 	if len(matches) == 0 {
-		return "", &eventstore.NotFoundError{ID: id}
+		return SessionFiles{}, GenerationFile{}, &eventstore.NotFoundError{ID: id}
 	}
-	return matches[0], nil
+	return matches[0], current, nil
 }
 
 func duplicateText(id string) string {
@@ -310,10 +330,14 @@ var _ eventstore.ProgressiveBackend = (*Backend)(nil)
 // its read starts over when the file changes under it (stableRead), and what it reported would then not
 // be a prefix of what it returns.
 func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress eventstore.ProgressSink) (*eventstore.Prefix, error) {
-	path, err := b.find(id)
+	files, g, err := b.discover(id)
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkGeneration(files, g); err != nil {
+		return nil, err
+	}
+	path := files.Path(g)
 	var p *eventstore.Prefix
 	var art eventstore.Artifact
 	if b.mode == None {
@@ -704,17 +728,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 			if !de.IsDir() {
 				continue
 			}
-			dir := filepath.Join(project, de.Name())
-			if opp := filepath.Join(dir, "session"+b.mode.opposite().Suffix()); exists(opp) {
-				out.RootErrors = append(out.RootErrors, eventstore.RootError{Path: opp, Message: b.mismatchText(opp)})
-				continue
-			}
-			path := filepath.Join(dir, "session"+b.mode.Suffix())
-			li, err := os.Lstat(path) // a dangling symlink counts: listed and refused with its reason
-			if err != nil {
-				continue
-			}
-			found = append(found, listed{project: filepath.Base(project), name: de.Name(), path: path, lstat: li})
+			found = append(found, listed{project: filepath.Base(project), name: de.Name(), dir: filepath.Join(project, de.Name())})
 		}
 	}
 	out.Entries = b.entries(found)
@@ -741,22 +755,18 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	return out, nil
 }
 
-// listed is a session directory's transcript as a listing found it: the directory entries it came through
-// (project and session directories that are directories, not links to them) and the transcript's lstat.
+// listed is a session directory as a listing found it: reached through directory entries that are
+// directories (a project directory and the session's own, not links to them).
 type listed struct {
-	project, name, path string
-	lstat               fs.FileInfo
+	project, name, dir string
 }
 
-// direct reports whether the transcript can be read without resolving links: a regular file reached through
-// real directories below the root cannot resolve outside it, so the careful open (openArtifact) has nothing
-// to check that the lstat and an O_NOFOLLOW open do not.
-func (l listed) direct() bool { return l.lstat != nil && l.lstat.Mode().IsRegular() }
-
-// entries reads the listed transcripts' headers, in order. A listing of many sessions is a sequence of small
-// reads, each waiting on the kernel (and, cold, on the disk), so a few run at once.
+// entries reads the listed directories' generation files and their current artifacts' headers, in order;
+// a directory holding no generation file is no session and is left out. A listing of many sessions is a
+// sequence of small reads, each waiting on the kernel (and, cold, on the disk), so a few run at once.
 func (b *Backend) entries(found []listed) []eventstore.Entry {
 	out := make([]eventstore.Entry, len(found))
+	session := make([]bool, len(found))
 	workers := min(len(found), 2*runtime.GOMAXPROCS(0))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -768,47 +778,89 @@ func (b *Backend) entries(found []listed) []eventstore.Entry {
 				if i >= len(found) {
 					return
 				}
-				out[i] = b.entry(found[i], &buf)
+				files := b.sessionFiles(found[i].dir)
+				if session[i] = files.any(); session[i] {
+					out[i] = b.entry(found[i], files, &buf)
+				}
 			}
 		})
 	}
 	wg.Wait()
-	return out
+	kept := out[:0]
+	for i, e := range out {
+		if session[i] {
+			kept = append(kept, e)
+		}
+	}
+	return kept
 }
 
+// artifactFile is a listed session's artifact and its lstat.
+type artifactFile struct {
+	eventstore.Artifact
+	path  string
+	lstat fs.FileInfo
+}
+
+// direct reports whether the artifact can be read without resolving links: a regular file reached through
+// real directories below the root cannot resolve outside it, so the careful open (openArtifact) has nothing
+// to check that the lstat and an O_NOFOLLOW open do not.
+func (a artifactFile) direct() bool { return a.lstat != nil && a.lstat.Mode().IsRegular() }
+
 // entry reads one session's header the way listing does and turns every reason the harness would skip or
-// reject it into a refusal carrying the text its inspect() would give. buf is scratch space for the read.
-func (b *Backend) entry(l listed, buf *[]byte) eventstore.Entry {
+// reject it into a refusal carrying the text its inspect() would give. Its Path is the current generation's
+// file (for a session refused for a file in the other encoding, that file when there is no other), and its
+// Beside the other generation files in its directory, either encoding. buf is scratch space for the read.
+func (b *Backend) entry(l listed, files SessionFiles, buf *[]byte) eventstore.Entry {
 	id, decoded := DecodeSegment(l.name)
 	if !decoded {
 		id = l.name
 	}
-	path := l.path
-	e := eventstore.Entry{ID: id, ProjectDir: l.project, Path: path}
-	var art eventstore.Artifact
-	if l.direct() {
-		art = artifactOf(l.lstat) // a regular file's lstat is its stat
+	e := eventstore.Entry{ID: id, ProjectDir: l.project}
+	for _, p := range files.Predecessors() {
+		e.Beside = append(e.Beside, files.Path(p))
+	}
+	g, ok := files.Current()
+	opposite := files.Opposite
+	if ok {
+		e.Path = files.Path(g)
 	} else {
-		var err error
-		if art, err = statArtifact(path); err != nil {
-			if _, _, oerr := b.openArtifact(path); oerr != nil {
-				err = oerr // says why: a dangling link, a loop
-			}
-			e.Refusal = err
-			return e
+		e.Path, opposite = filepath.Join(files.Dir, opposite[0]), opposite[1:]
+	}
+	for _, name := range opposite {
+		e.Beside = append(e.Beside, filepath.Join(files.Dir, name))
+	}
+	art := artifactFile{path: e.Path}
+	var err error
+	if art.lstat, err = os.Lstat(e.Path); err == nil && art.direct() {
+		art.Artifact = artifactOf(art.lstat) // a regular file's lstat is its stat
+	} else if art.Artifact, err = statArtifact(e.Path); err != nil {
+		if _, _, oerr := b.openArtifact(e.Path); oerr != nil {
+			err = oerr // says why: a dangling link, a loop
 		}
+		e.Refusal = err
+		return e
 	}
 	e.Revision, e.Identity, e.ModTime, e.Owner = art.Token, art.Identity, art.ModTime, art.Owner
-	file := art.Identity
+	if len(files.Opposite) > 0 {
+		e.Refusal = errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
+		return e
+	}
+	path, file := e.Path, art.Identity
 	b.hmu.Lock()
 	c, ok := b.headers[path]
 	b.hmu.Unlock()
 	if ok && c.file == file {
-		c.entry.Revision, c.entry.ModTime, c.entry.Owner = art.Token, art.ModTime, art.Owner
+		c.entry.Revision, c.entry.ModTime, c.entry.Owner, c.entry.Beside = art.Token, art.ModTime, art.Owner, e.Beside
 		return c.entry
 	}
-	e = b.readEntry(e, l, id, decoded, buf)
-	if e.Refusal != nil {
+	if g.Gen == ReadGeneration {
+		e = b.readEntry(e, art, id, decoded, buf)
+	} else {
+		e = b.generationEntry(e, files, g)
+	}
+	var ge *GenerationError
+	if e.Refusal != nil && !errors.As(e.Refusal, &ge) {
 		return e // re-read next time: a header still being written must not stay refused
 	}
 	b.hmu.Lock()
@@ -820,8 +872,20 @@ func (b *Backend) entry(l listed, buf *[]byte) eventstore.Entry {
 	return e
 }
 
+// generationEntry lists a session whose current generation is not the one this package reads: its first
+// line verbatim (header.json of a refused session) and checkGeneration's verdict.
+func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g GenerationFile) eventstore.Entry {
+	if rec, err := b.headerRecord(e.Path); err == nil {
+		if v, err := event.Parse(bytes.TrimSuffix(rec, []byte("\n"))); err == nil && v.Kind == event.KindObject {
+			e.HeaderLine = bytes.Clone(bytes.TrimSuffix(rec, []byte("\n")))
+		}
+	}
+	e.Refusal = b.checkGeneration(files, g)
+	return e
+}
+
 // readEntry reads one transcript's first record for the listing.
-func (b *Backend) readEntry(e eventstore.Entry, l listed, id string, decoded bool, buf *[]byte) eventstore.Entry {
+func (b *Backend) readEntry(e eventstore.Entry, l artifactFile, id string, decoded bool, buf *[]byte) eventstore.Entry {
 	path := l.path
 	rec, err := b.listedHeader(l, buf)
 	if err != nil {
@@ -860,7 +924,7 @@ const headerReadSize = 8192
 // per session: resolving every path component, and registering and unregistering each descriptor with
 // epoll, were most of its system calls), and is checked by fstat to be the file the lstat saw; any other,
 // or one that changed in between, goes the careful way.
-func (b *Backend) listedHeader(l listed, buf *[]byte) ([]byte, error) {
+func (b *Backend) listedHeader(l artifactFile, buf *[]byte) ([]byte, error) {
 	if !l.direct() {
 		return b.headerRecord(l.path)
 	}
@@ -976,9 +1040,4 @@ func subdirs(dir string) []string {
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
-}
-
-func isFile(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
 }

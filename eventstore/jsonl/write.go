@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -25,9 +24,13 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
-	opp := strings.TrimSuffix(final, b.mode.Suffix()) + b.mode.opposite().Suffix()
-	if exists(opp) {
-		return eventstore.Artifact{}, errors.New(b.mismatchText(opp))
+	// An id the directory holds in any generation exists: a v0 log must never be made beside a newer
+	// generation, which the harness would go on reading instead.
+	if files := b.sessionFiles(filepath.Dir(final)); len(files.Opposite) > 0 {
+		return eventstore.Artifact{}, errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
+	} else if g, ok := files.Current(); ok {
+		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
+			Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (` + g.Name() + `; load/resume it instead)`}
 	}
 	content := b.encodeHeader(h)
 	if len(batch) > 0 {
@@ -157,7 +160,33 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
+	if err := b.requireWritable(path); err != nil {
+		return eventstore.Artifact{}, superseded(path, err)
+	}
 	return b.appendBytes(path, expect, b.encodeBatch(nil, batch, packing))
+}
+
+// superseded is the refusal of a write to a v0 log that stopped being the session under its writer: a
+// conflict, as a foreign write is, so that a live writer keeps its accepted events in a sidecar and takes
+// no more, instead of retrying a write that can never land.
+func superseded(path string, err error) error {
+	return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
+		Message: "the artifact " + jsonString(path) + " is no longer the session under this writer: " + err.Error() + "; nothing was written", Err: err}
+}
+
+// requireWritable refuses a write to the v0 log at path once it is no longer the session: a newer
+// generation published beside it since the writer loaded it (an upgraded harness opened the session), or
+// a generation file in the other encoding. The v0 file's revision does not change when that happens, so
+// the writer's revision check alone would append where the harness never reads again.
+func (b *Backend) requireWritable(path string) error {
+	files := b.sessionFiles(filepath.Dir(path))
+	if len(files.Opposite) > 0 {
+		return errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
+	}
+	if g, ok := files.Current(); ok && g.Gen != ReadGeneration {
+		return b.checkGeneration(files, g)
+	}
+	return nil
 }
 
 func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content []byte) (eventstore.Artifact, error) {
@@ -255,6 +284,9 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
+	if err := b.requireWritable(path); err != nil {
+		return eventstore.Artifact{}, superseded(path, err)
+	}
 	cur, err := statArtifact(path)
 	if err != nil {
 		return eventstore.Artifact{}, err
@@ -317,6 +349,9 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 // revision check.
 func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
 	path, err := b.find(id)
+	if err == nil {
+		err = b.requireWritable(path)
+	}
 	if err != nil {
 		return nil, err
 	}

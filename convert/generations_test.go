@@ -1,0 +1,66 @@
+package convert
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/fixtures"
+)
+
+// TestGenerations: a session whose current generation this build does not read is skipped by name and
+// reason (the v3 file named), never converted from its stale v0 log; and a destination that holds an id
+// in a later generation is left alone, with nothing written beside it.
+func TestGenerations(t *testing.T) {
+	root := fixtures.CopyTree(t, fixtures.Path(t, "generations", "beside", "raw"))
+	b, err := jsonl.Open(root, jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstRoot := filepath.Join(t.TempDir(), "dst")
+	dst, err := jsonl.Open(dstRoot, jsonl.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := Run(ctx, eventstore.New(b), dst, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 6 {
+		t.Fatalf("%d reports", len(reports))
+	}
+	for _, r := range reports {
+		if r.Outcome != Skipped || !strings.Contains(r.Reason, "session.v3.jsonl\" is format generation v3") {
+			t.Fatalf("%s: %s %s", r.ID, r.Outcome, r.Reason)
+		}
+	}
+	if _, err := os.Stat(dstRoot); !os.IsNotExist(err) {
+		t.Fatalf("the destination was written: %v", err)
+	}
+
+	// the v3 store as the destination of the same sessions in v0 (the v3 files removed from the source)
+	v3 := fixtures.CopyTree(t, fixtures.Path(t, "generations", "v3", "raw"))
+	matches, _ := filepath.Glob(filepath.Join(root, "*", "*", "session.v3.jsonl"))
+	for _, m := range matches {
+		os.Remove(m)
+	}
+	into, err := jsonl.Open(v3, jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err = Run(ctx, eventstore.New(b), into, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		if r.Outcome != Differs || !strings.Contains(r.Reason, "generation v3") {
+			t.Fatalf("%s: %s %s", r.ID, r.Outcome, r.Reason)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(v3, "*", "*", "session.jsonl")); len(left) != 0 {
+		t.Fatalf("v0 logs written beside the v3 files: %v", left)
+	}
+}
