@@ -64,7 +64,7 @@ func (s *Session) Transcript() ([]byte, error) {
 	}
 	st := transcriptState{unknown: map[int64]eventstore.UnknownOutcome{}, repaired: map[string]int64{},
 		records: map[int64]compaction.Record{}, prunes: map[int64]compaction.Prune{}, spills: map[int64][]spill.Row{},
-		classes: surface.Classify(s.Events, fold), events: s.Events}
+		classes: surface.Classify(s.semantic(), fold), events: s.Events}
 	st.seedLength = -1
 	if h := s.Header; h != nil && h.ParentSession != nil && h.SeedLength != nil && h.SeedLength.Kind == event.KindNumber {
 		st.seedLength = int64(h.SeedLength.Num)

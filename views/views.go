@@ -19,6 +19,7 @@ import (
 	"github.com/dshfs/dshfs/compaction"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/surface"
 )
@@ -57,6 +58,11 @@ type Session struct {
 	Refusal    error // why the session cannot be shown; only header, status and raw work then
 	Live       bool  // this process writes the session (its engine is the source of the snapshot)
 	Pending    int   // the last Pending events are accepted but not durable yet
+	// Generation is the log's format generation (0, or 2 and 3 for the later ones the harness writes);
+	// surfaceEvents are what the v0 projections read of a v3 log (its system messages and replacements as
+	// the harness's released restore validates them), nil when they read Events
+	Generation    int
+	surfaceEvents []event.Event
 
 	// mtime answers ModTime; for a loaded log it reads every event, so it runs on first use (`cat` of
 	// the events view never asks)
@@ -107,6 +113,7 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	p := ins.Prefix
 	h := ins.Header
 	s.Header, s.Location, s.Revision, s.Identity, s.Torn, s.Closers = &h, st.Location(p.Path), p.Artifact.Token, p.Artifact.Identity, p.Torn, ins.Closers
+	s.Generation, s.surfaceEvents = p.Generation, p.SurfaceEvents
 	if opts.Inspect {
 		s.Events = ins.Events
 	} else {
@@ -191,15 +198,24 @@ func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.E
 	return nil
 }
 
+// semantic is the event list the projections (fold, trace, compactions, classification) read: Events,
+// or for a v3 log the view of it the harness's release folds.
+func (s *Session) semantic() []event.Event {
+	if s.surfaceEvents != nil {
+		return s.surfaceEvents
+	}
+	return s.Events
+}
+
 // Fold is the surface fold of the session's events (computed once).
 func (s *Session) Fold() (*surface.Result, error) {
-	s.foldOnce.Do(func() { s.fold, s.foldErr = surface.Fold(s.Events) })
+	s.foldOnce.Do(func() { s.fold, s.foldErr = surface.Fold(s.semantic()) })
 	return s.fold, s.foldErr
 }
 
 // Tracer answers traces for this snapshot (built once).
 func (s *Session) Tracer() (*surface.Tracer, error) {
-	s.tracerOnce.Do(func() { s.tracer, s.tracerErr = surface.NewTracer(s.Events) })
+	s.tracerOnce.Do(func() { s.tracer, s.tracerErr = surface.NewTracer(s.semantic()) })
 	return s.tracer, s.tracerErr
 }
 
@@ -211,10 +227,10 @@ func (s *Session) Compactions() ([]compaction.Record, []compaction.Prune, error)
 			s.compErr = err
 			return
 		}
-		if s.records, s.compErr = compaction.Records(s.Events, fold); s.compErr != nil {
+		if s.records, s.compErr = compaction.Records(s.semantic(), fold); s.compErr != nil {
 			return
 		}
-		s.prunes, s.compErr = compaction.Prunes(s.Events, fold)
+		s.prunes, s.compErr = compaction.Prunes(s.semantic(), fold)
 	})
 	return s.records, s.prunes, s.compErr
 }
@@ -339,7 +355,10 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs, err := surface.DeriveMessages(s.Events, fold)
+		if s.Generation == 3 {
+			return nil, generation.ErrMessagesUndecided
+		}
+		msgs, err := surface.DeriveMessages(s.semantic(), fold)
 		if err != nil {
 			return nil, err
 		}
@@ -470,7 +489,7 @@ func (s *Session) Shadowed() ([]event.Event, error) {
 		return nil, err
 	}
 	var out []event.Event
-	for seq, c := range surface.Classify(s.Events, fold) {
+	for seq, c := range surface.Classify(s.semantic(), fold) {
 		if c == surface.Shadowed {
 			out = append(out, s.Events[seq])
 		}
@@ -484,7 +503,7 @@ func (s *Session) SpillRows() ([]spill.Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	classes := surface.Classify(s.Events, fold)
+	classes := surface.Classify(s.semantic(), fold)
 	roots := s.opts.Spill
 	if roots == nil {
 		roots = spill.NewRootsExact(nil)

@@ -29,6 +29,10 @@ type Header struct {
 	SeedLength        *Value
 	Origin            *Value // when present, always the string "subagent" (the shape guard checks it)
 	AgentPreset       *Value // when present, always a string
+	// Logical is, for a session of a later format generation (v2, v3), its header as the harness's codec
+	// restores it (JSON.stringify, its own member order: isSeeded, no seedLength); Meta returns it as it
+	// is. Nil for a v0 header, whose meta is built from the fields above.
+	Logical []byte
 }
 
 // Header-line failures, with the harness's exact texts.
@@ -154,6 +158,9 @@ func (h Header) WithDepth() Header {
 
 // Meta is inspect().meta as JSON (fromHeaderLine order, no "type"), without a trailing LF.
 func (h Header) Meta() []byte {
+	if h.Logical != nil {
+		return bytes.Clone(h.Logical)
+	}
 	dst := append(make([]byte, 0, 160), '{')
 	return h.appendFields(dst)
 }

@@ -80,6 +80,31 @@ func Decode(gen int, compressed bool, artifact []byte) (*Artifact, error) {
 	return DecodeWith(artifact, Options{Generation: gen, Compressed: compressed, MaxFrameBytes: DefaultMaxFrameBytes})
 }
 
+// ParseHeader reads the header line (without its LF) of a v2 or v3 artifact whose file name states gen, with
+// the codec's header checks alone: a listing reads headers without the events the restore checks them
+// against.
+func ParseHeader(gen int, line []byte) (Header, error) {
+	if gen != 2 && gen != 3 {
+		return Header{}, &UnsupportedGenerationError{Version: gen}
+	}
+	hv, err := event.Parse(line)
+	if err != nil {
+		return Header{}, &CorruptError{Message: "corrupt session log: header line is not valid JSON"}
+	}
+	if !isObject(hv) {
+		return Header{}, formatErr("Session header must be a JSON object")
+	}
+	verv, _ := hv.Get("version")
+	ver, err := count(verv, "Session format version")
+	if err != nil {
+		return Header{}, err
+	}
+	if ver != int64(gen) {
+		return Header{}, &MismatchError{FileVersion: gen, HeaderVersion: ver}
+	}
+	return decodeHeader(gen, hv)
+}
+
 // DecodeWith reads a v2 or v3 artifact. Refusals are *FormatError (the codec's text and class),
 // *CorruptError (framing), *MismatchError and *UnsupportedGenerationError. The returned events alias
 // artifact when it is raw and its lines are already canonical, so artifact must not be modified after.
@@ -106,22 +131,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if nl < 0 {
 		return nil, &CorruptError{Message: "empty or header-less session log"}
 	}
-	hv, err := event.Parse(text[:nl])
-	if err != nil {
-		return nil, &CorruptError{Message: "corrupt session log: header line is not valid JSON"}
-	}
-	if !isObject(hv) {
-		return nil, formatErr("Session header must be a JSON object")
-	}
-	verv, _ := hv.Get("version")
-	ver, err := count(verv, "Session format version")
-	if err != nil {
-		return nil, err
-	}
-	if ver != int64(o.Generation) {
-		return nil, &MismatchError{FileVersion: o.Generation, HeaderVersion: ver}
-	}
-	h, err := decodeHeader(o.Generation, hv)
+	h, err := ParseHeader(o.Generation, text[:nl])
 	if err != nil {
 		return nil, err
 	}

@@ -145,17 +145,21 @@ type GenerationError struct {
 	Path         string         // the session's artifact
 	File         GenerationFile // its generation, as its name states and its header confirms
 	Predecessors []string       // older generation files beside it, never served in its place
+	Reads        bool           // the session is read (v2, v3) and only a write is refused
 }
 
 func (e *GenerationError) Error() string {
 	msg := "session artifact " + jsonString(e.Path) + " is format generation v" + strconv.Itoa(int(e.File.Gen)) +
-		", written by " + e.File.Gen.Release() + "; dshfs reads and writes generation v0 only"
+		", written by " + e.File.Gen.Release() + "; dshfs reads generations v0, v2 and v3 and writes v0 only"
 	switch len(e.Predecessors) {
 	case 0:
 	case 1:
 		msg += " (the older " + e.Predecessors[0] + " beside it is kept untouched and is not the session)"
 	default:
 		msg += " (the older " + strings.Join(e.Predecessors, ", ") + " beside it are kept untouched and are not the session)"
+	}
+	if e.Reads {
+		return msg + ": every view of this session works; append, resume, compact, prune, close and a fork of it are refused (write it with the harness that wrote it)"
 	}
 	return msg + ": ls, check, status.json, raw.jsonl and store/ show this session; its other views and every write are refused"
 }
@@ -179,6 +183,15 @@ func (b *Backend) checkGeneration(files SessionFiles, g GenerationFile) error {
 	if g.Gen == ReadGeneration {
 		return nil
 	}
+	if err := b.checkLaterHeader(files, g); err != nil || readsGeneration(g.Gen) {
+		return err
+	}
+	return b.generationError(files, g)
+}
+
+// checkLaterHeader applies the harness's check that a later generation's header states its file name's
+// version.
+func (b *Backend) checkLaterHeader(files SessionFiles, g GenerationFile) error {
 	path := files.Path(g)
 	rec, err := b.headerRecord(path)
 	if err != nil {
@@ -187,7 +200,13 @@ func (b *Backend) checkGeneration(files SessionFiles, g GenerationFile) error {
 	if err := headerVersionMatches(rec, g.Gen); err != nil {
 		return fmt.Errorf("%w (raw log: %s)", err, path)
 	}
-	e := &GenerationError{Path: path, File: g}
+	return nil
+}
+
+// generationError is the refusal of a session whose current generation is g: to read it (a generation this
+// package does not read) or to write it (any but v0).
+func (b *Backend) generationError(files SessionFiles, g GenerationFile) error {
+	e := &GenerationError{Path: files.Path(g), File: g, Reads: readsGeneration(g.Gen)}
 	for _, p := range files.Predecessors() {
 		e.Predecessors = append(e.Predecessors, p.Name())
 	}

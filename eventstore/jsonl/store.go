@@ -340,7 +340,9 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress ev
 	path := files.Path(g)
 	var p *eventstore.Prefix
 	var art eventstore.Artifact
-	if b.mode == None {
+	if g.Gen != ReadGeneration {
+		p, art, err = b.loadLater(path, g)
+	} else if b.mode == None {
 		p, art, err = b.loadRaw(path)
 	} else {
 		var buf []byte
@@ -624,6 +626,10 @@ func (b *Backend) checkIdentity(path string, h event.Header, want string, checkI
 	if err != nil {
 		return fmt.Errorf(`corrupt session log "%s": header id cannot name a storage path`, path)
 	}
+	if _, ok := ParseGenerationName(filepath.Base(path)); ok {
+		// the header names the session's directory; the generation file in it is the one being read
+		expected = filepath.Join(filepath.Dir(expected), filepath.Base(path))
+	}
 	if path != expected && !sameFile(path, expected) {
 		return fmt.Errorf(`corrupt session log "%s": header id "%s" and cwd identify "%s"`, path, h.ID, expected)
 	}
@@ -875,12 +881,30 @@ func (b *Backend) entry(l listed, files SessionFiles, buf *[]byte) eventstore.En
 // generationEntry lists a session whose current generation is not the one this package reads: its first
 // line verbatim (header.json of a refused session) and checkGeneration's verdict.
 func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g GenerationFile) eventstore.Entry {
-	if rec, err := b.headerRecord(e.Path); err == nil {
+	rec, err := b.headerRecord(e.Path)
+	if err == nil {
 		if v, err := event.Parse(bytes.TrimSuffix(rec, []byte("\n"))); err == nil && v.Kind == event.KindObject {
 			e.HeaderLine = bytes.Clone(bytes.TrimSuffix(rec, []byte("\n")))
 		}
 	}
-	e.Refusal = b.checkGeneration(files, g)
+	if e.Refusal = b.checkGeneration(files, g); e.Refusal != nil || err != nil {
+		if e.Refusal == nil {
+			e.Refusal = err
+		}
+		return e
+	}
+	// a generation this package reads: its header as the codec restores it
+	h, herr := laterHeaderRecord(rec, g.Gen)
+	if herr != nil {
+		e.Refusal = laterRefusal(e.Path, herr)
+		return e
+	}
+	e.Header = &h
+	id, decoded := DecodeSegment(filepath.Base(files.Dir))
+	if !decoded {
+		id = filepath.Base(files.Dir)
+	}
+	e.Refusal = b.checkIdentity(e.Path, h, id, decoded)
 	return e
 }
 

@@ -184,7 +184,10 @@ func (b *Backend) requireWritable(path string) error {
 		return errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
 	}
 	if g, ok := files.Current(); ok && g.Gen != ReadGeneration {
-		return b.checkGeneration(files, g)
+		if err := b.checkLaterHeader(files, g); err != nil {
+			return err
+		}
+		return b.generationError(files, g)
 	}
 	return nil
 }

@@ -1,0 +1,81 @@
+package jsonl
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
+)
+
+// Sessions of the later format generations the harness writes (v2 from dsh-v0.1.3-alpha, v3 from
+// dsh-v0.1.5-alpha.1) are read with package generation, which decodes and validates them as the harness's
+// published codec does; this file binds that to the store: the artifact read between two equal fstats,
+// its committed length, its header and identity. Writes stay v0's: requireWritable refuses them.
+
+// readsGeneration reports whether this package reads a session whose current generation is g.
+func readsGeneration(g Generation) bool {
+	return g == ReadGeneration || (g >= 2 && g <= generation.Latest)
+}
+
+// loadLater reads the artifact of a session whose current generation is g (2 or 3).
+func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, eventstore.Artifact, error) {
+	buf, art, err := b.readArtifact(path)
+	if err != nil {
+		return nil, art, err
+	}
+	a, err := generation.DecodeWith(buf, generation.Options{Generation: int(g.Gen), Compressed: g.Compression == Zstd,
+		Recovery: generation.Strict, MaxFrameBytes: b.maxFrame})
+	if err != nil {
+		return nil, art, laterRefusal(path, err)
+	}
+	p := &eventstore.Prefix{Header: laterHeader(a.Header), Events: a.Events, Generation: int(g.Gen)}
+	if g.Gen == 3 {
+		if p.SurfaceEvents, err = generation.SurfaceEvents(a); err != nil {
+			return nil, art, laterRefusal(path, err)
+		}
+	}
+	if n := int64(len(buf)); a.Committed < n && g.Compression == None {
+		// a torn last line, as in a v0 log: excluded from every view, kept in raw.jsonl
+		p.Torn = &eventstore.Torn{TruncateTo: a.Committed, Bytes: n - a.Committed}
+	} else if a.Committed < art.Size && g.Compression == Zstd {
+		p.Torn = &eventstore.Torn{TruncateTo: a.Committed, Bytes: art.Size - a.Committed}
+	}
+	return p, art, nil
+}
+
+// laterHeader is the header of a later generation as the rest of dshfs reads headers; Meta gives the
+// codec's logical header byte for byte.
+func laterHeader(h generation.Header) event.Header {
+	str := func(s *string) *event.Value {
+		if s == nil {
+			return nil
+		}
+		v := event.String(*s)
+		return &v
+	}
+	return event.Header{Version: float64(h.Version), ID: h.ID, CreatedAt: h.CreatedAt, DelegationDepth: h.DelegationDepth,
+		Cwd: str(h.Cwd), ParentSession: str(h.ParentSession), Origin: str(h.Origin), AgentPreset: str(h.AgentPreset),
+		Logical: h.Raw}
+}
+
+// laterHeaderRecord parses the header record (its first line, decoded) of a later generation's artifact
+// for the listing.
+func laterHeaderRecord(rec []byte, g Generation) (event.Header, error) {
+	h, err := generation.ParseHeader(int(g), bytes.TrimSuffix(rec, []byte("\n")))
+	if err != nil {
+		return event.Header{}, err
+	}
+	return laterHeader(h), nil
+}
+
+// laterRefusal classifies what the codec refused: a generation or feature it marks unsupported is an
+// unsupported session, anything else corruption of the log; the text is the codec's, naming the file.
+func laterRefusal(path string, err error) error {
+	var u interface{ Unsupported() bool }
+	if errors.As(err, &u) && u.Unsupported() {
+		return &eventstore.UnsupportedError{Message: err.Error() + " (raw log: " + path + ")", Path: path}
+	}
+	return errors.New(err.Error() + " (raw log: " + path + ")")
+}
