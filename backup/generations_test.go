@@ -34,8 +34,7 @@ func treeFiles(t *testing.T, root string) map[string][]byte {
 // TestBackupCarriesEveryGeneration: a backup of a store whose sessions hold a v0 log and its v3 successor
 // copies both files of each session byte for byte and lists the older one in the manifest; verify checks
 // the older files too (a changed or missing one is a problem); a restore brings back both, byte-identical.
-// The sessions themselves are refused (this build does not decode v3), which verify reports, so the
-// restore is forced; nothing else may be wrong.
+// The sessions are read from their v3 files, so verify finds nothing wrong and the restore needs no force.
 func TestBackupCarriesEveryGeneration(t *testing.T) {
 	ctx := context.Background()
 	for _, enc := range []string{"raw", "zstd"} {
@@ -64,7 +63,7 @@ func TestBackupCarriesEveryGeneration(t *testing.T) {
 			for _, s := range m.Sessions {
 				if !strings.Contains(s.Path, "session.v3.jsonl") || len(s.Beside) != 1 ||
 					!strings.HasSuffix(s.Beside[0].Path, "/session.jsonl"+map[string]string{"raw": "", "zstd": ".zstd"}[enc]) ||
-					s.Refusal == "" {
+					s.Refusal != "" {
 					t.Fatalf("manifest entry %+v", s)
 				}
 			}
@@ -72,20 +71,12 @@ func TestBackupCarriesEveryGeneration(t *testing.T) {
 				t.Fatalf("expected %d files", m.Expected.Files)
 			}
 
-			_, problems, _ := Verify(ctx, dest, opts)
-			for _, p := range problems {
-				if p.Kind != "unsupported" || !strings.Contains(p.Message, "generation v3") {
-					t.Fatalf("verify: %s: %s: %s", p.ID, p.Kind, p.Message)
-				}
-			}
-			if len(problems) != len(m.Sessions) {
+			if _, problems, _ := Verify(ctx, dest, opts); len(problems) != 0 {
 				t.Fatalf("verify found %d problems:\n%s", len(problems), problemKinds(problems))
 			}
 
 			restored := filepath.Join(t.TempDir(), "r")
-			ropts := opts
-			ropts.Force = true
-			if _, err := Restore(ctx, dest, restored, ropts); err != nil {
+			if _, err := Restore(ctx, dest, restored, opts); err != nil {
 				t.Fatal(err)
 			}
 			back := treeFiles(t, restored)
@@ -103,7 +94,7 @@ func TestBackupCarriesEveryGeneration(t *testing.T) {
 			if err := os.WriteFile(pred, []byte("changed\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, problems, _ = Verify(ctx, dest, opts)
+			_, problems, _ := Verify(ctx, dest, opts)
 			if !strings.Contains(problemKinds(problems), "size: generation file "+m.Sessions[0].Beside[0].Path) {
 				t.Fatalf("a changed older generation is not found:\n%s", problemKinds(problems))
 			}

@@ -149,10 +149,11 @@ func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opt
 }
 
 // openFrozen opens one artifact for copying: a refused session's whole, any other's frozen prefix, read
-// while holding the session's writer lock (released when the reader is closed).
+// while holding the session's writer lock (released when the reader is closed) where dshfs could write it
+// (a later generation's artifact is only ever written by the harness, which takes no such lock).
 func openFrozen(ctx context.Context, st *eventstore.Store, e eventstore.Entry, wait time.Duration) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
 	var lock eventstore.WriterLock
-	if e.Refusal == nil {
+	if e.Refusal == nil && e.Generation == 0 {
 		deadline := time.Now().Add(wait)
 		for {
 			l, err := st.Backend().Lock(ctx, e.ID)

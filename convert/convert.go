@@ -24,9 +24,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 )
 
 // Outcome is what happened to one session.
@@ -108,6 +110,12 @@ func Run(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, opt
 	return reports, nil
 }
 
+// laterText names a log of a later format generation and the releases that write it.
+func laterText(p *eventstore.Prefix) string {
+	return "session artifact " + string(event.Stringify(event.String(p.Path))) + " is format generation v" +
+		strconv.Itoa(p.Generation) + ", written by " + generation.WrittenBy(p.Generation)
+}
+
 func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e eventstore.Entry, opts Options) Report {
 	r := Report{ID: e.ID}
 	if e.Refusal != nil {
@@ -125,6 +133,11 @@ func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e e
 		return r
 	}
 	p := ins.Prefix
+	if p.Generation != 0 {
+		// its events are of a later format; written into a v0 log they would be a log no harness reads
+		r.Outcome, r.Reason = Skipped, laterText(p)+"; convert writes generation v0 logs only and leaves it out"
+		return r
+	}
 	r.Events = len(p.Events)
 	if p.Torn != nil {
 		r.Reason = fmt.Sprintf("a torn tail of %d bytes after the committed log was not converted", p.Torn.Bytes)
@@ -148,6 +161,9 @@ func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e e
 		return r
 	case err != nil:
 		r.Outcome, r.Reason = Differs, "the destination holds a session of this id that it refuses: "+err.Error()
+		return r
+	case cur.Generation != 0:
+		r.Outcome, r.Reason = Differs, "the destination holds this id as a later generation: "+laterText(cur)
 		return r
 	}
 	if !bytes.Equal(cur.Header.WithDepth().Meta(), p.Header.WithDepth().Meta()) {

@@ -26,6 +26,9 @@ type Entry struct {
 	ModTime    time.Time     // when the artifact last changed; zero when it could not be stat'ed
 	Owner      *Owner        // the artifact's owner and permission bits; nil when unknown
 	Refusal    error         // why the harness would not list or open this session; nil when listed
+	// Generation is the format generation of the artifact (JSONL: 0 for session.jsonl, N for
+	// session.vN.jsonl); only generation 0 is ever written.
+	Generation int
 	// Beside are the session's other generation files kept beside its artifact (JSONL: the older
 	// generations an upgraded harness leaves untouched when it publishes a newer one, and generation files
 	// in the other encoding, for which the session is refused). They are never read as the session; store/

@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,18 +36,22 @@ func genStatusOf(t *testing.T, sessDir string) genStatus {
 // log with its v3 successor beside it — with the kernel's caches and the polling safety net set to an
 // hour, so that only inotify can tell the mount of a change:
 //
-//   - every session is listed and refused in status.json with the v3 file named, never served from its
-//     v0 log (events.jsonl is EIO); raw.jsonl is the v3 file's text; store/ serves both files byte for
+//   - every session is served from its v3 file, never from its v0 log: events.jsonl holds exactly what the
+//     harness's published codec restores (fixtures/generations/golden); store/ serves both files byte for
 //     byte;
-//   - a v3 successor linked in beside a session the mount serves from its v0 log flips it to refused at
-//     once, and an append to a v3 file is noticed;
+//   - a v3 successor linked in beside a session the mount serves from its v0 log switches it to the v3
+//     file at once, and tail -f of a v3 session's events.jsonl follows the harness's appends to it;
 //   - the harness's session.lock appearing and being opened for writing changes nothing.
 func TestMountGenerations(t *testing.T) {
 	t.Parallel()
 	store := fixtures.CopyTree(t, fixtures.Path(t, "generations", "beside", "zstd"))
 	project := filepath.Join(store, "--home-dev-projects-acme-api--")
 	const flipID = "main-session-cdf51971-aa21-4a3b-9b27-5084d6c99886"
-	const refusedID = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
+	const servedID = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
+	golden := func(id string) []byte {
+		b := readFile(t, fixtures.Path(t, "generations", "golden", "v3-zstd", id+".jsonl"))
+		return b[bytes.IndexByte(b, '\n')+1:]
+	}
 	// one session back to v0 alone: its successor is kept aside and published during the mount
 	successor := filepath.Join(t.TempDir(), "session.v3.jsonl.zstd")
 	if err := os.Rename(filepath.Join(project, flipID, "session.v3.jsonl.zstd"), successor); err != nil {
@@ -71,12 +74,11 @@ func TestMountGenerations(t *testing.T) {
 			}
 			continue
 		}
-		if st.State != "refused" || !strings.HasSuffix(st.Location, "/session.v3.jsonl.zstd") || st.Refusal == nil ||
-			st.Refusal.Kind != "unsupported" || !strings.Contains(st.Refusal.Message, "is format generation v3, written by the harness from dsh-v0.1.5-alpha.1 on") {
+		if st.State == "refused" || !strings.HasSuffix(st.Location, "/session.v3.jsonl.zstd") || st.Refusal != nil {
 			t.Fatalf("%s: %+v", d.Name(), st)
 		}
-		if _, err := os.ReadFile(filepath.Join(dir, "events.jsonl")); !errors.Is(err, syscall.EIO) && !os.IsNotExist(err) {
-			t.Fatalf("%s: events.jsonl read with %v: served from the v0 log", d.Name(), err)
+		if got := readFile(t, filepath.Join(dir, "events.jsonl")); !bytes.Equal(got, golden(d.Name())) {
+			t.Fatalf("%s: events.jsonl is not what the codec restores from the v3 file", d.Name())
 		}
 		if raw := readFile(t, filepath.Join(dir, "raw.jsonl")); !bytes.HasPrefix(raw, []byte(`{"type":"session","version":3,`)) {
 			t.Fatalf("%s: raw.jsonl %.80q", d.Name(), raw)
@@ -84,7 +86,7 @@ func TestMountGenerations(t *testing.T) {
 	}
 	// store/ carries both generations of a session, byte for byte
 	for _, name := range []string{"session.jsonl.zstd", "session.v3.jsonl.zstd"} {
-		rel := filepath.Join("--home-dev-projects-acme-api--", refusedID, name)
+		rel := filepath.Join("--home-dev-projects-acme-api--", servedID, name)
 		mustRun(t, "cmp", filepath.Join(m.dir, "store", rel), filepath.Join(store, rel))
 	}
 
@@ -103,35 +105,33 @@ func TestMountGenerations(t *testing.T) {
 	os.Remove(tmp)
 	waitFor(t, "the session to follow its v3 successor", func() (bool, string) {
 		st := genStatusOf(t, flipDir)
-		return st.State == "refused" && strings.HasSuffix(st.Location, "/session.v3.jsonl.zstd"), fmt.Sprintf("%+v", st)
+		return st.State != "refused" && strings.HasSuffix(st.Location, "/session.v3.jsonl.zstd"), fmt.Sprintf("%+v", st)
 	})
-	if _, err := os.ReadFile(filepath.Join(flipDir, "events.jsonl")); err == nil {
-		t.Fatal("events.jsonl is still served from the v0 log")
+	if got := readFile(t, filepath.Join(flipDir, "events.jsonl")); !bytes.Equal(got, golden(flipID)) {
+		t.Fatal("events.jsonl is not served from the v3 successor")
 	}
 
-	// an append to a v3 file (one more frame) is noticed: raw.jsonl grows by its line
-	refusedDir := filepath.Join(sessions, refusedID)
-	before := genStatusOf(t, refusedDir)
-	line := `{"type":"turn/start","seq":999,"time":1778573799999,"data":{"turn":99}}` + "\n"
-	f, err := os.OpenFile(filepath.Join(project, refusedID, "session.v3.jsonl.zstd"), os.O_APPEND|os.O_WRONLY, 0)
+	// the harness appends to a v3 file (one more frame): tail -f of its events.jsonl prints the event
+	servedDir := filepath.Join(sessions, servedID)
+	before := genStatusOf(t, servedDir)
+	follow := startTail(t, filepath.Join(servedDir, "events.jsonl"))
+	line := `{"type":"turn/start","seq":26,"time":1778573799999,"data":{"turn":3}}`
+	f, err := os.OpenFile(filepath.Join(project, servedID, "session.v3.jsonl.zstd"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write(jsonl.EncodeFrame(nil, []byte(line))); err != nil {
+	if _, err := f.Write(jsonl.EncodeFrame(nil, []byte(line+"\n"))); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	waitFor(t, "the append to the v3 file to show", func() (bool, string) {
-		raw := readFile(t, filepath.Join(refusedDir, "raw.jsonl"))
-		return bytes.HasSuffix(raw, []byte(line)), fmt.Sprintf("%d bytes", len(raw))
-	})
-	if after := genStatusOf(t, refusedDir); after.Revision == before.Revision || after.State != "refused" {
+	follow.waitFor(t, line)
+	follow.stop()
+	if after := genStatusOf(t, servedDir); after.Revision == before.Revision || after.State == "refused" {
 		t.Fatalf("status after the append: %+v (before %+v)", after, before)
 	}
-
 	// the harness's write lease: created, held and released beside the artifact
-	lockBefore := readFile(t, filepath.Join(refusedDir, "status.json"))
-	lock, err := os.OpenFile(filepath.Join(project, refusedID, "session.lock"), os.O_CREATE|os.O_WRONLY, 0o600)
+	lockBefore := readFile(t, filepath.Join(servedDir, "status.json"))
+	lock, err := os.OpenFile(filepath.Join(project, servedID, "session.lock"), os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +139,10 @@ func TestMountGenerations(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock.Close()
-	if got := readFile(t, filepath.Join(refusedDir, "status.json")); !bytes.Equal(got, lockBefore) {
+	if got := readFile(t, filepath.Join(servedDir, "status.json")); !bytes.Equal(got, lockBefore) {
 		t.Fatalf("session.lock changed the session's status:\n%s\n%s", lockBefore, got)
 	}
-	if ls := mustRun(t, "ls", filepath.Join(m.dir, "store", "--home-dev-projects-acme-api--", refusedID)); strings.Contains(string(ls), "session.lock") {
+	if ls := mustRun(t, "ls", filepath.Join(m.dir, "store", "--home-dev-projects-acme-api--", servedID)); strings.Contains(string(ls), "session.lock") {
 		t.Fatalf("store/ lists the lease: %s", ls)
 	}
 	m.stop(t)

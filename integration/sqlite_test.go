@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -179,8 +180,9 @@ func TestSQLiteMountWrites(t *testing.T) {
 
 // tailProc is a `tail -f` following a file of the mount.
 type tailProc struct {
-	out syncBuffer
-	err syncBuffer
+	out  syncBuffer
+	err  syncBuffer
+	stop func() // ends tail (a mount cannot be unmounted while it holds a file open)
 }
 
 // startTail starts `tail -n 0 -s 0.1 -f file` (GNU tail polls a FUSE file; 0.1 s keeps the test short)
@@ -193,10 +195,11 @@ func startTail(t *testing.T, file string) *tailProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	tp.stop = sync.OnceFunc(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
+	t.Cleanup(tp.stop)
 	waitFor(t, "tail to open "+file, func() (bool, string) { return openedBy(cmd.Process.Pid, file), tp.err.String() })
 	return tp
 }

@@ -31,24 +31,29 @@ func storeBytes(t *testing.T, root string) map[string]string {
 	return out
 }
 
-// TestGenerationStoresRefused: stores the harness of 0.1.5 writes — sessions kept only as session.v3.jsonl
-// [.zstd], and v0 logs with their v3 successors beside them — list every session as refused with a message
-// naming the v3 file, its version and the release that writes it: never absent, never served from the v0
-// file. check exits 1 on them, cat of a view refuses, status/raw/header answer with the v3 file.
-func TestGenerationStoresRefused(t *testing.T) {
-	for _, set := range [][2]string{{"v3", "raw"}, {"v3", "zstd"}, {"beside", "raw"}, {"beside", "zstd"}} {
+// TestGenerationStoresServed: stores the harness writes from 0.1.3 on — sessions kept only as
+// session.v2/v3.jsonl[.zstd], and v0 logs with their v3 successors beside them — list every session from its
+// current generation (never absent, never served from the v0 file): check passes, cat prints the events and
+// the header exactly as the harness's published codec restores them, status names the current file, and a
+// v3 session's messages are refused with the reason.
+func TestGenerationStoresServed(t *testing.T) {
+	for _, set := range [][2]string{{"v3", "raw"}, {"v3", "zstd"}, {"v2", "raw"}, {"v2", "zstd"}, {"beside", "raw"}, {"beside", "zstd"}} {
 		t.Run(set[0]+"/"+set[1], func(t *testing.T) {
 			store := fixtures.CopyTree(t, fixtures.Path(t, "generations", set[0], set[1]))
-			v3 := "session.v3.jsonl"
+			gen := set[0]
+			if gen == "beside" {
+				gen = "v3"
+			}
+			file := "session." + gen + ".jsonl"
 			if set[1] == "zstd" {
-				v3 += ".zstd"
+				file += ".zstd"
 			}
 			sessions, _ := filepath.Glob(filepath.Join(store, "*", "*")) // the fixture ids need no encoding
 			if len(sessions) < 5 {
 				t.Fatalf("%d fixture sessions", len(sessions))
 			}
 			code, out, stderr := runCLI("ls", "--json", store)
-			if code != 0 || strings.Count(out, "\n") != len(sessions) || strings.Contains(stderr, "holds no sessions") {
+			if code != 0 || strings.Count(out, "\n") != len(sessions) || stderr != "" {
 				t.Fatalf("ls: exit %d, %d lines\n%s%s", code, strings.Count(out, "\n"), out, stderr)
 			}
 			for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
@@ -56,32 +61,47 @@ func TestGenerationStoresRefused(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r := get(t, v, "refusal"); !strings.Contains(r, "/"+v3+`\" is format generation v3, written by the harness from dsh-v0.1.5-alpha.1 on`) {
+				if r := get(t, v, "refusal"); r != "null" || !strings.HasPrefix(get(t, v, "header"), `{"version":`+gen[1:]+`,`) {
 					t.Fatalf("ls entry %s", l)
 				}
 			}
-			code, out, _ = runCLI("check", store)
-			if code != exitFound || strings.Count(out, "\tunsupported\t") != len(sessions) {
+			if code, out, _ = runCLI("check", store); code != 0 || out != "" {
 				t.Fatalf("check: exit %d\n%s", code, out)
 			}
 			for _, dir := range sessions {
 				id := filepath.Base(dir)
-				if code, out, stderr := runCLI("cat", store, id); code == 0 || out != "" || !strings.Contains(stderr, "generation v3") {
-					t.Fatalf("cat %s: exit %d %q %s", id, code, out, stderr)
+				golden, err := os.ReadFile(fixtures.Path(t, "generations", "golden", gen+"-"+set[1], id+".jsonl"))
+				if err != nil {
+					t.Fatal(err)
 				}
-				code, out, _ := runCLI("cat", "--view", "status", store, id)
+				first, events, _ := strings.Cut(string(golden), "\n")
+				if code, out, stderr := runCLI("cat", store, id); code != 0 || out != events {
+					t.Fatalf("cat %s: exit %d %s (events differ from the codec's restore)", id, code, stderr)
+				}
+				code, out, _ := runCLI("cat", "--view", "header", store, id)
+				if code != 0 || !strings.HasPrefix(first, `{"header":`+strings.TrimSuffix(out, "\n")+`,`) {
+					t.Fatalf("header %s: exit %d %s, golden %s", id, code, out, first)
+				}
+				code, out, _ = runCLI("cat", "--view", "status", store, id)
 				st := parseStatus(t, out)
-				if code != 0 || get(t, st, "state") != `"refused"` || !strings.HasSuffix(get(t, st, "location"), "/"+v3+`"`) ||
-					!strings.Contains(get(t, st, "refusal"), `"kind":"unsupported"`) {
+				if code != 0 || get(t, st, "state") == `"refused"` || !strings.HasSuffix(get(t, st, "location"), "/"+file+`"`) {
 					t.Fatalf("status %s: exit %d %s", id, code, out)
 				}
 				code, out, _ = runCLI("cat", "--view", "raw", store, id)
-				if code != 0 || !strings.HasPrefix(out, `{"type":"session","version":3,`) {
+				if code != 0 || !strings.HasPrefix(out, `{"type":"session","version":`+gen[1:]+`,`) {
 					t.Fatalf("raw %s: exit %d %.100q", id, code, out)
 				}
-				code, out, _ = runCLI("cat", "--view", "header", store, id)
-				if code != 0 || !strings.HasPrefix(out, `{"type":"session","version":3,`) {
-					t.Fatalf("header %s: exit %d %.100q", id, code, out)
+				code, _, stderr := runCLI("cat", "--view", "messages", store, id)
+				if gen == "v3" && (code == 0 || !strings.Contains(stderr, "the messages of a format v3 session are not derived")) {
+					t.Fatalf("messages of v3 %s: exit %d %s", id, code, stderr)
+				}
+				if gen == "v2" && code != 0 {
+					t.Fatalf("messages of v2 %s: exit %d %s", id, code, stderr)
+				}
+				for _, view := range []string{"surface", "shadowed", "compactions", "spill", "transcript"} {
+					if code, _, stderr := runCLI("cat", "--view", view, store, id); code != 0 {
+						t.Fatalf("%s of %s: exit %d %s", view, id, code, stderr)
+					}
 				}
 			}
 		})

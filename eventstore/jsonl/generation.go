@@ -138,9 +138,10 @@ func (b *Backend) sessionFiles(dir string) SessionFiles {
 	return s
 }
 
-// GenerationError refuses a session whose artifact is a generation this build does not read (v2, v3, or
-// one newer than any it knows). It is an *eventstore.UnsupportedError to status.json, the CLI and errno
-// alike (the log is intact; this reader cannot interpret it), and says what still works on the session.
+// GenerationError refuses a session whose artifact is of a generation this build does not read (v1, or one
+// newer than v3), or a write to one of any generation but v0. It is an *eventstore.UnsupportedError to
+// status.json, the CLI and errno alike (the log is intact; this build cannot interpret or extend it), and
+// says what still works on the session.
 type GenerationError struct {
 	Path         string         // the session's artifact
 	File         GenerationFile // its generation, as its name states and its header confirms
@@ -170,15 +171,8 @@ func (e *GenerationError) Unwrap() error {
 }
 
 // checkGeneration decides whether the session's artifact is read. Generation 0 is read by this package's
-// scanner (nil). Any other generation has its header's version checked against its name first, with the
-// harness's own refusal when they differ, and is then refused with a *GenerationError.
-//
-// This is the seam a reader of v2 and v3 artifacts plugs into: return nil here for the generations it
-// decodes (after the version check, which stays), branch on the generation in LoadStoredProgress (where
-// the v0 scan runs) to hand the artifact's bytes to it and bind the result to its path with
-// checkIdentity as the v0 load does, and in entry (listing) to parse the header it restores. Discovery,
-// the watcher, store/ and backups already follow the current generation and need no change; writes stay
-// refused by requireWritable until a writer of that generation exists.
+// scanner, v2 and v3 by package generation (later.go), each after the harness's check that its header
+// states the version its name does; any other generation is refused with a *GenerationError.
 func (b *Backend) checkGeneration(files SessionFiles, g GenerationFile) error {
 	if g.Gen == ReadGeneration {
 		return nil

@@ -3,7 +3,6 @@ package jsonl
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,15 +119,15 @@ func TestGenerationDiscovery(t *testing.T) {
 		{"v0 only", None, []string{"session.jsonl"}, "session.jsonl", nil, ""},
 		{"v0 with ignored names", None, append([]string{"session.jsonl"}, ignored...), "session.jsonl", nil, ""},
 		{"only ignored names", None, ignored, "", nil, ""},
-		{"v3 only", None, []string{"session.v3.jsonl"}, "session.v3.jsonl", nil, "is format generation v3, written by the harness from dsh-v0.1.5-alpha.1 on"},
-		{"v3 beside v0", None, []string{"session.jsonl", "session.v3.jsonl"}, "session.v3.jsonl", []string{"session.jsonl"},
-			"(the older session.jsonl beside it is kept untouched and is not the session)"},
-		{"v2 beside v0", Zstd, []string{"session.jsonl.zstd", "session.v2.jsonl.zstd"}, "session.v2.jsonl.zstd", []string{"session.jsonl.zstd"},
-			"written by the harness's dsh-v0.1.3-alpha releases"},
+		{"v3 only", None, []string{"session.v3.jsonl"}, "session.v3.jsonl", nil, ""},
+		{"v3 beside v0", None, []string{"session.jsonl", "session.v3.jsonl"}, "session.v3.jsonl", []string{"session.jsonl"}, ""},
+		{"v2 beside v0", Zstd, []string{"session.jsonl.zstd", "session.v2.jsonl.zstd"}, "session.v2.jsonl.zstd", []string{"session.jsonl.zstd"}, ""},
 		{"numeric not lexical", None, []string{"session.jsonl", "session.v2.jsonl", "session.v10.jsonl", "session.v9.jsonl"}, "session.v10.jsonl",
-			[]string{"session.jsonl", "session.v2.jsonl", "session.v9.jsonl"}, "is format generation v10, written by a harness newer than dshfs reads; dshfs reads and writes generation v0 only (the older session.jsonl, session.v2.jsonl, session.v9.jsonl beside it are kept untouched and are not the session)"},
+			[]string{"session.jsonl", "session.v2.jsonl", "session.v9.jsonl"}, "is format generation v10, written by a harness newer than dshfs reads; dshfs reads generations v0, v2 and v3 and writes v0 only (the older session.jsonl, session.v2.jsonl, session.v9.jsonl beside it are kept untouched and are not the session)"},
 		{"zstd v3 with ignored", Zstd, []string{"session.jsonl.zstd", "session.v3.jsonl.zstd", "session.v3.jsonl.zstd.tmp", "session.v03.jsonl.zstd"},
-			"session.v3.jsonl.zstd", []string{"session.jsonl.zstd"}, "v3"},
+			"session.v3.jsonl.zstd", []string{"session.jsonl.zstd"}, ""},
+		{"v1 is no release's", None, []string{"session.jsonl", "session.v1.jsonl"}, "session.v1.jsonl", []string{"session.jsonl"},
+			"is format generation v1, written by no tagged harness release"},
 		{"encoding mismatch of a newer generation", None, []string{"session.jsonl", "session.v3.jsonl.zstd"}, "session.jsonl", []string{"session.v3.jsonl.zstd"},
 			`session.v3.jsonl.zstd" uses .jsonl.zstd, but this backend is configured for compression "none"; use a separate root or select the matching compression mode`},
 		{"encoding mismatch alone", Zstd, []string{"session.v3.jsonl"}, "session.v3.jsonl", nil,
@@ -234,9 +233,10 @@ func genFixtureStore(t *testing.T, elem ...string) (*Backend, string) {
 	return b, root
 }
 
-// TestGenerationFixtures: the harness's own v3 stores, and v0 logs with their v3 successors beside them, list
-// every session as refused with the message (never absent, never served from the v0 file), and raw reads
-// the v3 file's text.
+// TestGenerationFixtures: the harness's own v2 and v3 stores, and v0 logs with their v3 successors beside
+// them, list every session from its current generation (never from the v0 file beside it), load its header
+// and events exactly as the harness's published codec restores them (fixtures/generations/golden), and raw
+// reads the current file's text.
 func TestGenerationFixtures(t *testing.T) {
 	ctx := context.Background()
 	for _, store := range [][]string{{"v3", "raw"}, {"v3", "zstd"}, {"beside", "raw"}, {"beside", "zstd"}, {"v2", "raw"}, {"v2", "zstd"}} {
@@ -251,10 +251,8 @@ func TestGenerationFixtures(t *testing.T) {
 				t.Fatalf("list: %v, %+v, %d entries", err, l.RootErrors, len(l.Entries))
 			}
 			for _, e := range l.Entries {
-				var ge *GenerationError
-				if !errors.As(e.Refusal, &ge) || !strings.HasSuffix(e.Path, "session."+gen+b.mode.Suffix()) ||
-					eventstore.Classify(e.Refusal) != eventstore.KindUnsupported || !strings.Contains(e.Refusal.Error(), "generation "+gen) {
-					t.Fatalf("%s: %s refused with %v", e.ID, e.Path, e.Refusal)
+				if e.Refusal != nil || !strings.HasSuffix(e.Path, "session."+gen+b.mode.Suffix()) || e.Header == nil {
+					t.Fatalf("%s: %s listed with %v", e.ID, e.Path, e.Refusal)
 				}
 				if (store[0] == "beside") != (len(e.Beside) == 1) {
 					t.Fatalf("%s: predecessors %v", e.ID, e.Beside)
@@ -262,8 +260,24 @@ func TestGenerationFixtures(t *testing.T) {
 				if len(e.HeaderLine) == 0 || !bytes.Contains(e.HeaderLine, []byte(`"version":`+gen[1:])) {
 					t.Fatalf("%s: header line %s", e.ID, e.HeaderLine)
 				}
-				if _, err := b.LoadStored(ctx, e.ID); err == nil || err.Error() != e.Refusal.Error() {
+				p, err := b.LoadStored(ctx, e.ID)
+				if err != nil {
 					t.Fatalf("%s: load %v", e.ID, err)
+				}
+				if p.Generation != int(gen[1]-'0') || p.Path != e.Path {
+					t.Fatalf("%s: loaded generation %d from %s", e.ID, p.Generation, p.Path)
+				}
+				golden := goldenRestore(t, store, gen, e.ID)
+				var got bytes.Buffer
+				for _, ev := range p.Events {
+					got.Write(ev.Raw)
+					got.WriteByte('\n')
+				}
+				if want := golden[bytes.IndexByte(golden, '\n')+1:]; !bytes.Equal(got.Bytes(), want) {
+					t.Fatalf("%s: events differ from the codec's restore", e.ID)
+				}
+				if want := `{"header":` + string(p.Header.Meta()) + `,`; !bytes.HasPrefix(golden, []byte(want)) {
+					t.Fatalf("%s: header %s, golden %.200s", e.ID, p.Header.Meta(), golden)
 				}
 				raw, err := b.ReadRaw(ctx, e.ID)
 				if err != nil || !bytes.HasPrefix(raw, []byte(`{"type":"session","version":`+gen[1:])) {
@@ -272,6 +286,17 @@ func TestGenerationFixtures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goldenRestore is what the harness's codec restores from a fixture session (fixtures/generations/golden); a
+// beside store's v3 files are the v3 store's.
+func goldenRestore(t *testing.T, store []string, gen, id string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(fixtures.Path(t, "generations", "golden", gen+"-"+store[1], id+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestGenerationWritesRefused: no write lands in a session whose current generation is not v0 — create of

@@ -829,7 +829,7 @@ func (b *Backend) entry(l listed, files SessionFiles, buf *[]byte) eventstore.En
 	g, ok := files.Current()
 	opposite := files.Opposite
 	if ok {
-		e.Path = files.Path(g)
+		e.Path, e.Generation = files.Path(g), int(g.Gen)
 	} else {
 		e.Path, opposite = filepath.Join(files.Dir, opposite[0]), opposite[1:]
 	}
