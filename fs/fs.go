@@ -68,6 +68,8 @@ type FS struct {
 	// artifact stats it vouches for (stats.go).
 	watcher atomic.Pointer[inotifyWatcher]
 	stats   *statCache
+	// perms caches the modes of the store's directories for the checks of a shared mount (access.go)
+	perms permCache
 }
 
 var _ nodes.Source = (*FS)(nil)
@@ -102,7 +104,7 @@ func New(opts Options) (*FS, error) {
 func (f *FS) Owner(id string) *eventstore.Owner {
 	l := f.Listing()
 	if i, ok := l.ByID[id]; ok {
-		return l.Entries[i].Owner
+		return f.narrowed(l.Entries[i].Owner, l.Entries[i].Path)
 	}
 	return nil
 }

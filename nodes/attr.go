@@ -91,6 +91,26 @@ func applyOwner(a *fuse.Attr, o *eventstore.Owner) {
 	}
 }
 
+// applyPathOwner gives a node that stands for a path of the store or a spill root that path's owner and
+// mode, without write bits: a directory keeps its own search bits (one searchable but not listable stays
+// so), a file its read bits.
+func applyPathOwner(a *fuse.Attr, o *eventstore.Owner) {
+	if o == nil {
+		return
+	}
+	a.Uid, a.Gid = o.UID, o.GID
+	a.Mode = a.Mode&syscall.S_IFMT | o.Perm&0o555
+	if a.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		a.Mode &^= 0o111
+	}
+}
+
+// Access wanted of a path (access(2)'s R_OK and X_OK).
+const (
+	wantRead   = 4
+	wantSearch = 1
+)
+
 // entryTimes applies the configured kernel cache timeouts to a lookup answer.
 func entryTimes(src Source, out *fuse.EntryOut) {
 	entry, attr := src.Timeouts()
