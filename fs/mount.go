@@ -117,10 +117,12 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	if err != nil {
 		return nil, err
 	}
+	// NewServer has mounted and answered the kernel's INIT: the mount serves once Serve runs. No WaitMount:
+	// go-fuse's WaitMount opens MNT/.go-fuse-epoll-hack from this process (to have the kernel's first POLL
+	// answered); a process killed while it waits on its own mount cannot exit, and the mountpoint hangs
+	// every process that touches it. That hack guards against the daemon polling files of its own mount,
+	// which dshfs never opens; a POLL from a reader is answered ENOSYS like any other.
 	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		return nil, err
-	}
 	closeFuseOnExec()
 	f.root = root.EmbeddedInode()
 	go f.notifier(ctx)
