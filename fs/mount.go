@@ -68,6 +68,7 @@ Writing (this mount is writable):
   mkdir sessions/<name>  creates a session (<name> encoded as listed: a~002Fb is id "a/b")
 Accepted events are visible at once and written in batches; "flush" (or fsync on append) returns once
 they are durable. Every refusal's errno has its reason in status.json (lastError) and the mount's log.
+A copy of sessions/ leaves the control files out: rsync -a --exclude='/*/ctl' --exclude='/*/append'
 `
 
 // Mount mounts the tree at mountpoint: directly as root (no fusermount needed), through fusermount3

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dshfs/dshfs/internal/demo"
@@ -153,4 +154,70 @@ func TestMountAllowOtherPathPermissions(t *testing.T) {
 		r := asUser("cat", served)
 		return r.code == 0 && string(r.stdout) == string(spillBytes), string(r.stderr)
 	})
+}
+
+// TestMountCopyRemovable: `rsync -a MNT/sessions/ DEST/` by an ordinary user gives a copy that user can
+// remove again (directories report their owner's write bit); on a writable mount the documented excludes
+// leave ctl and append out of the copy, and removing a name in the mount is refused, never a silent success.
+func TestMountCopyRemovable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test creates a user and must run as root (as CI does)")
+	}
+	uid, gid := testUser(t)
+	as := []string{"setpriv", "--reuid=" + uid, "--regid=" + gid, "--clear-groups", "--"}
+	base, err := os.MkdirTemp("", "dshfs-copy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if base, err = filepath.EvalSymlinks(base); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, 0, "demo", base)
+	mustRun(t, "chmod", "-R", "a+rX", base)
+	store := filepath.Join(base, "sessions")
+	mnt := filepath.Join(base, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(base, "copy")
+	if err := os.Mkdir(dest, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "chown", uid+":"+gid, dest)
+	m := startMountAt(t, mnt, nil, []string{dshfsBin(t), "mount", "--read-only", "--allow-other", store, mnt})
+	if r := run(t, "", as[0], append(as[1:], "rsync", "-a", mnt+"/sessions/", dest+"/")...); r.code != 0 {
+		t.Fatalf("rsync -a as the user: exit %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dest, "demo-clean", "events.jsonl")); err != nil {
+		t.Fatalf("the copy lacks demo-clean/events.jsonl: %v", err)
+	}
+	if r := run(t, "", as[0], append(as[1:], "rm", "-rf", dest+"/demo-clean")...); r.code != 0 {
+		t.Errorf("the user cannot remove its own rsync copy: exit %d %s", r.code, r.stderr)
+	}
+	m.signal(t, syscall.SIGTERM)
+	m.waitExit(t)
+
+	// a writable mount: the excludes of docs/backups.md leave the control files out
+	w := startMountAt(t, mnt, nil, []string{dshfsBin(t), "mount", store, mnt})
+	copy2 := filepath.Join(base, "copy2")
+	mustRun(t, "rsync", "-a", "--exclude=/*/ctl", "--exclude=/*/append", mnt+"/sessions/", copy2+"/")
+	if ctl, _ := filepath.Glob(filepath.Join(copy2, "*", "ctl")); len(ctl) != 0 {
+		t.Errorf("the copy holds control files: %v", ctl)
+	}
+	if app, _ := filepath.Glob(filepath.Join(copy2, "*", "append")); len(app) != 0 {
+		t.Errorf("the copy holds append files: %v", app)
+	}
+	victim := filepath.Join(mnt, "sessions", "demo-clean", "events.jsonl")
+	if r := run(t, "", "rm", victim); r.code == 0 || !strings.Contains(string(r.stderr), "Operation not permitted") {
+		t.Errorf("rm of a view in a writable mount: exit %d %q", r.code, r.stderr)
+	}
+	if r := run(t, "", "rmdir", filepath.Join(mnt, "sessions", "demo-clean", "turns")); r.code == 0 {
+		t.Errorf("rmdir of a directory in a writable mount succeeded")
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("the view is gone after a refused rm: %v", err)
+	}
+	w.signal(t, syscall.SIGTERM)
+	w.waitExit(t)
 }

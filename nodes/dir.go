@@ -67,6 +67,14 @@ func (d *dirNode) Opendir(ctx context.Context) syscall.Errno {
 	return 0
 }
 
+// Unlink refuses: nothing of the tree is removed by removing its name (go-fuse would otherwise answer a
+// node without Unlink with success, and the name would only vanish until the next lookup). Directories
+// report their owner's write bit (modeDir), so this is what a user's rm meets.
+func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EPERM }
+
+// Rmdir refuses as Unlink does.
+func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EPERM }
+
 // attrTimeout is how long the kernel may keep the directory's attributes.
 func (d *dirNode) attrTimeout() time.Duration {
 	_, attr := d.src.Timeouts()
