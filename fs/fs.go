@@ -181,6 +181,9 @@ func (f *FS) StoreStats() []byte {
 		event.Member{Key: "readahead", Value: n(f.ahead.done.Load())},
 		event.Member{Key: "evicted", Value: n(f.evicted.Load())},
 		event.Member{Key: "primed", Value: n(f.primed.Load())},
+		// which process serves the mount: a second `dshfs mount` onto it names it (a mount's property, so
+		// here and not in status.json, which a copy of the mount must find unchanged)
+		event.Member{Key: "pid", Value: n(int64(os.Getpid()))},
 	)), '\n')
 }
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,5 +38,22 @@ func TestByProjectNamesAsOnDisk(t *testing.T) {
 		if r.code != 0 || len(strings.Fields(string(r.stdout))) != 1 {
 			t.Errorf("ls by-project/%s: exit %d %q %s", p, r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestMountOntoLiveMount: a second mount onto a live dshfs mount is refused as what it is — already a
+// dshfs mount of that store, served by that pid — not as a directory that "holds README".
+func TestMountOntoLiveMount(t *testing.T) {
+	dir := t.TempDir()
+	cli(t, 0, "demo", dir)
+	store := filepath.Join(dir, "sessions")
+	m := startMount(t, "--read-only", store)
+	r := run(t, "", dshfsBin(t), "mount", "--read-only", store, m.dir)
+	want := fmt.Sprintf("mountpoint %s is already a dshfs mount of %s (pid %d): unmount it first with kill -TERM %d", m.dir, store, m.cmd.Process.Pid, m.cmd.Process.Pid)
+	if r.code != 2 || !strings.Contains(string(r.stderr), want) {
+		t.Errorf("mount onto a live mount: exit %d %q, want exit 2 and %q", r.code, r.stderr, want)
+	}
+	if n := mountCount(t, m.dir); n != 1 {
+		t.Errorf("%d mounts at %s after the refused mount", n, m.dir)
 	}
 }

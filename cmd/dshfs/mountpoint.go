@@ -80,7 +80,7 @@ func within(p, dir string) bool {
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// clearDeadMount detects a mount whose server died (statfs fails with ENOTCONN: unlike stat, which the
+// clearDeadMount refuses a live dshfs mount by what it is (liveMount), and detects a mount whose server died (statfs fails with ENOTCONN: unlike stat, which the
 // kernel may answer from its attribute cache, statfs always asks the server) and, when /proc/mounts says
 // it was a dshfs mount, unmounts it lazily; anything else is left alone with instructions.
 //
@@ -115,6 +115,9 @@ func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
 	case errors.Is(err, backup.ErrUnresponsive):
 		return fmt.Errorf("mountpoint %s is a FUSE mount (%s) whose server %v: it is stopped or wedged; resume or end its process, or clear it with: %s%s", mountpoint, entry.Type, err, how, abortHint(mountpoint, canonical))
 	case !errors.Is(err, syscall.ENOTCONN):
+		if dshfs {
+			return liveMount(mountpoint)
+		}
 		return nil // a live mount: prepareMountpoint refuses it as not empty, or --nonempty mounts over it
 	}
 	if !dshfs {
@@ -178,4 +181,22 @@ func abortHintFrom(b []byte, points ...string) string {
 		mount = "mount -t fusectl none /sys/fs/fuse/connections; "
 	}
 	return fmt.Sprintf("; if its process cannot be ended (state D), abort the connection as root: %secho 1 > %s/abort", mount, conn)
+}
+
+// liveMount refuses a mountpoint where a dshfs mount is live, naming its store and process (its status.json
+// and stats.json, each read under the probe's deadline): mounting over it would only hide it.
+func liveMount(mountpoint string) error {
+	what := "a dshfs mount"
+	if root, err := backup.MountRoot(mountpoint); err == nil {
+		what += " of " + root
+	}
+	stop := "fusermount3 -u " + mountpoint
+	if os.Geteuid() == 0 {
+		stop = "umount " + mountpoint
+	}
+	if pid, err := backup.MountPid(mountpoint); err == nil {
+		what += fmt.Sprintf(" (pid %d)", pid)
+		stop = fmt.Sprintf("kill -TERM %d (it flushes, then unmounts)", pid)
+	}
+	return fmt.Errorf("mountpoint %s is already %s: unmount it first with %s, or mount elsewhere", mountpoint, what, stop)
 }
