@@ -3,9 +3,12 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestByProjectNamesAsOnDisk: by-project/ names each project by its directory's name on disk — the
@@ -56,4 +59,41 @@ func TestMountOntoLiveMount(t *testing.T) {
 	if n := mountCount(t, m.dir); n != 1 {
 		t.Errorf("%d mounts at %s after the refused mount", n, m.dir)
 	}
+}
+
+// TestBusyUnmountNamesHolder: a SIGTERMed mount that a process keeps busy says so once, naming the process
+// and how it holds the mount, not once per retry; it unmounts as soon as the process lets go.
+func TestBusyUnmountNamesHolder(t *testing.T) {
+	dir := t.TempDir()
+	cli(t, 0, "demo", dir)
+	m := startMount(t, "--read-only", filepath.Join(dir, "sessions"))
+	hold := exec.Command("sleep", "120")
+	hold.Dir = filepath.Join(m.dir, "sessions")
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	t.Cleanup(func() {
+		if held {
+			hold.Process.Kill()
+			hold.Wait()
+		}
+	})
+	m.signal(t, syscall.SIGTERM)
+	want := fmt.Sprintf("pid %d (sleep: cwd)", hold.Process.Pid)
+	waitFor(t, "the busy unmount to be logged with its holder", func() (bool, string) {
+		return strings.Contains(m.log.String(), want), m.log.String()
+	})
+	// the retries go on every second; the next report is due after 5 s: a window of 3 s shows one line
+	time.Sleep(3 * time.Second)
+	if n := strings.Count(m.log.String(), " is busy"); n != 1 {
+		t.Errorf("%d busy lines within 3 s of the first, want 1:\n%s", n, m.log)
+	}
+	if strings.Contains(m.log.String(), `\n`) {
+		t.Errorf("the log carries escaped newlines:\n%s", m.log)
+	}
+	hold.Process.Kill()
+	hold.Wait()
+	held = false
+	m.waitExit(t)
 }
