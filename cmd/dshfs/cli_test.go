@@ -129,7 +129,7 @@ func TestExitCodesAndErrors(t *testing.T) {
 	}{
 		{"no args", nil, 2, "usage:", "", false},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`, "", false},
-		{"unknown flag", []string{"ls", "--frob", raw}, 2, "unknown flag --frob", "", false},
+		{"unknown flag", []string{"ls", "--frob", raw}, 2, "dshfs: unknown flag --frob\nusage: dshfs ls [--config FILE] [--json] STORE\nsee dshfs help ls\n", "", false},
 		{"missing flag value", []string{"cat", raw, crashID, "--view"}, 2, "flag --view needs a value", "", false},
 		{"unknown view", []string{"cat", raw, crashID, "--view", "nope"}, 2, `unknown view "nope"`, "", false},
 		{"event past the end", []string{"cat", raw, crashID, "--view", "event:52"}, 2, "no such item", "", false},
@@ -292,5 +292,39 @@ func TestCheckRefusesSurfaceViolations(t *testing.T) {
 	want := "s\tcorrupt\tstored session \"s\" failed validation: Error: invalid seed event at index 0: session event \"user/message\" is surface-eligible and requires a surfaceOp marker\n"
 	if code != 1 || out != want {
 		t.Fatalf("exit %d\n got %q\nwant %q", code, out, want)
+	}
+}
+
+// TestUsageErrorsShort: a usage error prints the mistake, the command's synopsis and where its help is —
+// not the whole usage of every command.
+func TestUsageErrorsShort(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		lines int
+		want  string
+	}{
+		{[]string{"fork", "--frob"}, 3, "see dshfs help fork\n"},
+		{[]string{"mount"}, 3, "usage: dshfs mount [--config FILE]"},
+		{[]string{"frobnicate"}, 2, "see dshfs help\n"},
+	} {
+		code, _, stderr := runCLI(c.args...)
+		if code != 2 || strings.Count(stderr, "\n") != c.lines || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q: want %d lines with %q", c.args, code, stderr, c.lines, c.want)
+		}
+	}
+}
+
+// TestNegativeNumberIsAnArgument: `fork STORE ID -1` reads -1 as the boundary, not as an unknown flag.
+func TestNegativeNumberIsAnArgument(t *testing.T) {
+	_, pos, err := parseArgs([]string{"store", "id", "-1", "--config", "x"}, map[string]bool{"config": true})
+	if err != nil || len(pos) != 3 || pos[2] != "-1" {
+		t.Errorf("parseArgs: %q %v", pos, err)
+	}
+	if _, _, err := parseArgs([]string{"-1x"}, map[string]bool{}); err == nil {
+		t.Error("-1x is accepted as an argument")
+	}
+	code, _, stderr := runCLI("fork", t.TempDir(), "some-id", "-1")
+	if strings.Contains(stderr, "unknown flag") || code == 0 {
+		t.Errorf("fork STORE ID -1: exit %d %q", code, stderr)
 	}
 }
