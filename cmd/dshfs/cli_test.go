@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/fixtures"
@@ -326,5 +329,26 @@ func TestNegativeNumberIsAnArgument(t *testing.T) {
 	code, _, stderr := runCLI("fork", t.TempDir(), "some-id", "-1")
 	if strings.Contains(stderr, "unknown flag") || code == 0 {
 		t.Errorf("fork STORE ID -1: exit %d %q", code, stderr)
+	}
+}
+
+// TestLsCreatedAtISO: ls prints createdAt in ISO-8601 UTC; ls --json keeps the stored epoch milliseconds.
+func TestLsCreatedAtISO(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "sessions")
+	if code, _, stderr := runCLI("create", store, "iso-session"); code != 0 {
+		t.Fatalf("create: %s", stderr)
+	}
+	code, out, stderr := runCLI("ls", store)
+	f := strings.Split(strings.TrimSuffix(out, "\n"), "\t")
+	if code != 0 || len(f) != 5 || !regexp.MustCompile(`^20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(f[2]) {
+		t.Fatalf("ls: exit %d %q %s", code, out, stderr)
+	}
+	code, js, _ := runCLI("ls", "--json", store)
+	var row struct{ Header struct{ CreatedAt int64 } }
+	if code != 0 || json.Unmarshal([]byte(js), &row) != nil {
+		t.Fatalf("ls --json: exit %d %q", code, js)
+	}
+	if got := time.UnixMilli(row.Header.CreatedAt).UTC().Format("2006-01-02T15:04:05.000Z"); got != f[2] {
+		t.Errorf("ls prints %s, --json holds %d (%s)", f[2], row.Header.CreatedAt, got)
 	}
 }
