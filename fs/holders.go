@@ -14,48 +14,54 @@ import (
 // holders names the processes that keep mountpoint busy: those whose working directory, root or an open
 // file lies at or below it, as "pid 812 (bash: cwd)". Read from /proc by readlink, which asks no FUSE
 // server (the kernel prints the path it holds); processes of other users are invisible to an unprivileged
-// dshfs. A /proc read of a process stuck in the kernel can block for as long as it is stuck, so each
-// process is read by its own goroutine and whatever has not answered within d is left out (and skipped
-// from then on: its goroutine stays blocked, one per stuck process). At most max entries.
+// dshfs, and a process that does not answer within d is left out (scanProcs). At most max entries.
 func holders(mountpoint string, max int, d time.Duration) []string {
 	if mountpoint == "" {
 		return nil
 	}
+	out := scanProcs(d, func(pid string) string { return holder(pid, mountpoint) })
+	sort.Strings(out)
+	if len(out) > max {
+		out = append(out[:max], fmt.Sprintf("%d more", len(out)-max))
+	}
+	return out
+}
+
+// scanProcs calls read for every process but this one, each in its own goroutine, and returns the
+// non-empty answers given within d. A /proc read of a process stuck in the kernel blocks for as long as it
+// is stuck: its pid is skipped from then on (its goroutine stays blocked, one per stuck process) rather
+// than stall every scan.
+func scanProcs(d time.Duration, read func(pid string) string) []string {
 	self := strconv.Itoa(os.Getpid())
 	procs, _ := os.ReadDir("/proc")
 	results := make(chan string, len(procs))
-	var pending []string
+	n := 0
 	for _, p := range procs {
 		pid := p.Name()
 		if pid == "" || pid[0] < '0' || pid[0] > '9' || pid == self {
 			continue
 		}
-		if _, stuck := stuckProcs.Load(pid); stuck {
-			continue
+		if _, stuck := stuckProcs.LoadOrStore(pid, true); stuck {
+			continue // stuck, or being read by another scan
 		}
-		pending = append(pending, pid)
-		stuckProcs.Store(pid, true) // until it answers
+		n++
 		go func() {
-			results <- holder(pid, mountpoint)
+			r := read(pid)
 			stuckProcs.Delete(pid)
+			results <- r
 		}()
 	}
 	var out []string
 	deadline := time.After(d)
-collect:
-	for range pending {
+	for range n {
 		select {
-		case h := <-results:
-			if h != "" {
-				out = append(out, h)
+		case r := <-results:
+			if r != "" {
+				out = append(out, r)
 			}
 		case <-deadline:
-			break collect
+			return out
 		}
-	}
-	sort.Strings(out)
-	if len(out) > max {
-		out = append(out[:max], fmt.Sprintf("%d more", len(out)-max))
 	}
 	return out
 }
