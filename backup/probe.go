@@ -196,6 +196,22 @@ func MountRoot(mnt string) (string, error) {
 	return st.Root, nil
 }
 
+// MountPid is the process serving a dshfs mount, as its stats.json names it, read under ProbeTimeout.
+func MountPid(mnt string) (int, error) {
+	b, err := probeChild(ProbeTimeout, "read", filepath.Join(mnt, "stats.json"))
+	if err != nil {
+		return 0, err
+	}
+	var st struct{ Pid int }
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Join(mnt, "stats.json"), err)
+	}
+	if st.Pid <= 0 {
+		return 0, fmt.Errorf("%s names no pid", filepath.Join(mnt, "stats.json"))
+	}
+	return st.Pid, nil
+}
+
 // EnclosingMount returns the dshfs mount whose mountpoint is path or lies above it (lexically, on the
 // absolute path: resolving symlinks would mean a lookup through that mount), and whether there is one.
 func EnclosingMount(mounts []MountEntry, path string) (MountEntry, bool) {

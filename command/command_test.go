@@ -104,14 +104,14 @@ func TestFrontEndsAgree(t *testing.T) {
 			want: command.Compact{Range: &command.Range{Start: 2, End: 33}}, words: "compact 2 33", code: compaction.CodeInvalid,
 			message: "compactRegion: start seq 2 not found in surface"},
 		{name: "compact a crashed session", session: crashed, line: "compact", cli: &cliCall{"compact", []string{crashed}, ""},
-			want: command.Compact{}, words: "compact", code: compaction.CodeBusy},
+			want: command.Compact{}, words: "compact", code: eventstore.CodeOpenTurn},
 		{name: "compact words", session: compacted, line: "compact a 1", cli: &cliCall{"compact", []string{compacted, "a", "1"}, ""},
 			words: "compact a 1", code: compaction.CodeInvalid,
 			message: `compact START END takes two surface seqs (non-negative integers), got "a" "1"`},
 		{name: "compact one seq", session: compacted, line: "compact 1", cli: &cliCall{"compact", []string{compacted, "1"}, ""},
 			words: "compact 1", code: eventstore.CodeBadCommand, message: "usage: compact [START END]"},
 		{name: "prune without a turn", session: clean, line: "prune", cli: &cliCall{"prune", []string{clean}, ""},
-			want: command.Prune{}, words: "prune", code: compaction.CodeBusy},
+			want: command.Prune{}, words: "prune", code: compaction.CodeNoOpenTurn},
 		{name: "an unknown session command", session: clean, line: "frobnicate", cli: &cliCall{"frobnicate", []string{clean}, ""},
 			words: "frobnicate", code: eventstore.CodeUnknownCommand,
 			message: `unknown session command "frobnicate" (flush, resume, fork [BOUNDARY] [CHILD_ID], compact [START END], prune, close)`},
@@ -193,7 +193,7 @@ func check(t *testing.T, front string, r command.Result, code, message string) {
 }
 
 // TestQuiesceHoldsWrites: quiesce and resume-writes through the store ctl, and the compaction refusal in
-// between, which keeps the quiesce's reason under the compaction code.
+// between, which keeps the quiesce's reason and code.
 func TestQuiesceHoldsWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -204,7 +204,7 @@ func TestQuiesceHoldsWrites(t *testing.T) {
 		t.Fatalf("quiesce: %s", r.JSON())
 	}
 	r = env.Line(ctx, compacted, "compact")
-	if r.Err == nil || r.Err.Code != compaction.CodeBusy || r.Err.Failure != eventstore.Busy {
+	if r.Err == nil || r.Err.Code != eventstore.CodeQuiesced || r.Err.Failure != eventstore.Busy {
 		t.Fatalf("compact while quiesced: %s", r.JSON())
 	}
 	if r = env.Line(ctx, "", "resume-writes"); r.Message() != "writes resumed: held batches are being written" {

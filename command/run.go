@@ -174,20 +174,16 @@ func (e Env) flush(ctx context.Context, id string) (Outcome, error) {
 	return Flushed{Events: n, Through: w.Revision().Durable - 1}, nil
 }
 
-// writer is the session's live engine for a compaction or a prune; a busy refusal (a quiesced store
-// included) keeps its reason and takes the compaction code.
+// writer is the session's live engine for a compaction or a prune; a refusal keeps its own code (QUIESCED,
+// LOCKED, CONFLICT…), so status.json says why the session could not be written.
 func writer(ctx context.Context, st *eventstore.Store, id string) (*eventstore.Session, error) {
 	if held := st.WritesHeld(); held != nil {
 		// a compaction writes (its start is flushed before the summary): not while quiesced
-		return nil, &eventstore.CommandError{Failure: eventstore.Busy, Code: compaction.CodeBusy, Message: held.Message, Err: held}
+		return nil, held
 	}
 	w, err := st.Writer(ctx, id)
-	if err == nil {
-		return w, nil
+	if err != nil {
+		return nil, eventstore.AsCommandError(err)
 	}
-	ce := eventstore.AsCommandError(err)
-	if ce.Failure == eventstore.Busy {
-		return nil, &eventstore.CommandError{Failure: eventstore.Busy, Code: compaction.CodeBusy, Message: ce.Message, Err: ce}
-	}
-	return nil, ce
+	return w, nil
 }

@@ -23,16 +23,18 @@ const (
 )
 
 // Failure codes of a compaction, as status.json's lastError names them (with the errno of their
-// eventstore.Failure).
+// eventstore.Failure), in the harness's style of eventstore's codes (OPEN_TURN, CONFLICT). A compaction that
+// cannot start because a turn is open or a compaction lock is live says eventstore.CodeOpenTurn or
+// eventstore.CodeCompactionLock (EBUSY).
 const (
-	CodeBusy          = "busy"           // EBUSY: lock held or a turn open
-	CodeInvalid       = "invalid"        // EINVAL: the range is not a replacement target
-	CodeSummaryFailed = "summary-failed" // EIO: the summarizer failed
-	CodeNotSmaller    = "not-smaller"    // EIO: the framed summary does not shrink the span
-	CodeChanged       = "changed"        // EAGAIN: the span changed during summarization
-	CodeCancelled     = "cancelled"      // EIO: the caller gave up (an interrupted ctl write) while the summary was made
-	CodeCommit        = "commit"         // EIO: the transaction could not be closed cleanly
-	CodePersistence   = "persistence"    // EIO: closed cleanly, but the flush failed
+	CodeNoOpenTurn    = "NO_OPEN_TURN"       // EBUSY: prune needs a turn this mount holds open
+	CodeInvalid       = "INVALID_RANGE"      // EINVAL: the range is not a replacement target
+	CodeSummaryFailed = "SUMMARY_FAILED"     // EIO: the summarizer failed
+	CodeNotSmaller    = "NOT_SMALLER"        // EIO: the framed summary does not shrink the span
+	CodeChanged       = "CHANGED"            // EAGAIN: the span changed during summarization
+	CodeCancelled     = "CANCELLED"          // EIO: the caller gave up (an interrupted ctl write) while the summary was made
+	CodeCommit        = "COMMIT_FAILED"      // EIO: the transaction could not be closed cleanly
+	CodePersistence   = "PERSISTENCE_FAILED" // EIO: closed cleanly, but the flush failed
 )
 
 // Request is one manual compaction.
@@ -95,10 +97,10 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 			return nil, closed // a Close came between the tracking and now: open nothing
 		}
 		if eventstore.CompactionLocked(v.Events) {
-			return nil, busy("compaction: compaction already in progress; the session compaction lock is already active")
+			return nil, busy(eventstore.CodeCompactionLock, "compaction: compaction already in progress; the session compaction lock is already active")
 		}
 		if _, open := eventstore.OpenTurn(v.Events); open {
-			return nil, busy("manual compaction: the session already has an open turn")
+			return nil, busy(eventstore.CodeOpenTurn, "manual compaction: the session already has an open turn")
 		}
 		balance, err := surface.Balance(v.Events, v.Fold)
 		if err != nil {
@@ -245,8 +247,8 @@ var manualMessages = map[string]string{
 	CodeCancelled:     "manual compaction was cancelled",
 }
 
-func busy(msg string) error {
-	return &eventstore.CommandError{Failure: eventstore.Busy, Code: CodeBusy, Message: msg}
+func busy(code, msg string) error {
+	return &eventstore.CommandError{Failure: eventstore.Busy, Code: code, Message: msg}
 }
 
 func invalid(err error) error {

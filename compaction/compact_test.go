@@ -173,10 +173,10 @@ func TestCompactRefusals(t *testing.T) {
 	}{
 		{"open turn", func(t *testing.T, w *eventstore.Session) {
 			accept(t, w, `{"type":"turn/start","data":{"turn":3}}`)
-		}, nil, eventstore.Busy, CodeBusy, "manual compaction: the session already has an open turn"},
+		}, nil, eventstore.Busy, eventstore.CodeOpenTurn, "manual compaction: the session already has an open turn"},
 		{"live lock", func(t *testing.T, w *eventstore.Session) {
 			accept(t, w, `{"type":"compaction/start","data":{"compactionId":"x","turn":null}}`)
-		}, nil, eventstore.Busy, CodeBusy, "compaction: compaction already in progress; the session compaction lock is already active"},
+		}, nil, eventstore.Busy, eventstore.CodeCompactionLock, "compaction: compaction already in progress; the session compaction lock is already active"},
 		{"start missing", nil, &[2]int64{3, 33}, eventstore.Invalid, CodeInvalid, "compactRegion: start seq 3 not found in surface"},
 		{"end missing", nil, &[2]int64{2, 34}, eventstore.Invalid, CodeInvalid, "compactRegion: end seq 34 not found in surface"},
 		{"reversed", nil, &[2]int64{33, 2}, eventstore.Invalid, CodeInvalid, "compactRegion: start seq 33 (position 3) is after end seq 2 (position 0) on the surface"},

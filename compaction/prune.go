@@ -42,7 +42,7 @@ func PruneSession(ctx context.Context, w *eventstore.Session, cfg config.Pruner)
 	var out PruneOutcome
 	evs, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
 		if _, open := eventstore.OpenTurn(v.Events); !open {
-			return nil, busy("prune needs an open turn: the harness prunes tool results only inside a turn, and this session has none; use compact to shrink an idle session")
+			return nil, busy(CodeNoOpenTurn, "prune needs an open turn: the harness prunes tool results only inside a turn, and this session has none; use compact to shrink an idle session")
 		}
 		var evs []event.Event
 		next := v.Next()

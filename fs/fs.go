@@ -69,6 +69,8 @@ type FS struct {
 	// artifact stats it vouches for (stats.go).
 	watcher atomic.Pointer[inotifyWatcher]
 	stats   *statCache
+	// perms caches the modes of the store's directories for the checks of a shared mount (access.go)
+	perms permCache
 }
 
 var _ nodes.Source = (*FS)(nil)
@@ -103,7 +105,7 @@ func New(opts Options) (*FS, error) {
 func (f *FS) Owner(id string) *eventstore.Owner {
 	l := f.Listing()
 	if i, ok := l.ByID[id]; ok {
-		return l.Entries[i].Owner
+		return f.narrowed(l.Entries[i].Owner, l.Entries[i].Path)
 	}
 	return nil
 }
@@ -180,6 +182,9 @@ func (f *FS) StoreStats() []byte {
 		event.Member{Key: "readahead", Value: n(f.ahead.done.Load())},
 		event.Member{Key: "evicted", Value: n(f.evicted.Load())},
 		event.Member{Key: "primed", Value: n(f.primed.Load())},
+		// which process serves the mount: a second `dshfs mount` onto it names it (a mount's property, so
+		// here and not in status.json, which a copy of the mount must find unchanged)
+		event.Member{Key: "pid", Value: n(int64(os.Getpid()))},
 	)), '\n')
 }
 

@@ -68,6 +68,7 @@ Writing (this mount is writable):
   mkdir sessions/<name>  creates a session (<name> encoded as listed: a~002Fb is id "a/b")
 Accepted events are visible at once and written in batches; "flush" (or fsync on append) returns once
 they are durable. Every refusal's errno has its reason in status.json (lastError) and the mount's log.
+A copy of sessions/ leaves the control files out: rsync -a --exclude='/*/ctl' --exclude='/*/append'
 `
 
 // Mount mounts the tree at mountpoint: directly as root (no fusermount needed), through fusermount3
@@ -117,10 +118,12 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	if err != nil {
 		return nil, err
 	}
+	// NewServer has mounted and answered the kernel's INIT: the mount serves once Serve runs. No WaitMount:
+	// go-fuse's WaitMount opens MNT/.go-fuse-epoll-hack from this process (to have the kernel's first POLL
+	// answered); a process killed while it waits on its own mount cannot exit, and the mountpoint hangs
+	// every process that touches it. That hack guards against the daemon polling files of its own mount,
+	// which dshfs never opens; a POLL from a reader is answered ENOSYS like any other.
 	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		return nil, err
-	}
 	closeFuseOnExec()
 	f.root = root.EmbeddedInode()
 	go f.notifier(ctx)
@@ -334,13 +337,26 @@ func Serve(server *fuse.Server, mountpoint string, sigs <-chan os.Signal, log fu
 	if beforeUnmount != nil {
 		beforeUnmount()
 	}
+	var report backoff
+	started := time.Now()
 	for {
 		err := server.Unmount()
 		if err == nil {
 			<-done
 			return nil
 		}
-		log("unmount of %s failed (%s): still serving; retrying every second, send another signal to detach", mountpoint, oneLine(err))
+		// busy: said once, then at growing intervals (backoff), each time naming who holds the mount
+		if report.due(time.Now()) {
+			held := "no process found holding it"
+			if h := holders(canonicalMountpoint(mountpoint), 8, 2*time.Second); len(h) > 0 {
+				held = "held by " + strings.Join(h, ", ")
+			}
+			since := ""
+			if d := time.Since(started).Round(time.Second); d > 0 {
+				since = fmt.Sprintf(" for %v", d)
+			}
+			log("%s is busy%s (%s; %s): still serving, retrying every second; send another signal to detach it", mountpoint, since, held, unmountError(err))
+		}
 		select {
 		case <-done:
 			return nil
@@ -357,6 +373,19 @@ func Serve(server *fuse.Server, mountpoint string, sigs <-chan os.Signal, log fu
 			return nil
 		}
 	}
+}
+
+// unmountError is a failed unmount's reason, short: fusermount3 prints its own name and the mountpoint
+// around the kernel's error, which the log line names already.
+func unmountError(err error) string {
+	text := oneLine(err)
+	if i := strings.LastIndex(text, ": "); i >= 0 && strings.Contains(text, "fusermount") {
+		text = strings.TrimSpace(text[i+2:])
+	}
+	if i := strings.LastIndex(text, " (code "); i > 0 {
+		text = text[:i] // go-fuse's wrapping of fusermount's exit status
+	}
+	return strings.TrimSuffix(text, ";")
 }
 
 // oneLine is an error's text on one line (fusermount's output ends in newlines, which a log line would

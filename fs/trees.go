@@ -86,6 +86,9 @@ type cwdScan struct {
 	dirs []string
 }
 
+// cwdScanDeadline bounds a scan of the working directories.
+const cwdScanDeadline = 500 * time.Millisecond
+
 // workingDirs returns the working directories below the mount's sessions (scanned at most once a second).
 func (f *FS) workingDirs() *workingDirs {
 	w := &workingDirs{sessions: filepath.Join(f.mountpoint, "sessions") + "/"}
@@ -96,16 +99,15 @@ func (f *FS) workingDirs() *workingDirs {
 	c.Lock()
 	defer c.Unlock()
 	if time.Since(c.at) > time.Second {
-		c.at, c.dirs = time.Now(), nil
-		procs, _ := os.ReadDir("/proc")
-		for _, p := range procs {
-			if p.Name()[0] < '0' || p.Name()[0] > '9' {
-				continue
+		// each process read apart, under a deadline: a process stuck in the kernel would block a readlink of
+		// its cwd, and with it every walk of the mount
+		c.at = time.Now()
+		c.dirs = scanProcs(cwdScanDeadline, func(pid string) string {
+			if cwd, err := os.Readlink("/proc/" + pid + "/cwd"); err == nil && strings.HasPrefix(cwd, w.sessions) {
+				return cwd
 			}
-			if cwd, err := os.Readlink("/proc/" + p.Name() + "/cwd"); err == nil && strings.HasPrefix(cwd, w.sessions) {
-				c.dirs = append(c.dirs, cwd)
-			}
-		}
+			return ""
+		})
 	}
 	w.dirs = c.dirs
 	return w

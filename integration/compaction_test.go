@@ -267,7 +267,7 @@ func TestCanary8ChangedSpan(t *testing.T) {
 					t.Fatalf("record %+v, want failed with %q", recs[0], want)
 				}
 				st := statusOf(t, s)
-				if st.lastErrorCode() != "changed" || *st.LastError.Errno != "EAGAIN" || !strings.Contains(st.LastError.Message, want) {
+				if st.lastErrorCode() != "CHANGED" || *st.LastError.Errno != "EAGAIN" || !strings.Contains(st.LastError.Message, want) {
 					t.Errorf("lastError %+v", st.LastError)
 				}
 				if bytes.Contains(surface, []byte("<compacted-summary>")) || !bytes.Contains(surface, []byte("Run step 1, edited.")) {
@@ -320,8 +320,8 @@ func TestCanary9CrashMidCompaction(t *testing.T) {
 			}
 			// the lock holds: no new compaction, no appended turn, until resume
 			wantErrno(t, "compact under a live lock", ctl(t, filepath.Join(s2, "ctl"), "compact"), syscall.EBUSY)
-			if code := statusOf(t, s2).lastErrorCode(); code != "busy" {
-				t.Errorf("lastError code %q, want busy", code)
+			if code := statusOf(t, s2).lastErrorCode(); code != "COMPACTION_LOCK" {
+				t.Errorf("lastError code %q, want COMPACTION_LOCK", code)
 			}
 			mustCtl(t, filepath.Join(s2, "ctl"), "resume")
 			recs = compactionRecords(t, s2)

@@ -98,7 +98,7 @@ func TestCloseDuringSummarization(t *testing.T) {
 	if len(recs) != 1 || recs[0].State != "failed" || recs[0].Error == nil || !strings.Contains(*recs[0].Error, "closed while the transaction") {
 		t.Fatalf("after close: %+v", recs)
 	}
-	if st := statusOf(t, s); st.State == "live" || st.lastErrorCode() != "cancelled" {
+	if st := statusOf(t, s); st.State == "live" || st.lastErrorCode() != "CANCELLED" {
 		t.Fatalf("status after close: state %s, lastError %+v", st.State, st.LastError)
 	}
 	mustAppend(t, s, []string{`{"type":"user/message","data":{"id":"u-after","role":"user","content":[{"type":"text","text":"After the close."}],"source":{"kind":"user"}},"surfaceOp":"append"}`})

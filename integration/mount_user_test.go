@@ -133,7 +133,17 @@ func TestMountPermissions(t *testing.T) {
 	}
 	uid, gid := testUser(t)
 	as := []string{"setpriv", "--reuid=" + uid, "--regid=" + gid, "--clear-groups", "--"}
-	store := fixtures.CopyTree(t, fixtures.Path(t, "generated", "zstd"))
+	// t.TempDir's parents are 0700 root: the user needs a world-traversable way to the store (which it
+	// could not read otherwise) and to the mountpoint
+	base, err := os.MkdirTemp("", "dshfs-perm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store := copyTree(t, fixtures.Path(t, "generated", "zstd"), filepath.Join(base, "store"))
 	sessions := fixtures.Sessions(t, store)
 	if len(sessions) < 2 {
 		t.Fatal("the fixture root has fewer than two sessions")
@@ -150,15 +160,6 @@ func TestMountPermissions(t *testing.T) {
 	mustRun(t, "find", store, "-type", "d", "-exec", "chmod", "a+rx", "{}", "+")
 	mustRun(t, "chmod", "0644", artifact(open.EncodedID))
 	mustRun(t, "chmod", "0000", artifact(closed.EncodedID))
-	// t.TempDir's parents are 0700 root: the user needs a world-traversable way to the mountpoint
-	base, err := os.MkdirTemp("", "dshfs-perm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	mnt := filepath.Join(base, "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)

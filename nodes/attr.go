@@ -26,12 +26,17 @@ func ino(parts ...string) uint64 {
 	return n
 }
 
-// Permissions of DESIGN.md §4 (read-only tree).
+// Permissions of DESIGN.md §4 (read-only tree). Directories report their owner's write bit although nothing
+// in them can be created or removed (a read-only mount refuses with EROFS, a writable one with EPERM): a copy
+// made with `rsync -a` or `cp -a` then has directories its owner can remove, not dr-x------ ones.
 const (
 	modeFile = syscall.S_IFREG | 0o444
-	modeDir  = syscall.S_IFDIR | 0o555
+	modeDir  = syscall.S_IFDIR | 0o755
 	modeLink = syscall.S_IFLNK | 0o777
 )
+
+// ownerWrite is a directory's owner write bit, given when the owner may read it (see modeDir).
+func ownerWrite(perm uint32) uint32 { return (perm & 0o400) >> 1 }
 
 func setTimes(a *fuse.Attr, t time.Time) {
 	sec, nsec := uint64(t.Unix()), uint32(t.Nanosecond())
@@ -83,13 +88,35 @@ func applyOwner(a *fuse.Attr, o *eventstore.Owner) {
 	read := o.Perm & 0o444
 	switch a.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
-		a.Mode = syscall.S_IFDIR | read | read>>2
+		a.Mode = syscall.S_IFDIR | read | read>>2 | ownerWrite(read)
 	case syscall.S_IFREG:
 		if a.Mode&0o222 == 0 { // a view; ctl and append keep their write modes
 			a.Mode = syscall.S_IFREG | read
 		}
 	}
 }
+
+// applyPathOwner gives a node that stands for a path of the store or a spill root that path's owner and
+// mode, without write bits but a directory's owner's (see modeDir): a directory keeps its own search bits
+// (one searchable but not listable stays so), a file its read bits.
+func applyPathOwner(a *fuse.Attr, o *eventstore.Owner) {
+	if o == nil {
+		return
+	}
+	a.Uid, a.Gid = o.UID, o.GID
+	a.Mode = a.Mode&syscall.S_IFMT | o.Perm&0o555
+	if a.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		a.Mode &^= 0o111
+	} else {
+		a.Mode |= ownerWrite(o.Perm)
+	}
+}
+
+// Access wanted of a path (access(2)'s R_OK and X_OK).
+const (
+	wantRead   = 4
+	wantSearch = 1
+)
 
 // entryTimes applies the configured kernel cache timeouts to a lookup answer.
 func entryTimes(src Source, out *fuse.EntryOut) {

@@ -58,6 +58,23 @@ func (d *dirNode) attr(mtime time.Time, out *fuse.AttrOut) syscall.Errno {
 	return 0
 }
 
+// Opendir refuses a directory of a session to a caller who could not read the session's artifact in the
+// store (Source.PermitSession); the directories that stand for a store path check that path instead.
+func (d *dirNode) Opendir(ctx context.Context) syscall.Errno {
+	if d.sess != "" {
+		return d.src.PermitSession(ctx, d.sess)
+	}
+	return 0
+}
+
+// Unlink refuses: nothing of the tree is removed by removing its name (go-fuse would otherwise answer a
+// node without Unlink with success, and the name would only vanish until the next lookup). Directories
+// report their owner's write bit (modeDir), so this is what a user's rm meets.
+func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EPERM }
+
+// Rmdir refuses as Unlink does.
+func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EPERM }
+
 // attrTimeout is how long the kernel may keep the directory's attributes.
 func (d *dirNode) attrTimeout() time.Duration {
 	_, attr := d.src.Timeouts()
@@ -100,6 +117,12 @@ func search(ctx context.Context, l lister, name string) (child, bool, error) {
 // its cache timeouts, and — for a session's whole view the lookup had in hand — the kernel's page cache
 // primed with its bytes (primer.go).
 func (d *dirNode) attach(ctx context.Context, name string, c child, ok bool, err error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if d.sess != "" {
+		// exact, whatever the kernel cached: the session's artifact as the caller may read it in the store
+		if errno := d.src.PermitSession(ctx, d.sess); errno != 0 {
+			return nil, errno
+		}
+	}
 	if err != nil {
 		d.src.Logf("%s/%s: %v", d.what, name, err)
 		return nil, syscall.EIO

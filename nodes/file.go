@@ -249,6 +249,11 @@ func writes(flags uint32) bool {
 
 func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = oneRequest(ctx)
+	if f.sess != "" {
+		if errno := f.src.PermitSession(ctx, f.sess); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	if writes(flags) {
 		if f.src.Writer() != nil {
 			return nil, 0, syscall.EACCES // a view on a writable mount: only ctl and append take writes

@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"time"
 	"weak"
@@ -87,6 +88,9 @@ func (d *sessionsDir) list(ctx context.Context) ([]child, error) {
 	l := d.src.Listing()
 	kids := make([]child, 0, len(l.Entries))
 	for i := range l.Entries {
+		if d.src.PermitSession(ctx, l.Entries[i].ID) != 0 {
+			continue // a session the caller could not read in the store is not listed to it
+		}
 		kids = append(kids, d.session(l, i))
 	}
 	return kids, nil
@@ -115,6 +119,9 @@ func (d *sessionsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	i, ok := l.ByName[name]
 	var c child
 	if ok {
+		if errno := d.src.PermitSession(ctx, l.Entries[i].ID); errno != 0 {
+			return nil, errno
+		}
 		c = d.session(l, i)
 	}
 	return d.attach(ctx, name, c, ok, nil, out)
@@ -134,10 +141,25 @@ func (d *projectsDir) list(ctx context.Context) ([]child, error) {
 			continue
 		}
 		inode := ino("/by-project", p)
-		kids = append(kids, dirChild(spill.NameSegment(p), inode,
+		kids = append(kids, dirChild(projectName(p), inode,
 			&projectDir{dirNode: dirNode{src: d.src, ino: inode, what: "by-project/" + p}, project: p}))
 	}
 	return kids, nil
+}
+
+// projectName is a project directory's name in by-project/: its name on disk (already the harness's
+// encoding of the project key, so that by-project/, store/ and the store agree), re-encoded only if it
+// could not be a name at all.
+func projectName(p string) string {
+	if p == "." || p == ".." || strings.ContainsAny(p, "/\x00") {
+		return spill.NameSegment(p)
+	}
+	return p
+}
+
+// Opendir: by-project/ lists the store's project directories, as the store root does to who may read it.
+func (d *projectsDir) Opendir(ctx context.Context) syscall.Errno {
+	return d.src.Permit(ctx, d.src.StorePath(""), nil, wantRead|wantSearch)
 }
 
 func (d *projectsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -169,6 +191,12 @@ func (d *projectDir) list(ctx context.Context) ([]child, error) {
 		kids = append(kids, linkChild(d.src, name, ino("/by-project", d.project, l.Entries[i].ID), "../../sessions/"+name, l.Entries[i].ModTime))
 	}
 	return kids, nil
+}
+
+// Opendir: by-project/<project>/ lists the project directory's sessions, as the store does to who may
+// read that directory.
+func (d *projectDir) Opendir(ctx context.Context) syscall.Errno {
+	return d.src.Permit(ctx, d.src.StorePath(d.project), nil, wantRead|wantSearch)
 }
 
 func (d *projectDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

@@ -9,6 +9,7 @@ package nodes
 import (
 	"context"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -55,6 +56,18 @@ type Source interface {
 	// Owner is the owner and permission bits of a session's artifact (nil when unknown): the session's
 	// files are served with them, and the kernel enforces them (default_permissions).
 	Owner(id string) *eventstore.Owner
+	// PermitSession is EACCES when the caller of the request ctx serves could not read session id's
+	// artifact in the store (search on every directory above it, read on it); 0 when it could, or when
+	// the mount serves only its owner. The kernel checks the modes nodes report; this check is exact.
+	PermitSession(ctx context.Context, id string) syscall.Errno
+	// Permit is PermitSession for a path of the store or a spill file: want (R_OK, X_OK bits) on path,
+	// whose own owner and mode are self (read from path when nil), search on every directory above it.
+	Permit(ctx context.Context, path string, self *eventstore.Owner, want uint32) syscall.Errno
+	// PathOwner is the owner and mode to report for path (a store directory or artifact, a spill file):
+	// self, or path's own when nil, narrowed to what the directories above allow; nil when unknown.
+	PathOwner(path string, self *eventstore.Owner) *eventstore.Owner
+	// StorePath is the path in the store of the store/ entry at root-relative rel.
+	StorePath(rel string) string
 	// Identity is the storage identity of the session's artifact now (Artifact.Identity), "" when
 	// unknown: a session's files are numbered by it, so a replaced artifact's files are new inodes.
 	Identity(ctx context.Context, id string) string

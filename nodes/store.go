@@ -81,9 +81,22 @@ func (d *storeDir) list(ctx context.Context) ([]child, error) {
 	return kids, nil
 }
 
+// Getattr: a directory of store/ reports its store directory's owner and mode (narrowed to what the
+// directories above allow), and Opendir and Lookup check the caller against them exactly.
 func (d *storeDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	return d.attr(storeTime(d.src), out)
+	errno := d.attr(storeTime(d.src), out)
+	if errno == 0 {
+		applyPathOwner(&out.Attr, d.src.PathOwner(d.src.StorePath(d.rel), nil))
+	}
+	return errno
 }
+
+func (d *storeDir) Opendir(ctx context.Context) syscall.Errno {
+	return d.src.Permit(ctx, d.dirPath(), nil, wantRead|wantSearch)
+}
+
+// dirPath is the directory of the store that d stands for: the root's for store/ of a database store.
+func (d *storeDir) dirPath() string { return d.src.StorePath(d.rel) }
 
 func (d *storeDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return d.readdir(ctx, d)
@@ -92,6 +105,9 @@ func (d *storeDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // Lookup answers from the mirror's index, without listing.
 func (d *storeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = oneRequest(ctx)
+	if errno := d.src.Permit(ctx, d.dirPath(), nil, wantSearch); errno != 0 {
+		return nil, errno
+	}
 	var (
 		c  child
 		ok bool
@@ -139,7 +155,9 @@ func (f *mirrorFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.At
 	}
 	fillFile(&out.Attr, size, mtime, f.ino)
 	if m := f.src.Listing().Mirror; m != nil {
-		applyOwner(&out.Attr, m.Files[f.rel].Owner)
+		if e, ok := m.Files[f.rel]; ok {
+			applyOwner(&out.Attr, f.src.PathOwner(e.Path, e.Owner))
+		}
 	}
 	_, attr := f.src.Timeouts()
 	out.SetTimeout(attr)
@@ -157,6 +175,9 @@ func (f *mirrorFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 	e, ok := m.Files[f.rel]
 	if !ok {
 		return nil, 0, syscall.ENOENT
+	}
+	if errno := f.src.Permit(ctx, e.Path, nil, wantRead); errno != 0 {
+		return nil, 0, errno
 	}
 	// The size is taken after the open: the opened file is at least that long (artifacts only grow, and a
 	// replaced one is a new file whose identity the frozen size belongs to — checked, retried once).

@@ -147,6 +147,9 @@ type appendHandle struct {
 }
 
 func (f *appendFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if errno := f.src.PermitSession(ctx, f.id); errno != 0 {
+		return nil, 0, errno // the kernel checked the write bits; the store's directories are checked here
+	}
 	return &appendHandle{}, fuse.FOPEN_DIRECT_IO, 0
 }
 
@@ -236,6 +239,11 @@ type ctlHandle struct {
 }
 
 func (f *ctlFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if f.id != "" {
+		if errno := f.src.PermitSession(ctx, f.id); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	return &ctlHandle{}, fuse.FOPEN_DIRECT_IO, 0
 }
 

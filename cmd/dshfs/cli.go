@@ -48,7 +48,7 @@ turn:N | trace:SEQ | compactions | prunes | spill
 mount's default STORE: the config's store, else $DSH_HOME/sessions, else ~/.dsh/sessions.
 `
 
-// usageError is a command-line mistake: exit 2 with the usage text.
+// usageError is a command-line mistake: exit 2 with the command's synopsis (usageHint).
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -69,7 +69,8 @@ type opts struct {
 	verify     bool
 }
 
-// parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing.
+// parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
+// number is an argument, not a flag (no flag is a number): `dshfs fork STORE ID -1` gives the boundary -1.
 func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 	o := opts{view: "events"}
 	var pos []string
@@ -79,7 +80,7 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			pos = append(pos, args[i+1:]...)
 			break
 		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
+		if !strings.HasPrefix(a, "-") || a == "-" || negativeNumber(a) {
 			pos = append(pos, a)
 			continue
 		}
@@ -193,7 +194,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		out.Flush()
 		var ue *usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "dshfs: %s\n%s", err, usage)
+			fmt.Fprintf(stderr, "dshfs: %s\n%s\n", err, usageHint(args[0]))
 			return exitUsageErr
 		}
 		fmt.Fprintf(stderr, "dshfs: %s\n", err)
@@ -348,4 +349,28 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 		st.Window = time.Nanosecond // batch_window = 0: each accepted request is written at once
 	}
 	return st, nil
+}
+
+// usageHint follows a usage error: the command's synopsis and where its help is, two lines rather than the
+// whole usage (which buries the one line that went wrong).
+func usageHint(cmd string) string {
+	help, ok := commandHelp[cmd]
+	if !ok {
+		return "commands: " + strings.Join(commandNames(), " ") + "; see dshfs help"
+	}
+	synopsis, _, _ := strings.Cut(help, "\n")
+	return "usage: " + synopsis + "\nsee dshfs help " + cmd
+}
+
+// negativeNumber reports an argument of the form -N (decimal digits).
+func negativeNumber(a string) bool {
+	if len(a) < 2 || a[0] != '-' {
+		return false
+	}
+	for _, c := range a[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

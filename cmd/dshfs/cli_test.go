@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/fixtures"
@@ -129,7 +132,7 @@ func TestExitCodesAndErrors(t *testing.T) {
 	}{
 		{"no args", nil, 2, "usage:", "", false},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`, "", false},
-		{"unknown flag", []string{"ls", "--frob", raw}, 2, "unknown flag --frob", "", false},
+		{"unknown flag", []string{"ls", "--frob", raw}, 2, "dshfs: unknown flag --frob\nusage: dshfs ls [--config FILE] [--json] STORE\nsee dshfs help ls\n", "", false},
 		{"missing flag value", []string{"cat", raw, crashID, "--view"}, 2, "flag --view needs a value", "", false},
 		{"unknown view", []string{"cat", raw, crashID, "--view", "nope"}, 2, `unknown view "nope"`, "", false},
 		{"event past the end", []string{"cat", raw, crashID, "--view", "event:52"}, 2, "no such item", "", false},
@@ -293,5 +296,60 @@ func TestCheckRefusesSurfaceViolations(t *testing.T) {
 	want := "s\tcorrupt\tstored session \"s\" failed validation: Error: invalid seed event at index 0: session event \"user/message\" is surface-eligible and requires a surfaceOp marker\n"
 	if code != 1 || out != want {
 		t.Fatalf("exit %d\n got %q\nwant %q", code, out, want)
+	}
+}
+
+// TestUsageErrorsShort: a usage error prints the mistake, the command's synopsis and where its help is —
+// not the whole usage of every command.
+func TestUsageErrorsShort(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		lines int
+		want  string
+	}{
+		{[]string{"fork", "--frob"}, 3, "see dshfs help fork\n"},
+		{[]string{"mount"}, 3, "usage: dshfs mount [--config FILE]"},
+		{[]string{"frobnicate"}, 2, "see dshfs help\n"},
+	} {
+		code, _, stderr := runCLI(c.args...)
+		if code != 2 || strings.Count(stderr, "\n") != c.lines || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q: want %d lines with %q", c.args, code, stderr, c.lines, c.want)
+		}
+	}
+}
+
+// TestNegativeNumberIsAnArgument: `fork STORE ID -1` reads -1 as the boundary, not as an unknown flag.
+func TestNegativeNumberIsAnArgument(t *testing.T) {
+	_, pos, err := parseArgs([]string{"store", "id", "-1", "--config", "x"}, map[string]bool{"config": true})
+	if err != nil || len(pos) != 3 || pos[2] != "-1" {
+		t.Errorf("parseArgs: %q %v", pos, err)
+	}
+	if _, _, err := parseArgs([]string{"-1x"}, map[string]bool{}); err == nil {
+		t.Error("-1x is accepted as an argument")
+	}
+	code, _, stderr := runCLI("fork", t.TempDir(), "some-id", "-1")
+	if strings.Contains(stderr, "unknown flag") || code == 0 {
+		t.Errorf("fork STORE ID -1: exit %d %q", code, stderr)
+	}
+}
+
+// TestLsCreatedAtISO: ls prints createdAt in ISO-8601 UTC; ls --json keeps the stored epoch milliseconds.
+func TestLsCreatedAtISO(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "sessions")
+	if code, _, stderr := runCLI("create", store, "iso-session"); code != 0 {
+		t.Fatalf("create: %s", stderr)
+	}
+	code, out, stderr := runCLI("ls", store)
+	f := strings.Split(strings.TrimSuffix(out, "\n"), "\t")
+	if code != 0 || len(f) != 5 || !regexp.MustCompile(`^20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(f[2]) {
+		t.Fatalf("ls: exit %d %q %s", code, out, stderr)
+	}
+	code, js, _ := runCLI("ls", "--json", store)
+	var row struct{ Header struct{ CreatedAt int64 } }
+	if code != 0 || json.Unmarshal([]byte(js), &row) != nil {
+		t.Fatalf("ls --json: exit %d %q", code, js)
+	}
+	if got := time.UnixMilli(row.Header.CreatedAt).UTC().Format("2006-01-02T15:04:05.000Z"); got != f[2] {
+		t.Errorf("ls prints %s, --json holds %d (%s)", f[2], row.Header.CreatedAt, got)
 	}
 }

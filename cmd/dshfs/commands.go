@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -61,7 +61,7 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writ
 			state = "refused"
 		}
 		if h := e.Header; h != nil {
-			created = strconv.FormatInt(h.CreatedAt, 10)
+			created = isoTime(h.CreatedAt)
 			cwd, parent = optString(h.Cwd), optString(h.ParentSession)
 		}
 		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", textField(e.ID), state, created, textField(cwd), textField(parent))
@@ -239,4 +239,10 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer, stderr io.W
 		return exitFound, nil
 	}
 	return exitOK, nil
+}
+
+// isoTime is an epoch-milliseconds time as ISO-8601 UTC with milliseconds, as JavaScript's toISOString
+// prints it (2026-05-12T08:15:01.000Z): what a reader of ls expects, where --json keeps the stored number.
+func isoTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }

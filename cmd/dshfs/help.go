@@ -103,15 +103,20 @@ func printHelp(w io.Writer, cmd string) error {
 	}
 	h, ok := commandHelp[cmd]
 	if !ok {
-		var names []string
-		for n := range commandHelp {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return &usageError{fmt.Sprintf("no command %q (commands: %s)", cmd, strings.Join(names, ", "))}
+		return &usageError{fmt.Sprintf("no command %q (commands: %s)", cmd, strings.Join(commandNames(), ", "))}
 	}
 	_, err := fmt.Fprintln(w, h)
 	return err
+}
+
+// commandNames are the commands that have help, sorted.
+func commandNames() []string {
+	var names []string
+	for n := range commandHelp {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // wantsHelp reports whether a command's arguments ask for its help.

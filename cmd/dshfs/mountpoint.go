@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -78,7 +80,7 @@ func within(p, dir string) bool {
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// clearDeadMount detects a mount whose server died (statfs fails with ENOTCONN: unlike stat, which the
+// clearDeadMount refuses a live dshfs mount by what it is (liveMount), and detects a mount whose server died (statfs fails with ENOTCONN: unlike stat, which the
 // kernel may answer from its attribute cache, statfs always asks the server) and, when /proc/mounts says
 // it was a dshfs mount, unmounts it lazily; anything else is left alone with instructions.
 //
@@ -111,8 +113,11 @@ func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
 	err = backup.Statfs(mountpoint)
 	switch {
 	case errors.Is(err, backup.ErrUnresponsive):
-		return fmt.Errorf("mountpoint %s is a FUSE mount (%s) whose server %v: it is stopped or wedged; resume or end its process, or clear it with: %s", mountpoint, entry.Type, err, how)
+		return fmt.Errorf("mountpoint %s is a FUSE mount (%s) whose server %v: it is stopped or wedged; resume or end its process, or clear it with: %s%s", mountpoint, entry.Type, err, how, abortHint(mountpoint, canonical))
 	case !errors.Is(err, syscall.ENOTCONN):
+		if dshfs {
+			return liveMount(mountpoint)
+		}
 		return nil // a live mount: prepareMountpoint refuses it as not empty, or --nonempty mounts over it
 	}
 	if !dshfs {
@@ -132,4 +137,66 @@ func clearDeadMount(mountpoint string, logf func(string, ...any)) error {
 		return fmt.Errorf("mountpoint %s is a dead dshfs mount and clearing it failed (%v); clear it with: %s", mountpoint, err, how)
 	}
 	return nil
+}
+
+// abortHint says how to abort a hung FUSE connection through the fusectl filesystem: a server process that
+// cannot be ended (stuck in the kernel on its own mount) keeps the connection, and with it every process
+// that touches the mountpoint, until the connection is aborted. The connection's directory is named by
+// the mount's device number, which /proc/self/mountinfo gives without asking the server.
+func abortHint(points ...string) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	return abortHintFrom(b, points...)
+}
+
+// abortHintFrom is abortHint with the mount table given (/proc/self/mountinfo's text).
+func abortHintFrom(b []byte, points ...string) string {
+	dev, fusectl := "", false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if sep := slices.Index(f, "-"); sep > 0 && sep+1 < len(f) && f[sep+1] == "fusectl" {
+			fusectl = true
+		}
+		if slices.Contains(points, backup.UnescapeMount(f[4])) {
+			dev = f[2] // the last one is the mount on top
+		}
+	}
+	major, minor, ok := strings.Cut(dev, ":")
+	if !ok {
+		return ""
+	}
+	maj, err1 := strconv.ParseUint(major, 10, 32)
+	min, err2 := strconv.ParseUint(minor, 10, 32)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	conn := "/sys/fs/fuse/connections/" + strconv.FormatUint(maj<<20|min, 10)
+	mount := ""
+	if !fusectl {
+		mount = "mount -t fusectl none /sys/fs/fuse/connections; "
+	}
+	return fmt.Sprintf("; if its process cannot be ended (state D), abort the connection as root: %secho 1 > %s/abort", mount, conn)
+}
+
+// liveMount refuses a mountpoint where a dshfs mount is live, naming its store and process (its status.json
+// and stats.json, each read under the probe's deadline): mounting over it would only hide it.
+func liveMount(mountpoint string) error {
+	what := "a dshfs mount"
+	if root, err := backup.MountRoot(mountpoint); err == nil {
+		what += " of " + root
+	}
+	stop := "fusermount3 -u " + mountpoint
+	if os.Geteuid() == 0 {
+		stop = "umount " + mountpoint
+	}
+	if pid, err := backup.MountPid(mountpoint); err == nil {
+		what += fmt.Sprintf(" (pid %d)", pid)
+		stop = fmt.Sprintf("kill -TERM %d (it flushes, then unmounts)", pid)
+	}
+	return fmt.Errorf("mountpoint %s is already %s: unmount it first with %s, or mount elsewhere", mountpoint, what, stop)
 }

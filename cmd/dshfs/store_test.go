@@ -51,3 +51,22 @@ func TestStoreMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestAbortHint: a hung mount's hint names its fusectl connection (the mount's device number) and mounts
+// fusectl first only where it is not mounted.
+func TestAbortHint(t *testing.T) {
+	const mnt = "/tmp/x y/mnt"
+	table := "22 1 0:20 / /sys rw - sysfs sysfs rw\n" +
+		"90 22 0:57 / /tmp/x\\040y/mnt rw,nosuid - fuse.dshfs dshfs rw,user_id=0\n"
+	got := abortHintFrom([]byte(table), mnt)
+	if want := "mount -t fusectl none /sys/fs/fuse/connections; echo 1 > /sys/fs/fuse/connections/57/abort"; !strings.Contains(got, want) {
+		t.Errorf("hint %q lacks %q", got, want)
+	}
+	got = abortHintFrom([]byte(table+"30 22 0:35 / /sys/fs/fuse/connections rw - fusectl fusectl rw\n"), mnt)
+	if strings.Contains(got, "mount -t fusectl") || !strings.Contains(got, "echo 1 > /sys/fs/fuse/connections/57/abort") {
+		t.Errorf("hint with fusectl mounted: %q", got)
+	}
+	if got := abortHintFrom([]byte(table), "/elsewhere"); got != "" {
+		t.Errorf("hint for a path that is no mount: %q", got)
+	}
+}
