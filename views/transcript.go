@@ -3,10 +3,10 @@ package views
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dshfs/dshfs/compaction"
 	"github.com/dshfs/dshfs/eventstore"
@@ -15,29 +15,27 @@ import (
 	"github.com/dshfs/dshfs/surface"
 )
 
-// The transcript (transcript.md, `dshfs cat --view transcript`) is the session for a person: turns as
-// sections, steps below them, the messages, reasoning folded, tool calls with their arguments and results,
-// and — what no model-history exporter shows — the evidence, each mark with the seq it comes from: tool
-// calls with an unknown outcome, crash repairs, compaction checkpoints and what they shadowed, pruned
-// results, failed and stale compactions, seed (fork and resume) boundaries, spill locators and their
-// status. It is deterministic (times in UTC from the log's own data, no locale) and CommonMark.
+// The transcript (`dshfs cat --view transcript`, and its page, `--view transcript-html`) is the session
+// for a person: turns as sections, steps below them, the messages, reasoning folded, tool calls with their
+// arguments and results, and — what no model-history exporter shows — the evidence, each mark with the
+// seq it comes from: tool calls with an unknown outcome, crash repairs, compaction checkpoints and what
+// they shadowed, pruned results, failed and stale compactions, seed (fork and resume) boundaries, spill
+// locators and their status. One walk over the log writes both: Markdown (CommonMark) and one
+// self-contained HTML page (html.go). Both are deterministic: times in UTC from the log's own data, no
+// locale.
 
 // transcriptCut is how many bytes of one argument or result the transcript shows; the rest is cut with
-// its size and the seq of the event to read in full (events/<seq>.<type>.json).
+// its size and the event to read in full (events/<seq>.<type>.json).
 const transcriptCut = 2000
-
-// mark prefixes every evidence mark, so that `grep -F '**[!]'` finds them all.
-const mark = "> **[!] "
 
 // transcriptState is what rendering the transcript knows of the log beside the event at hand.
 type transcriptState struct {
-	unknown  map[int64]eventstore.UnknownOutcome // by the seq of the tool/call
-	repaired map[string]int64                    // callId -> seq of its synthetic TOOL_OUTCOME_UNKNOWN result
-	records  map[int64]compaction.Record         // by compaction/start seq
-	prunes   map[int64]compaction.Prune          // by compaction/prune seq
-	spills   map[int64][]spill.Row               // by citing seq
-	classes  []surface.Class
-	events   []event.Event
+	unknown map[int64]eventstore.UnknownOutcome // by the seq of the tool/call
+	records map[int64]compaction.Record         // by compaction/start seq
+	prunes  map[int64]compaction.Prune          // by compaction/prune seq
+	spills  map[int64][]spill.Row               // by citing seq
+	classes []surface.Class
+	events  []event.Event
 	// seedLength is the header's seedLength for a fork (the seq of its end-seed), -1 otherwise
 	seedLength int64
 
@@ -45,27 +43,43 @@ type transcriptState struct {
 	inCompaction bool   // between a compaction/start and its end: the checkpoint message is the compaction's
 }
 
-// Transcript renders transcript.md.
+// Transcript renders the Markdown transcript.
 func (s *Session) Transcript() ([]byte, error) {
+	w := &mdWriter{}
+	if err := s.writeTranscript(w); err != nil {
+		return nil, err
+	}
+	return w.b, nil
+}
+
+// TranscriptHTML renders the transcript as one HTML page.
+func (s *Session) TranscriptHTML() ([]byte, error) {
+	w := &htmlWriter{}
+	if err := s.writeTranscript(w); err != nil {
+		return nil, err
+	}
+	return w.page(s.ID), nil
+}
+
+func (s *Session) writeTranscript(w transcriptWriter) error {
 	if s.Refusal != nil {
-		return nil, s.Refusal
+		return s.Refusal
 	}
 	fold, err := s.Fold()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	recs, prunes, err := s.Compactions()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rows, err := s.SpillRows()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	st := transcriptState{unknown: map[int64]eventstore.UnknownOutcome{}, repaired: map[string]int64{},
-		records: map[int64]compaction.Record{}, prunes: map[int64]compaction.Prune{}, spills: map[int64][]spill.Row{},
-		classes: surface.Classify(s.semantic(), fold), events: s.Events}
-	st.seedLength = -1
+	st := transcriptState{unknown: map[int64]eventstore.UnknownOutcome{}, records: map[int64]compaction.Record{},
+		prunes: map[int64]compaction.Prune{}, spills: map[int64][]spill.Row{},
+		classes: surface.Classify(s.semantic(), fold), events: s.Events, seedLength: -1}
 	if h := s.Header; h != nil && h.ParentSession != nil && h.SeedLength != nil && h.SeedLength.Kind == event.KindNumber {
 		st.seedLength = int64(h.SeedLength.Num)
 	}
@@ -81,32 +95,31 @@ func (s *Session) Transcript() ([]byte, error) {
 	for _, r := range rows {
 		st.spills[r.Seq] = append(st.spills[r.Seq], r)
 	}
-	var w mdWriter
-	s.transcriptHead(&w)
+	s.transcriptHead(w)
 	for _, e := range s.Events {
-		st.event(&w, e)
+		st.event(w, e)
 	}
-	s.transcriptTail(&w)
-	return w.b, nil
+	s.transcriptTail(w)
+	return nil
 }
 
-func (s *Session) transcriptHead(w *mdWriter) {
-	w.line("# Session `" + inlineCode(s.ID) + "`")
-	w.blank()
+func (s *Session) transcriptHead(w transcriptWriter) {
+	w.heading(1, txt("Session "), code(s.ID))
+	var items [][]span
 	if h := s.Header; h != nil {
-		w.line("- created: " + time.UnixMilli(h.CreatedAt).UTC().Format("2006-01-02 15:04:05.000 UTC"))
+		items = append(items, []span{txt("created: " + time.UnixMilli(h.CreatedAt).UTC().Format("2006-01-02 15:04:05.000 UTC"))})
 		if h.Cwd != nil && h.Cwd.Kind == event.KindString {
-			w.line("- working directory: `" + inlineCode(h.Cwd.Str) + "`")
+			items = append(items, []span{txt("working directory: "), code(h.Cwd.Str)})
 		}
 		if h.ParentSession != nil && h.ParentSession.Kind == event.KindString {
-			text := "- forked from `" + inlineCode(h.ParentSession.Str) + "` ([parent](parent))"
+			item := []span{txt("forked from "), code(h.ParentSession.Str), txt(" ("), link("parent", "parent"), txt(")")}
 			if h.SeedLength != nil {
-				text += ": the first " + numText(*h.SeedLength) + " events were copied from it"
+				item = append(item, txt(": the first "+numText(*h.SeedLength)+" events were copied from it"))
 			}
-			w.line(text)
+			items = append(items, item)
 		}
 		if h.DelegationDepth > 0 {
-			w.line("- delegation depth: " + strconv.FormatInt(h.DelegationDepth, 10))
+			items = append(items, []span{txt("delegation depth: " + strconv.FormatInt(h.DelegationDepth, 10))})
 		}
 	}
 	turns := 0
@@ -115,62 +128,57 @@ func (s *Session) transcriptHead(w *mdWriter) {
 			turns++
 		}
 	}
-	w.line("- " + strconv.Itoa(len(s.Events)) + " events, " + strconv.Itoa(turns) + " turns")
+	items = append(items, []span{txt(strconv.Itoa(len(s.Events)) + " events, " + strconv.Itoa(turns) + " turns")})
 	if s.Pending > 0 {
-		w.line("- " + strconv.Itoa(s.Pending) + " events accepted and not yet durable (this mount writes the session)")
+		items = append(items, []span{txt(strconv.Itoa(s.Pending) + " events accepted and not yet durable (this mount writes the session)")})
 	}
-	w.blank()
-	w.line("Marks start with `**[!]` and name the seq they come from; `events/<seq>.<type>.json` holds each event whole.")
-	w.blank()
+	w.list(items)
+	w.para(txt("Marks start with "), code("**[!]"), txt(" and name the seq they come from; "), code("events/<seq>.<type>.json"),
+		txt(" holds each event whole."))
 }
 
-func (s *Session) transcriptTail(w *mdWriter) {
+func (s *Session) transcriptTail(w transcriptWriter) {
 	if len(s.Closers) > 0 {
-		w.line("## Open turn")
-		w.blank()
-		w.line(mark + "Crash: the log ends inside a turn.** A `resume` would close it with " +
-			strconv.Itoa(len(s.Closers)) + " synthetic events (" + closerTypes(s.Closers) + "); until then nothing is repaired.")
-		w.blank()
+		w.heading(2, txt("Open turn"))
+		var types []span
+		for i, e := range s.Closers {
+			if i > 0 {
+				types = append(types, txt(", "))
+			}
+			types = append(types, code(e.Type))
+		}
+		w.mark("Crash: the log ends inside a turn.", append(append([]span{txt("A "), code("resume"),
+			txt(" would close it with " + strconv.Itoa(len(s.Closers)) + " synthetic events (")}, types...),
+			txt("); until then nothing is repaired."))...)
 	}
 	if s.Torn != nil {
-		w.line(mark + "Torn tail.** The artifact ends in an incomplete record, which no view includes; `raw.jsonl` shows it.")
-		w.blank()
+		w.mark("Torn tail.", txt("The artifact ends in an incomplete record, which no view includes; "), code("raw.jsonl"), txt(" shows it."))
 	}
 }
 
-func closerTypes(evs []event.Event) string {
-	var names []string
-	for _, e := range evs {
-		names = append(names, "`"+e.Type+"`")
-	}
-	return strings.Join(names, ", ")
-}
-
-func (st *transcriptState) event(w *mdWriter, e event.Event) {
+func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 	rec, err := e.Record()
 	if err != nil {
 		return
 	}
 	data, _ := rec.Get("data")
 	seq := "seq " + strconv.FormatInt(e.Seq, 10)
+	w.anchor(e.Seq)
 	if e.Type == "turn/start" {
 		st.outside = ""
 	} else if st.outside != "" {
 		// what happens between turns (a compaction by command, a seed boundary) gets a section of its own,
 		// not the last step's
-		w.at = len(w.b)
-		w.pending = "## " + st.outside + "\n\n"
+		w.pendingHeading(st.outside)
 		defer w.flushPending()
 	}
 	switch e.Type {
 	case "turn/start":
 		n, _ := data.Get("turn")
-		w.line("## Turn " + numText(n))
-		w.blank()
+		w.heading(2, txt("Turn "+numText(n)))
 	case "step/start":
 		n, _ := data.Get("step")
-		w.line("### Step " + numText(n))
-		w.blank()
+		w.heading(3, txt("Step "+numText(n)))
 	case "turn/end":
 		reason, _ := data.Get("reason")
 		kind, _ := reason.Get("kind")
@@ -179,58 +187,46 @@ func (st *transcriptState) event(w *mdWriter, e event.Event) {
 		switch kind.Str {
 		case "completed":
 		case "interrupted":
-			w.line(mark + "Crash repair** (" + seq + "): turn " + numText(n) + " was closed as `interrupted` by a resume; the harness did not finish it.")
-			w.blank()
+			w.mark("Crash repair", txt("("+seq+"): turn "+numText(n)+" was closed as "), code("interrupted"),
+				txt(" by a resume; the harness did not finish it."))
 		default:
-			w.line("*Turn " + numText(n) + " ended: " + inlineText(kind.Str) + "* (" + seq + ")")
-			w.blank()
+			w.para(em("Turn "+numText(n)+" ended: "+kind.Str), txt(" ("+seq+")"))
 		}
 	case "user/message":
 		if st.inCompaction {
 			return // the checkpoint's own message, shown with its compaction
 		}
 		st.shadowedMark(w, e)
-		w.line("**User** (" + seq + ")")
-		w.blank()
+		w.para(bold("User"), txt(" ("+seq+")"))
 		w.quote(contentText(data))
-		w.blank()
 	case "assistant/message":
 		st.shadowedMark(w, e)
 		msg, _ := data.Get("message")
-		w.line("**Assistant** (" + seq + ")")
-		w.blank()
+		w.para(bold("Assistant"), txt(" ("+seq+")"))
 		content, _ := msg.Get("content")
 		for _, c := range content.Arr {
 			typ, _ := c.Get("type")
 			text, _ := c.Get("text")
 			switch typ.Str {
 			case "reasoning":
-				w.line("<details><summary>Reasoning</summary>")
-				w.blank()
-				w.quote(text.Str)
-				w.blank()
-				w.line("</details>")
-				w.blank()
+				w.details("Reasoning", text.Str)
 			case "text":
 				w.quote(text.Str)
-				w.blank()
 			}
 		}
 	case "tool/call":
 		name, _ := data.Get("name")
 		id, _ := data.Get("callId")
-		w.line("**Tool call** `" + inlineCode(name.Str) + "` (" + seq + ", call `" + inlineCode(id.Str) + "`)")
-		w.blank()
+		w.para(bold("Tool call"), txt(" "), code(name.Str), txt(" ("+seq+", call "), code(id.Str), txt(")"))
 		args, _ := data.Get("arguments")
 		w.fenced("json", prettyArguments(args), e)
 		if u, ok := st.unknown[e.Seq]; ok {
 			if u.ResolvedBySeq >= 0 {
-				w.line(mark + "Unknown outcome** (" + seq + "): the session crashed before a result was recorded; the repair at seq " +
-					strconv.FormatInt(u.ResolvedBySeq, 10) + " says only `TOOL_OUTCOME_UNKNOWN`. Verify its effect before retrying.")
+				w.mark("Unknown outcome", txt("("+seq+"): the session crashed before a result was recorded; the repair at seq "+
+					strconv.FormatInt(u.ResolvedBySeq, 10)+" says only "), code("TOOL_OUTCOME_UNKNOWN"), txt(". Verify its effect before retrying."))
 			} else {
-				w.line(mark + "Unknown outcome** (" + seq + "): no result was recorded for this call. Verify its effect before retrying.")
+				w.mark("Unknown outcome", txt("("+seq+"): no result was recorded for this call. Verify its effect before retrying."))
 			}
-			w.blank()
 		}
 	case "tool/result":
 		st.shadowedMark(w, e)
@@ -239,18 +235,17 @@ func (st *transcriptState) event(w *mdWriter, e event.Event) {
 		for _, c := range content.Arr {
 			id, _ := c.Get("toolCallId")
 			isErr, _ := c.Get("isError")
-			label := "**Tool result**"
+			label := "Tool result"
 			if isErr.Kind == event.KindBool && isErr.Bool {
-				label = "**Tool result (error)**"
+				label = "Tool result (error)"
 			}
-			w.line(label + " (" + seq + ", call `" + inlineCode(id.Str) + "`)")
-			w.blank()
+			w.para(bold(label), txt(" ("+seq+", call "), code(id.Str), txt(")"))
 			inner, _ := c.Get("content")
 			w.fenced("", contentText(event.Object(event.Member{Key: "content", Value: inner})), e)
 		}
 	case "compaction/start":
 		st.inCompaction = true
-		st.compactionMark(w, e, data)
+		st.compactionMark(w, e)
 	case "compaction/end":
 		st.inCompaction = false
 	case "compaction/prune":
@@ -258,29 +253,27 @@ func (st *transcriptState) event(w *mdWriter, e event.Event) {
 		if !ok {
 			return
 		}
-		text := mark + "Pruned** (" + seq + "): " + seqsText(p.ShadowedSeqs) + " replaced"
+		text := "(" + seq + "): " + seqsText(p.ShadowedSeqs) + " replaced"
 		if p.ReplacementSeq >= 0 {
 			text += " by the shorter result at seq " + strconv.FormatInt(p.ReplacementSeq, 10)
 		}
-		w.line(text + "; the originals are in [shadowed/](shadowed/).")
-		w.blank()
+		w.mark("Pruned", txt(text+"; the originals are in "), link("shadowed/", "shadowed/"), txt("."))
 	case "session/end-seed":
 		// the marker a seeded session's constructor appends at seq = seed length: at the header's seedLength
 		// it ends what a fork copied, anywhere else it is where a stored log was resumed (spec/events.md §6)
 		if st.seedLength >= 0 && e.Seq == st.seedLength {
-			w.line(mark + "Fork boundary** (" + seq + "): the " + strconv.FormatInt(e.Seq, 10) + " events above were copied from the parent session ([parent](parent)); this session's own begin here.")
+			w.mark("Fork boundary", txt("("+seq+"): the "+strconv.FormatInt(e.Seq, 10)+" events above were copied from the parent session ("),
+				link("parent", "parent"), txt("); this session's own begin here."))
 		} else {
-			w.line(mark + "Resume boundary** (" + seq + "): the stored log was loaded and resumed here; what follows was written after the resume.")
+			w.mark("Resume boundary", txt("("+seq+"): the stored log was loaded and resumed here; what follows was written after the resume."))
 		}
-		w.blank()
 	}
 	for _, r := range st.spills[e.Seq] {
-		text := mark + "Spill locator** (" + seq + "): `" + inlineCode(r.Locator) + "` — " + string(r.Status)
+		spans := []span{txt("(" + seq + "): "), code(r.Locator), txt(" — " + string(r.Status))}
 		if r.File != "" {
-			text += ", served as [" + r.File + "](" + r.File + ")"
+			spans = append(spans, txt(", served as "), link(r.File, r.File))
 		}
-		w.line(text)
-		w.blank()
+		w.mark("Spill locator", spans...)
 	}
 }
 
@@ -290,46 +283,42 @@ func (st *transcriptState) shadowed(seq int64) bool {
 }
 
 // shadowedMark says so before an event a replacement shadowed: the model no longer sees it.
-func (st *transcriptState) shadowedMark(w *mdWriter, e event.Event) {
+func (st *transcriptState) shadowedMark(w transcriptWriter, e event.Event) {
 	if st.shadowed(e.Seq) {
-		w.line(mark + "Shadowed** (seq " + strconv.FormatInt(e.Seq, 10) + "): a compaction or prune replaced this; the model no longer sees it ([trace](trace/" +
-			strconv.FormatInt(e.Seq, 10) + ".json)).")
-		w.blank()
+		w.mark("Shadowed", txt("(seq "+strconv.FormatInt(e.Seq, 10)+"): a compaction or prune replaced this; the model no longer sees it ("),
+			link("trace", "trace/"+traceName(e.Seq)), txt(")."))
 	}
 }
 
-func (st *transcriptState) compactionMark(w *mdWriter, e event.Event, data event.Value) {
+func (st *transcriptState) compactionMark(w transcriptWriter, e event.Event) {
 	r, ok := st.records[e.Seq]
 	if !ok {
 		return
 	}
 	seq := "seq " + strconv.FormatInt(e.Seq, 10)
-	link := "[compactions/" + spill.NameSegment(r.CompactionID) + ".json](compactions/" + spill.NameSegment(r.CompactionID) + ".json)"
+	file := "compactions/" + spill.NameSegment(r.CompactionID) + ".json"
+	head := []span{txt("(" + seq + ", "), link(file, file), txt("): ")}
 	switch r.State {
 	case compaction.Complete:
-		text := mark + "Compaction checkpoint** (" + seq + ", " + link + "): " + seqsText(r.ShadowedSeqs)
+		text := seqsText(r.ShadowedSeqs)
 		if r.ShadowedTokenCount.Kind == event.KindNumber {
 			text += " (about " + numText(r.ShadowedTokenCount) + " tokens)"
 		}
-		text += " replaced by the summary below (seq " + strconv.FormatInt(r.ReplacementSeq, 10) + "); the originals are in [shadowed/](shadowed/)."
+		text += " replaced by the summary below (seq " + strconv.FormatInt(r.ReplacementSeq, 10) + "); the originals are in "
+		tail := "."
 		if st.shadowed(r.ReplacementSeq) {
-			text += " A later compaction shadowed this summary in turn."
+			tail += " A later compaction shadowed this summary in turn."
 		}
-		w.line(text)
-		w.blank()
+		w.mark("Compaction checkpoint", append(head, txt(text), link("shadowed/", "shadowed/"), txt(tail))...)
 		if sum := summaryText(st, r); sum != "" {
 			w.quote(sum)
-			w.blank()
 		}
 	case compaction.Failed:
-		w.line(mark + "Failed compaction** (" + seq + ", " + link + "): " + inlineText(errorText(r.Error)) + "; nothing was replaced.")
-		w.blank()
+		w.mark("Failed compaction", append(head, txt(errorText(r.Error)+"; nothing was replaced."))...)
 	case compaction.Stale:
-		w.line(mark + "Stale compaction** (" + seq + ", " + link + "): it started and never ended (a crash or a resume came first); nothing was replaced.")
-		w.blank()
+		w.mark("Stale compaction", append(head, txt("it started and never ended (a crash or a resume came first); nothing was replaced."))...)
 	case compaction.Open:
-		w.line(mark + "Compaction in progress** (" + seq + ", " + link + "): started, no summary committed yet.")
-		w.blank()
+		w.mark("Compaction in progress", append(head, txt("started, no summary committed yet."))...)
 	}
 }
 
@@ -380,6 +369,9 @@ func numText(v event.Value) string {
 	return "?"
 }
 
+// traceName is the name of an event's trace file in trace/.
+func traceName(seq int64) string { return fmt.Sprintf("%010d.json", seq) }
+
 // contentText is the text of a message's content parts: text as it is, other parts named.
 func contentText(data event.Value) string {
 	content, _ := data.Get("content")
@@ -413,92 +405,6 @@ func prettyArguments(v event.Value) string {
 	return text
 }
 
-// mdWriter builds the Markdown text. A pending heading is written only if something follows it.
-type mdWriter struct {
-	b       []byte
-	pending string // a heading to put at offset at, once the event being written adds anything
-	at      int
-}
-
-// flushPending puts the pending heading in place when the event wrote something after it was set.
-func (w *mdWriter) flushPending() {
-	if w.pending == "" {
-		return
-	}
-	if len(w.b) > w.at {
-		w.b = append(w.b[:w.at], append([]byte(w.pending), w.b[w.at:]...)...)
-		w.pending = ""
-	}
-}
-
-func (w *mdWriter) line(s string) { w.b = append(append(w.b, s...), '\n') }
-func (w *mdWriter) blank()        { w.b = append(w.b, '\n') }
-
-// quote writes text as a block quote, escaped so that nothing in it can open HTML or end the quote.
-func (w *mdWriter) quote(text string) {
-	text = validText(text)
-	if text == "" {
-		w.line(">")
-		return
-	}
-	for _, l := range strings.Split(text, "\n") {
-		w.line(strings.TrimRight("> "+escapeHTML(l), " "))
-	}
-}
-
-// fenced writes text in a code fence longer than any backtick run in it, cut at transcriptCut bytes.
-func (w *mdWriter) fenced(lang, text string, e event.Event) {
-	text = validText(text)
-	cut := ""
-	if len(text) > transcriptCut {
-		n := transcriptCut
-		for n > 0 && !utf8.RuneStart(text[n]) {
-			n--
-		}
-		cut = "*… cut: " + strconv.Itoa(len(text)) + " bytes in all; the whole event is `events/" + strconv.FormatInt(e.Seq, 10) +
-			"." + strings.ReplaceAll(e.Type, "/", ".") + ".json`*"
-		text = text[:n]
-	}
-	fence := strings.Repeat("`", max(3, longestRun(text, '`')+1))
-	w.line(fence + lang)
-	if text != "" {
-		w.line(strings.TrimSuffix(text, "\n"))
-	}
-	w.line(fence)
-	w.blank()
-	if cut != "" {
-		w.line(cut)
-		w.blank()
-	}
-}
-
-func longestRun(s string, c byte) int {
-	best, run := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			run++
-			best = max(best, run)
-		} else {
-			run = 0
-		}
-	}
-	return best
-}
-
 // validText makes a log string (WTF-8: it may hold lone surrogates, as the harness writes them) valid
 // UTF-8 for a text file, each invalid sequence shown as U+FFFD.
 func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-
-// inlineText is text for a Markdown line: one line, HTML escaped.
-func inlineText(s string) string {
-	return escapeHTML(strings.ReplaceAll(validText(s), "\n", " "))
-}
-
-// inlineCode is text for inside a code span: one line, no backticks to end the span early.
-func inlineCode(s string) string {
-	return strings.NewReplacer("\n", " ", "`", "'").Replace(validText(s))
-}
-
-func escapeHTML(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}

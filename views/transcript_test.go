@@ -72,24 +72,31 @@ func TestTranscriptGolden(t *testing.T) {
 				t.Errorf("%s/%s: two renderings differ", name, e.ID)
 			}
 			checkMarkdown(t, e.ID, got, s)
-			// the demo's spill file lies in the test's own directory, which its locator names
-			got = bytes.ReplaceAll(got, []byte(demoDir), []byte("DEMO"))
-			path := filepath.Join("testdata", "transcript", name, e.ID+".md")
-			if *updateTranscripts {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(path)
+			page, err := s.Render(ctx, views.TranscriptHTML)
 			if err != nil {
-				t.Fatalf("%v (run go test ./views -run TestTranscriptGolden -update-transcripts, then read the files)", err)
+				t.Fatalf("%s/%s: %v", name, e.ID, err)
 			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s/%s: transcript differs from %s", name, e.ID, path)
+			checkHTML(t, e.ID, page, got, len(s.Events))
+			// the demo's spill file lies in the test's own directory, which its locator names
+			for ext, b := range map[string][]byte{".md": got, ".html": page} {
+				b = bytes.ReplaceAll(b, []byte(demoDir), []byte("DEMO"))
+				path := filepath.Join("testdata", "transcript", name, e.ID+ext)
+				if *updateTranscripts {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test ./views -run TestTranscriptGolden -update-transcripts, then read the files)", err)
+				}
+				if !bytes.Equal(b, want) {
+					t.Errorf("%s/%s: transcript differs from %s", name, e.ID, path)
+				}
 			}
 		}
 	}
@@ -142,6 +149,50 @@ func checkMarkdown(t *testing.T, id string, md []byte, s *views.Session) {
 	}
 	if strings.Join(turns, ",") != strings.Join(want, ",") {
 		t.Errorf("%s: turn headings %q, want %q", id, turns, want)
+	}
+}
+
+// checkHTML checks the page as a browser needs it: one document whose elements all close, a table of
+// contents entry and a heading per turn section, every mark of the Markdown transcript, an anchor per
+// event, and nothing fetched or run (no script, no absolute URL).
+func checkHTML(t *testing.T, id string, page, md []byte, events int) {
+	t.Helper()
+	p := string(page)
+	if !strings.HasPrefix(p, "<!DOCTYPE html>\n") || !strings.HasSuffix(p, "</html>\n") {
+		t.Errorf("%s: not one HTML document", id)
+	}
+	for _, bad := range []string{"<script", "http://", "https://", "src=", "@import", "url("} {
+		if strings.Contains(p, bad) {
+			t.Errorf("%s: the page holds %q", id, bad)
+		}
+	}
+	// every element opened is closed, in order (the page uses no void element but meta)
+	var stack []string
+	for _, m := range regexp.MustCompile(`<(/?)([a-z0-9]+)[^>]*>`).FindAllStringSubmatch(p, -1) {
+		switch name := m[2]; {
+		case name == "meta":
+		case m[1] == "":
+			stack = append(stack, name)
+		case len(stack) == 0 || stack[len(stack)-1] != name:
+			t.Fatalf("%s: </%s> closes %v", id, name, stack)
+		default:
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if len(stack) != 0 {
+		t.Errorf("%s: unclosed %v", id, stack)
+	}
+	if got, want := strings.Count(p, "<strong>[!] "), strings.Count(string(md), "> **[!] "); got != want {
+		t.Errorf("%s: %d marks in the page, %d in the Markdown", id, got, want)
+	}
+	for _, h := range regexp.MustCompile(`(?m)^## (.*)$`).FindAllStringSubmatch(string(md), -1) {
+		anchor := strings.ToLower(strings.ReplaceAll(h[1], " ", "-"))
+		if !strings.Contains(p, `<h2 id="`+anchor+`">`+h[1]+`</h2>`) || !strings.Contains(p, `<a href="#`+anchor+`">`+h[1]+`</a>`) {
+			t.Errorf("%s: section %q has no heading or no entry in the contents", id, h[1])
+		}
+	}
+	if n := strings.Count(p, `<a id="seq-`); n != events {
+		t.Errorf("%s: %d anchors for %d events", id, n, events)
 	}
 }
 

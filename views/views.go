@@ -252,9 +252,11 @@ const (
 	KindPrunes      Kind = "prunes"
 	KindSpill       Kind = "spill"
 	KindTranscript  Kind = "transcript"
-	KindEvent       Kind = "event"
-	KindTurn        Kind = "turn"
-	KindTrace       Kind = "trace"
+	// KindTranscriptHTML is the transcript as one HTML page
+	KindTranscriptHTML Kind = "transcript-html"
+	KindEvent          Kind = "event"
+	KindTurn           Kind = "turn"
+	KindTrace          Kind = "trace"
 )
 
 // View is one renderable view of a session: a kind and, for the per-item kinds, its number. It is a
@@ -266,17 +268,18 @@ type View struct {
 
 // The whole-session views.
 var (
-	Events      = View{Kind: KindEvents}
-	Raw         = View{Kind: KindRaw}
-	Header      = View{Kind: KindHeader}
-	Status      = View{Kind: KindStatus}
-	Surface     = View{Kind: KindSurface}
-	Messages    = View{Kind: KindMessages}
-	Shadowed    = View{Kind: KindShadowed}
-	Compactions = View{Kind: KindCompactions}
-	Prunes      = View{Kind: KindPrunes}
-	Spill       = View{Kind: KindSpill}
-	Transcript  = View{Kind: KindTranscript}
+	Events         = View{Kind: KindEvents}
+	Raw            = View{Kind: KindRaw}
+	Header         = View{Kind: KindHeader}
+	Status         = View{Kind: KindStatus}
+	Surface        = View{Kind: KindSurface}
+	Messages       = View{Kind: KindMessages}
+	Shadowed       = View{Kind: KindShadowed}
+	Compactions    = View{Kind: KindCompactions}
+	Prunes         = View{Kind: KindPrunes}
+	Spill          = View{Kind: KindSpill}
+	Transcript     = View{Kind: KindTranscript}
+	TranscriptHTML = View{Kind: KindTranscriptHTML}
 )
 
 // Event is the view of one event line (events/<seq>.<type>.json).
@@ -291,7 +294,9 @@ func Trace(seq int64) View { return View{Kind: KindTrace, N: seq} }
 // Volatile reports whether a view depends on more than the session's revision: the spill index and the
 // transcript (which shows each spill locator's status) re-resolve locators whose targets live outside the
 // store, so they are rendered at every read, never cached.
-func (v View) Volatile() bool { return v.Kind == KindSpill || v.Kind == KindTranscript }
+func (v View) Volatile() bool {
+	return v.Kind == KindSpill || v.Kind == KindTranscript || v.Kind == KindTranscriptHTML
+}
 
 // numbered reports whether views of kind k carry a number.
 func (k Kind) numbered() bool { return k == KindEvent || k == KindTurn || k == KindTrace }
@@ -308,7 +313,7 @@ func (v View) String() string {
 func ParseView(s string) (View, bool) {
 	switch k := Kind(s); k {
 	case KindEvents, KindRaw, KindHeader, KindStatus, KindSurface, KindMessages, KindShadowed,
-		KindCompactions, KindPrunes, KindSpill, KindTranscript:
+		KindCompactions, KindPrunes, KindSpill, KindTranscript, KindTranscriptHTML:
 		return View{Kind: k}, true
 	}
 	name, arg, ok := strings.Cut(s, ":")
@@ -395,6 +400,8 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 		return spill.IndexJSON(rows), nil
 	case KindTranscript:
 		return s.Transcript()
+	case KindTranscriptHTML:
+		return s.TranscriptHTML()
 	case KindEvent:
 		if n < 0 || n >= int64(len(s.Events)) {
 			return nil, fmt.Errorf("%w: event %d", ErrNotFound, n)
