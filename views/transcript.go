@@ -133,7 +133,7 @@ func (s *Session) transcriptHead(w transcriptWriter) {
 		items = append(items, []span{txt(strconv.Itoa(s.Pending) + " events accepted and not yet durable (this mount writes the session)")})
 	}
 	w.list(items)
-	w.para(txt("Marks start with "), code("**[!]"), txt(" and name the seq they come from; "), code("events/<seq>.<type>.json"),
+	w.para(txt("Marks start with "), code("[!]"), txt(" and name the seq they come from; "), code("events/<seq>.<type>.json"),
 		txt(" holds each event whole."))
 }
 

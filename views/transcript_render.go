@@ -48,7 +48,7 @@ type transcriptWriter interface {
 	fenced(lang, text string, e event.Event)
 }
 
-// markPrefix starts every mark in Markdown, so that `grep -F '**[!]'` finds them all.
+// markPrefix starts every mark in Markdown, so that `grep -F '[!]'` finds them all.
 const markPrefix = "> **[!] "
 
 // pending is the heading-after-a-turn logic both writers share: the heading is put in place at offset at
