@@ -3,7 +3,9 @@ package views_test
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -272,4 +274,111 @@ func renumber(lines []string) []string {
 		out[i] = seq.ReplaceAllString(l, `"seq":`+strconv.Itoa(i))
 	}
 	return out
+}
+
+// TestUsageGolden pins usage.jsonl of the transcript stores' sessions and checks usage.svg as a viewer needs
+// it: well-formed XML, no script, a labelled element per marker the log's compactions, prunes, repairs and
+// boundaries give, and the context line through every step that recorded usage.
+func TestUsageGolden(t *testing.T) {
+	ctx := context.Background()
+	stores, _ := transcriptStores(t)
+	for name, st := range stores {
+		l, err := st.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l.Entries {
+			s, err := views.Load(ctx, st, e.ID, views.Options{})
+			if err != nil || s.Refusal != nil {
+				t.Fatalf("%s/%s: %v %v", name, e.ID, err, s.Refusal)
+			}
+			got, err := s.Render(ctx, views.Usage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", "usage", name, e.ID+".jsonl")
+			if *updateTranscripts {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if want, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s/%s: usage.jsonl differs from %s (%v)", name, e.ID, path, err)
+			}
+			steps, markers, err := s.Usage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			svg, err := s.Render(ctx, views.UsageSVG)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := xml.NewDecoder(bytes.NewReader(svg))
+			for {
+				if _, err := d.Token(); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatalf("%s/%s: usage.svg is not well-formed: %v", name, e.ID, err)
+				}
+			}
+			if strings.Contains(string(svg), "<script") {
+				t.Errorf("%s/%s: usage.svg holds a script", name, e.ID)
+			}
+			if n := strings.Count(string(svg), `<g class="marker">`); n != len(markers) {
+				t.Errorf("%s/%s: %d markers drawn, %d in the log", name, e.ID, n, len(markers))
+			}
+			for _, m := range markers {
+				if !strings.Contains(string(svg), ">"+m.Label+" "+strconv.FormatInt(m.Seq, 10)+"</text>") {
+					t.Errorf("%s/%s: marker %s at %d not labelled", name, e.ID, m.Label, m.Seq)
+				}
+			}
+			used := 0
+			for _, st := range steps {
+				if st.From != "none" {
+					used++
+				}
+			}
+			if strings.Count(string(svg), "<circle ") != used {
+				t.Errorf("%s/%s: %d points for %d steps with usage", name, e.ID, strings.Count(string(svg), "<circle "), used)
+			}
+		}
+	}
+}
+
+// TestUsageAccounting: a step's usage chunks are its account, all of them (a failed attempt's too), and the
+// committed message's usage counts only for a step that streamed none.
+func TestUsageAccounting(t *testing.T) {
+	msg := func(usage string) string {
+		return `{"type":"assistant/message","seq":0,"time":4,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"text","text":"x"}],"source":{"kind":"model","provider":"p","model":"m"}},"usage":` + usage + `},"sourceEventSeqs":[],"surfaceOp":"append"}`
+	}
+	chunk := func(usage string) string {
+		return `{"type":"assistant/chunk","seq":0,"time":3,"data":{"turn":1,"step":1,"chunk":{"type":"usage","usage":` + usage + `}}}`
+	}
+	lines := renumber([]string{
+		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
+		`{"type":"step/start","seq":0,"time":2,"data":{"turn":1,"step":1}}`,
+		`{"type":"user/message","seq":0,"time":3,"data":{"id":"u","role":"user","content":[{"type":"text","text":"q"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,
+		`{"type":"request/context","seq":0,"time":3,"data":{"provider":"p","model":"m","contextWindow":1000}}`,
+		msg(`{"inputTokens":10,"outputTokens":2}`),
+		`{"type":"step/end","seq":0,"time":5,"data":{"turn":1,"step":1}}`,
+		`{"type":"step/start","seq":0,"time":6,"data":{"turn":1,"step":2}}`,
+		chunk(`{"inputTokens":30,"outputTokens":0}`), // a failed attempt keeps its chunk
+		chunk(`{"inputTokens":31,"outputTokens":5,"reasoningTokens":3}`),
+		strings.Replace(msg(`{"inputTokens":99,"outputTokens":99}`), `"step":1`, `"step":2`, 1),
+		`{"type":"step/end","seq":0,"time":8,"data":{"turn":1,"step":2}}`,
+		`{"type":"turn/end","seq":0,"time":9,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
+	})
+	s := load(t, lines...)
+	got, err := s.Render(context.Background(), views.Usage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"turn":1,"step":1,"seq":1,"endSeq":5,"inputTokens":10,"outputTokens":2,"cacheReadTokens":0,"cacheWriteTokens":0,"reasoningTokens":0,"from":"message","contextWindow":1000}
+{"turn":1,"step":2,"seq":6,"endSeq":10,"inputTokens":61,"outputTokens":5,"cacheReadTokens":0,"cacheWriteTokens":0,"reasoningTokens":3,"from":"chunks","contextWindow":1000}
+`
+	if string(got) != want {
+		t.Fatalf("usage.jsonl:\n%s\nwant\n%s", got, want)
+	}
 }

@@ -254,6 +254,8 @@ const (
 	KindTranscript  Kind = "transcript"
 	// KindTranscriptHTML is the transcript as one HTML page
 	KindTranscriptHTML Kind = "transcript-html"
+	KindUsage          Kind = "usage"
+	KindUsageSVG       Kind = "usage-svg"
 	KindEvent          Kind = "event"
 	KindTurn           Kind = "turn"
 	KindTrace          Kind = "trace"
@@ -280,6 +282,8 @@ var (
 	Spill          = View{Kind: KindSpill}
 	Transcript     = View{Kind: KindTranscript}
 	TranscriptHTML = View{Kind: KindTranscriptHTML}
+	Usage          = View{Kind: KindUsage}
+	UsageSVG       = View{Kind: KindUsageSVG}
 )
 
 // Event is the view of one event line (events/<seq>.<type>.json).
@@ -313,7 +317,7 @@ func (v View) String() string {
 func ParseView(s string) (View, bool) {
 	switch k := Kind(s); k {
 	case KindEvents, KindRaw, KindHeader, KindStatus, KindSurface, KindMessages, KindShadowed,
-		KindCompactions, KindPrunes, KindSpill, KindTranscript, KindTranscriptHTML:
+		KindCompactions, KindPrunes, KindSpill, KindTranscript, KindTranscriptHTML, KindUsage, KindUsageSVG:
 		return View{Kind: k}, true
 	}
 	name, arg, ok := strings.Cut(s, ":")
@@ -402,6 +406,10 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 		return s.Transcript()
 	case KindTranscriptHTML:
 		return s.TranscriptHTML()
+	case KindUsage:
+		return s.UsageJSONL()
+	case KindUsageSVG:
+		return s.UsageSVG()
 	case KindEvent:
 		if n < 0 || n >= int64(len(s.Events)) {
 			return nil, fmt.Errorf("%w: event %d", ErrNotFound, n)

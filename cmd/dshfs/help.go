@@ -30,8 +30,8 @@ Lists the store's sessions from their headers: id, state (ok|refused), createdAt
 prints {id, projectDir, revision, header, refusal} objects.`,
 	"cat": `dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
 Prints one view of a session, byte for byte what the mount's file holds. VIEW: events (default) | raw | header |
-status | surface | messages | shadowed | transcript | transcript-html | event:SEQ | turn:N | trace:SEQ |
-compactions | prunes | spill.
+status | surface | messages | shadowed | transcript | transcript-html | usage | usage-svg | event:SEQ | turn:N |
+trace:SEQ | compactions | prunes | spill.
 --inspect computes every view over the harness's in-memory crash repair.`,
 	"check": `dshfs check [--config FILE] [--json] STORE [ID...]
 Validates sessions as the harness's loader does (never repairing): one line per refused or corrupt session and
