@@ -35,6 +35,8 @@ sessions/<id>/           one directory per session (<id> encoded like the harnes
   trace/<seq>.json       how an event was replaced and what cites it
   compactions/           one file per compaction transaction, prunes.jsonl
   forks/, parent         children (links) and the parent id (a file);  spill/  spilled tool output
+  transcript.md, transcript.html   the session for a person, every piece of evidence marked [!]
+  usage.jsonl, usage.svg           tokens per step; the context over the log, compactions marked
 by-project/<project>/<id> -> ../../sessions/<id>   (JSONL stores only)
 store/                   the store's artifacts in the harness's layout, each frozen at its last flush
                          (a SQLite store: sessions.db, one consistent copy of the database):

@@ -31,7 +31,7 @@ var storeStatsKeys = []string{"decodes", "indexHits", "readahead", "evicted", "p
 // sessionEntries is what a readable session directory holds besides the optional parent link.
 var sessionEntries = []string{"compactions/", "events/", "events.jsonl", "forks/", "header.json", "messages.jsonl",
 	"raw.jsonl", "shadowed/", "shadowed.jsonl", "spill/", "status.json", "surface/", "surface.jsonl", "trace/",
-	"turns/"}
+	"transcript.html", "transcript.md", "turns/", "usage.jsonl", "usage.svg"}
 
 // TestMountViews mounts every fixture root once and checks each file of the tree against the CLI's output
 // of the same view, with the tools a user reads it with (cat, stat, jq, rsync, diff).
@@ -254,6 +254,10 @@ func checkSession(t *testing.T, info rootInfo, name string) {
 	add("surface.jsonl", surfaceView, true)
 	add("messages.jsonl", view("messages"), true)
 	add("shadowed.jsonl", shadowedView, true)
+	add("transcript.md", view("transcript"), false)
+	add("transcript.html", view("transcript-html"), false)
+	add("usage.jsonl", view("usage"), true)
+	add("usage.svg", view("usage-svg"), false)
 	add("compactions/prunes.jsonl", view("prunes"), true)
 	add("spill/index.json", view("spill"), true)
 	compLines := map[string][]byte{}

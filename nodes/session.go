@@ -47,6 +47,10 @@ var viewFiles = []struct {
 	{"surface.jsonl", views.Surface},
 	{"messages.jsonl", views.Messages},
 	{"shadowed.jsonl", views.Shadowed},
+	{"transcript.md", views.Transcript},
+	{"transcript.html", views.TranscriptHTML},
+	{"usage.jsonl", views.Usage},
+	{"usage.svg", views.UsageSVG},
 }
 
 // refusedFiles are all a refused session shows, so grep -r and rsync -a still work over it.
@@ -90,9 +94,9 @@ func (d *sessionDir) list(ctx context.Context) ([]child, error) {
 		}
 		e := fileEntry{t: d.t, ino: ino(id, f.name), sess: id, gen: gen, what: base + "/" + f.name, stable: true}
 		view := sessionView{src: d.src, id: id, view: f.view}
-		if f.view == views.Status {
-			// counts, states and the last command change in place: direct I/O, and the size is never
-			// known without rendering
+		if f.view == views.Status || f.view.Volatile() {
+			// counts, states and the last command change in place (and a transcript's spill statuses with
+			// files outside the store): direct I/O, and the size is never known without rendering
 			e.body, e.volatile = view, true
 		} else {
 			e.body = knownView{view}
