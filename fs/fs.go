@@ -168,6 +168,28 @@ func (f *FS) StoreStatus() []byte {
 	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), f.opts.Root, listing, st)), '\n')
 }
 
+// StoreIndex renders page p of the store's index from the latest listing, each session's row from its
+// current snapshot (the view cache's, so a page costs the sessions on it).
+func (f *FS) StoreIndex(ctx context.Context, p int) ([]byte, bool) {
+	l := f.Listing()
+	pages := views.IndexPages(len(l.Entries))
+	if p < 1 || p > pages {
+		return nil, false
+	}
+	order := views.IndexOrder(l.Entries)
+	lo, hi := (p-1)*views.IndexPageSize, min(p*views.IndexPageSize, len(order))
+	rows := make([]views.IndexRow, 0, hi-lo)
+	for _, i := range order[lo:hi] {
+		e := l.Entries[i]
+		s, err := f.Session(ctx, e.ID)
+		if err != nil {
+			s = views.FromEntry(f.opts.Store, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, f.viewOptions())
+		}
+		rows = append(rows, views.IndexRowOf(s, l.Names[i]))
+	}
+	return views.IndexPage(ctx, rows, p, pages, len(l.Entries)), true
+}
+
 // StoreStats renders the root stats.json: the mount's cache counters. They move with every read, so they
 // live apart from status.json, which changes only with the store (a copy of the mount diffs clean there).
 // decodes counts the sessions decoded (loaded and validated); indexHits the stats and verdicts answered

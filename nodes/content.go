@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/dshfs/dshfs/views"
@@ -69,6 +70,23 @@ type storeStatus struct{ src Source }
 
 func (s storeStatus) render(context.Context) (Rendered, error) {
 	return Rendered{Data: s.src.StoreStatus(), ModTime: s.src.Listing().ModTime}, nil
+}
+
+// errGone is the reading of an index page past the last: the store shrank since the root was listed.
+var errGone = errors.New("that index page no longer exists: the store holds fewer sessions now")
+
+// storeIndex is a page of the root index (index.html, index-2.html, …).
+type storeIndex struct {
+	src  Source
+	page int
+}
+
+func (s storeIndex) render(ctx context.Context) (Rendered, error) {
+	b, ok := s.src.StoreIndex(ctx, s.page)
+	if !ok {
+		return Rendered{}, errGone
+	}
+	return Rendered{Data: b, ModTime: s.src.Listing().ModTime}, nil
 }
 
 // storeStats is the root stats.json: the mount's cache counters.

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/dshfs/dshfs/spill"
+	"github.com/dshfs/dshfs/views"
 )
 
 // The directories above the sessions: the root, sessions/ and by-project/. Their times are the store's
@@ -34,6 +35,11 @@ func (d *rootDir) list(ctx context.Context) ([]child, error) {
 		fileChild("status.json", fileEntry{t: t, ino: ino("/status.json"), what: "status.json", body: storeStatus{t.src}, volatile: true}),
 		fileChild("stats.json", fileEntry{t: t, ino: ino("/stats.json"), what: "stats.json", body: storeStats{t.src}, volatile: true}),
 		dirChild("sessions", ino("/sessions"), t.sessions()),
+	}
+	// the index's pages: each session's state and evidence, newest first, linking to its transcript
+	for p := 1; p <= views.IndexPages(len(t.src.Listing().Entries)); p++ {
+		name := views.IndexPageName(p)
+		kids = append(kids, fileChild(name, fileEntry{t: t, ino: ino("/" + name), what: name, body: storeIndex{t.src, p}, volatile: true}))
 	}
 	l := t.src.Listing()
 	if l.Files {

@@ -38,6 +38,9 @@ type Source interface {
 	Kept(ctx context.Context, id string, view views.View) (Rendered, bool)
 	// StoreStatus renders the store's status.json.
 	StoreStatus() []byte
+	// StoreIndex renders page p (from 1) of the store's index (views.IndexPage); ok is false for a page
+	// past the last.
+	StoreIndex(ctx context.Context, p int) (page []byte, ok bool)
 	// StoreStats renders the root stats.json: the mount's cache counters, which move with every read (and
 	// so are kept out of status.json, which a copy of the mount must find unchanged).
 	StoreStats() []byte

@@ -206,7 +206,11 @@ func (s *Session) UsageSVG() ([]byte, error) {
 		mx := x(m.Seq)
 		f(`<g class="marker"><title>%s at seq %d</title><line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="%s" stroke-dasharray="4 3"/>`,
 			m.Label, m.Seq, mx, topY, mx, topY+topH, colors[m.Label])
-		f(`<text x="%.1f" y="%g" fill="%s">%s %d</text></g>`+"\n", mx+3, topY+12+float64(i%4)*13, colors[m.Label], m.Label, m.Seq)
+		tx, anchor := mx+3, "start"
+		if mx > width-right-120 {
+			tx, anchor = mx-3, "end" // a label near the right edge reads leftwards, inside the picture
+		}
+		f(`<text x="%.1f" y="%g" fill="%s" text-anchor="%s">%s %d</text></g>`+"\n", tx, topY+12+float64(i%4)*13, colors[m.Label], anchor, m.Label, m.Seq)
 	}
 	var pts []string
 	for _, st := range steps {

@@ -29,6 +29,7 @@ const usage = `usage:
   dshfs demo DIR                       (writes DIR/sessions and DIR/spill)
   dshfs ls [--config FILE] [--json] STORE
   dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
+  dshfs index [--config FILE] [--page N] STORE
   dshfs check [--config FILE] [--json] STORE [ID...]
   dshfs append [--config FILE] STORE ID [FILE|-]
   dshfs create [--config FILE] [--cwd DIR] STORE [ID]
@@ -43,8 +44,8 @@ const usage = `usage:
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
 jsonl+raw:PATH (uncompressed), sqlite:PATH or a SQLite database file (the harness's schema 17).
-VIEW: events (default) | raw | header | status | surface | messages | shadowed | event:SEQ |
-turn:N | trace:SEQ | compactions | prunes | spill
+VIEW: events (default) | raw | header | status | surface | messages | shadowed | transcript |
+transcript-html | usage | usage-svg | event:SEQ | turn:N | trace:SEQ | compactions | prunes | spill
 mount's default STORE: the config's store, else $DSH_HOME/sessions, else ~/.dsh/sessions.
 `
 
@@ -67,6 +68,7 @@ type opts struct {
 	mount      string
 	withSpill  bool
 	verify     bool
+	page       string
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
@@ -88,7 +90,7 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 		if !allowed[name] {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
-		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount"
+		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -103,6 +105,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.config = val
 		case "view":
 			o.view = val
+		case "page":
+			o.page = val
 		case "json":
 			o.json = true
 		case "inspect":
@@ -155,6 +159,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdLs(ctx, args[1:], out, stderr)
 	case "cat":
 		code, err = cmdCat(ctx, args[1:], out)
+	case "index":
+		code, err = cmdIndex(ctx, args[1:], out)
 	case "check":
 		code, err = cmdCheck(ctx, args[1:], out, stderr)
 	case "mount":

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -122,7 +123,7 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	}
 	view, ok := views.ParseView(o.view)
 	if !ok {
-		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q (events, raw, header, status, surface, messages, shadowed, event:SEQ, turn:N, trace:SEQ, compactions, prunes, spill)", o.view)}
+		return exitUsageErr, &usageError{fmt.Sprintf("unknown view %q (events, raw, header, status, surface, messages, shadowed, transcript, transcript-html, usage, usage-svg, event:SEQ, turn:N, trace:SEQ, compactions, prunes, spill)", o.view)}
 	}
 	st, err := openExisting(pos[0], readOnly(cfg)) // reading never writes: a SQLite store is opened read-only
 	if err != nil {
@@ -141,6 +142,56 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 		}
 		return failCode(err), err
 	}
+	return exitOK, nil
+}
+
+// cmdIndex prints a page of the store's index, the page a mount serves as index.html (or index-N.html):
+// every session newest first with its state and evidence counts, linking to its transcript page.
+func cmdIndex(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "page": true})
+	if err != nil {
+		return exitUsageErr, err
+	}
+	if len(pos) != 1 {
+		return exitUsageErr, &usageError{"index needs exactly one STORE"}
+	}
+	page := 1
+	if o.page != "" {
+		if page, err = strconv.Atoi(o.page); err != nil || page < 1 {
+			return exitUsageErr, &usageError{fmt.Sprintf("--page takes a page number from 1, not %q", o.page)}
+		}
+	}
+	cfg, err := loadConfig(o.config)
+	if err != nil {
+		return exitUsageErr, err
+	}
+	st, err := openExisting(pos[0], readOnly(cfg))
+	if err != nil {
+		return exitUsageErr, err
+	}
+	l, err := st.List(ctx)
+	if err != nil {
+		return exitUsageErr, err
+	}
+	pages := views.IndexPages(len(l.Entries))
+	if page > pages {
+		return exitUsageErr, &usageError{fmt.Sprintf("the index of %d sessions has %d pages", len(l.Entries), pages)}
+	}
+	order := views.IndexOrder(l.Entries)
+	lo, hi := (page-1)*views.IndexPageSize, min(page*views.IndexPageSize, len(order))
+	rows := make([]views.IndexRow, 0, hi-lo)
+	opts := views.Options{Spill: spill.NewRoots(cfg.Spill.Roots)}
+	for _, i := range order[lo:hi] {
+		e := l.Entries[i]
+		var s *views.Session
+		if e.Refusal != nil {
+			s = views.FromEntry(st, e, opts)
+		} else if s, err = views.Load(ctx, st, e.ID, opts); err != nil {
+			s = views.FromEntry(st, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, opts)
+		}
+		rows = append(rows, views.IndexRowOf(s, spill.NameSegment(e.ID)))
+	}
+	out.Write(views.IndexPage(ctx, rows, page, pages, len(l.Entries)))
 	return exitOK, nil
 }
 

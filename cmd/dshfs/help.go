@@ -33,6 +33,11 @@ Prints one view of a session, byte for byte what the mount's file holds. VIEW: e
 status | surface | messages | shadowed | transcript | transcript-html | usage | usage-svg | event:SEQ | turn:N |
 trace:SEQ | compactions | prunes | spill.
 --inspect computes every view over the harness's in-memory crash repair.`,
+	"index": `dshfs index [--config FILE] [--page N] STORE
+Prints page N (default 1) of the store's index as one HTML page, what a mount serves as index.html (page 2 as
+index-2.html, …): every session newest first, 1,000 a page, with its state (ok, live, needs repair, refused),
+last activity, turns, events, tokens, unknown tool outcomes, compactions and parent, each linking to
+sessions/<id>/transcript.html (links relative to the mount's root).`,
 	"check": `dshfs check [--config FILE] [--json] STORE [ID...]
 Validates sessions as the harness's loader does (never repairing): one line per refused or corrupt session and
 per root error. Exit 0: every session opens in the harness; 1: something was refused; 2: an id is missing or

@@ -5,6 +5,7 @@
 //	dshfs mount [--config FILE] [--read-only] [--allow-other] [--demo] [STORE] MOUNTPOINT
 //	dshfs ls [--config FILE] [--json] STORE
 //	dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
+//	dshfs index [--config FILE] [--page N] STORE
 //	dshfs check [--config FILE] [--json] STORE [ID...]
 //	dshfs append [--config FILE] STORE ID [FILE|-]
 //	dshfs create [--config FILE] [--cwd DIR] STORE [ID]
