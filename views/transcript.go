@@ -156,14 +156,25 @@ func (s *Session) transcriptTail(w transcriptWriter) {
 	}
 }
 
+// transcribed are the event types the transcript shows; every other event is only an anchor (and a spill
+// locator's citing seq), so that the log's stream chunks and requests — most of a long session — are never
+// parsed.
+var transcribed = map[string]bool{"turn/start": true, "step/start": true, "turn/end": true, "user/message": true,
+	"assistant/message": true, "tool/call": true, "tool/result": true, "compaction/start": true, "compaction/end": true,
+	"compaction/prune": true, "session/end-seed": true}
+
 func (st *transcriptState) event(w transcriptWriter, e event.Event) {
+	w.anchor(e.Seq)
+	if !transcribed[e.Type] {
+		st.spillMarks(w, e)
+		return
+	}
 	rec, err := e.Record()
 	if err != nil {
 		return
 	}
 	data, _ := rec.Get("data")
 	seq := "seq " + strconv.FormatInt(e.Seq, 10)
-	w.anchor(e.Seq)
 	if e.Type == "turn/start" {
 		st.outside = ""
 	} else if st.outside != "" {
@@ -268,8 +279,13 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 			w.mark("Resume boundary", txt("("+seq+"): the stored log was loaded and resumed here; what follows was written after the resume."))
 		}
 	}
+	st.spillMarks(w, e)
+}
+
+// spillMarks marks the spill locators an event cites, with their status now.
+func (st *transcriptState) spillMarks(w transcriptWriter, e event.Event) {
 	for _, r := range st.spills[e.Seq] {
-		spans := []span{txt("(" + seq + "): "), code(r.Locator), txt(" — " + string(r.Status))}
+		spans := []span{txt("(seq " + strconv.FormatInt(e.Seq, 10) + "): "), code(r.Locator), txt(" — " + string(r.Status))}
 		if r.File != "" {
 			spans = append(spans, txt(", served as "), link(r.File, r.File))
 		}

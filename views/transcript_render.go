@@ -188,13 +188,15 @@ func mdText(s string) string {
 }
 
 // inlineCode is text for inside a code span: one line, no backticks to end the span early.
-func inlineCode(s string) string {
-	return strings.NewReplacer("\n", " ", "`", "'").Replace(validText(s))
-}
+func inlineCode(s string) string { return codeReplacer.Replace(validText(s)) }
 
-func escapeHTML(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+func escapeHTML(s string) string { return htmlReplacer.Replace(s) }
+
+// built once: a Replacer's tables cost more than most of the strings it replaces in
+var (
+	codeReplacer = strings.NewReplacer("\n", " ", "`", "'")
+	htmlReplacer = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+)
 
 func longestRun(s string, c byte) int {
 	best, run := 0, 0

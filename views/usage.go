@@ -62,7 +62,12 @@ func (s *Session) Usage() ([]StepUsage, []UsageMarker, error) {
 	}
 	for _, e := range s.Events {
 		switch e.Type {
-		case "request/context", "step/start", "step/end", "assistant/chunk", "assistant/message", "turn/end", "session/end-seed":
+		case "request/context", "step/start", "step/end", "assistant/message", "turn/end", "session/end-seed":
+		case "assistant/chunk":
+			// most of a long log: only a usage chunk is parsed
+			if typ, ok := event.Lookup(e.Raw, "data", "chunk", "type"); !ok || string(typ) != `"usage"` {
+				continue
+			}
 		default:
 			continue
 		}
