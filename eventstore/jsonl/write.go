@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -205,11 +206,63 @@ func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content [
 	got := artifactOf(after)
 	_ = b.step(OpAck, path) // the bytes are durable: only a crash can happen here, not a failure
 	if got.Size != before.Size+int64(len(content)) {
-		return got, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
-			Message: "the artifact " + jsonString(path) + " was written by another process during this writer's append (" +
-				strconv.FormatInt(before.Size, 10) + " + " + strconv.Itoa(len(content)) + " bytes became " + strconv.FormatInt(got.Size, 10) + ")"}
+		return b.raced(path, before, got, content)
 	}
 	return got, nil
+}
+
+// maxRaceScan bounds what raced reads of the bytes added while it appended: beyond it, a conflict.
+const maxRaceScan = 64 << 20
+
+// raced settles an append that another process raced: after the write and fsync the file is not the
+// previous size plus the batch. The batch must end up either written or not, never both in the artifact
+// and (by the caller, on a conflict) in a pending sidecar:
+//   - the batch is the file's tail (the foreign bytes came first): it is cut back out, only its own bytes,
+//     and the append is a conflict: nothing of it was written;
+//   - foreign bytes follow the batch: it was written, and is reported so; the state returned is not the
+//     file's, so the writer's next append refuses as a conflict instead of stacking on foreign bytes;
+//   - the batch is not found whole among the added bytes: a conflict saying which of its events are in
+//     the artifact cannot be told.
+func (b *Backend) raced(path string, before, got eventstore.Artifact, content []byte) (eventstore.Artifact, error) {
+	race := "the artifact " + jsonString(path) + " was written by another process during this writer's append (" +
+		strconv.FormatInt(before.Size, 10) + " + " + strconv.Itoa(len(content)) + " bytes became " + strconv.FormatInt(got.Size, 10) + ")"
+	busy := func(msg string) error {
+		return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict, Message: msg}
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return eventstore.Artifact{}, busy(race + "; whether this writer's batch is in it could not be read: " + err.Error())
+	}
+	defer r.Close()
+	// where the batch is among what was added since the previous size (an O_APPEND write lands whole)
+	found := int64(-1)
+	if added := got.Size - before.Size; added <= maxRaceScan {
+		buf := make([]byte, added)
+		if _, err := r.ReadAt(buf, before.Size); err == nil {
+			if i := bytes.Index(buf, content); i >= 0 && bytes.Index(buf[i+1:], content) < 0 {
+				found = before.Size + int64(i)
+			}
+		}
+	}
+	if found < 0 {
+		return eventstore.Artifact{}, busy(race + "; this writer's batch could not be told apart in it: read the session again (rescan) to see which of its events are there")
+	}
+	// cut back only while the file is still what was read: a third write after it must not be cut (and
+	// then follows the batch, which is written)
+	if tail := got.Size - int64(len(content)); found == tail {
+		if cur, err := statArtifact(path); err == nil && cur.Token == got.Token {
+			if err := b.truncateSynced(path, tail); err != nil {
+				return eventstore.Artifact{}, busy(race + "; this writer's batch is its tail and could not be cut back (" + err.Error() + "): run rescan before writing again")
+			}
+			return eventstore.Artifact{}, busy(race + "; this writer's batch was cut back out of it: nothing was written")
+		}
+	}
+	// written, with foreign bytes after it: an artifact state no stat will match, so the next append is
+	// refused, not stacked on bytes this writer did not write
+	written := got
+	written.Size = found + int64(len(content))
+	written.Token = "raced:" + got.Token
+	return written, nil
 }
 
 // write writes an append's bytes; under a test hook it writes them in two halves with a step between, so a
