@@ -77,3 +77,32 @@ func TestCtlResultAndOneCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestMkdirNames: mkdir of a valid name longer than the 200 bytes sessions/ lists is refused with the
+// reason and the way to create it, which `create` then does; mkdir of ~0000nul creates no id holding NUL.
+func TestMkdirNames(t *testing.T) {
+	t.Parallel()
+	store, cfg := emptyStore(t, "zstd")
+	m := startMount(t, "--config", cfg, store)
+	long := strings.Repeat("a", 210)
+	err := os.Mkdir(filepath.Join(m.dir, "sessions", long), 0o755)
+	if !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("mkdir of a 210-byte name: %v, want EINVAL", err)
+	}
+	var st struct{ LastError struct{ Message string } }
+	if err := json.Unmarshal(readFile(t, filepath.Join(m.dir, "status.json")), &st); err != nil ||
+		!strings.Contains(st.LastError.Message, "a session name of 210 bytes is listed under a shortened name") ||
+		!strings.Contains(st.LastError.Message, "create ID") {
+		t.Fatalf("the refusal's reason: %q (%v)", st.LastError.Message, err)
+	}
+	mustCtl(t, filepath.Join(m.dir, "ctl"), "create "+long)
+	if r := cli(t, 0, "ls", "--json", store); !bytes.Contains(r, []byte(`"`+long+`"`)) {
+		t.Fatalf("create of the 210-byte id: ls shows %s", r)
+	}
+	if err := os.Mkdir(filepath.Join(m.dir, "sessions", "~0000nul"), 0o755); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("mkdir ~0000nul: %v, want EINVAL", err)
+	}
+	if r := cli(t, 0, "ls", "--json", store); bytes.Contains(r, []byte(`nul"`)) {
+		t.Fatalf("a session with NUL in its id was created: %s", r)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -243,5 +244,50 @@ func TestRawViewStreams(t *testing.T) {
 	}
 	if werr != nil || c.n != int64(len(content)) {
 		t.Fatalf("raw: %v, %d bytes of %d", werr, c.n, len(content))
+	}
+}
+
+// TestFailedWritesLeaveNothing: a create whose header cannot be written (a full disk) leaves no empty
+// session or project directory behind, and a pending sidecar that cannot be written leaves no empty file.
+func TestFailedWritesLeaveNothing(t *testing.T) {
+	root := t.TempDir()
+	b, err := Open(root, Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetHook(func(op Op, path string) error {
+		if op == OpWrite {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	h, err := event.ParseHeaderLine([]byte(headerLine("full") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Materialize(context.Background(), h, nil); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("create on a full disk: %v", err)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Fatalf("a failed create left %v in the root", entries)
+	}
+	b.SetHook(nil)
+	if _, err := b.Materialize(context.Background(), h, nil); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := b.Locate(h)
+	b.SetHook(func(op Op, p string) error {
+		if op == OpWrite && strings.Contains(p, ".pending-") {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	e, _ := event.NewEvent([]byte(`{"type":"plugin/note","seq":0,"time":1,"data":{},"ignorable":true}`))
+	if _, err := b.KeepPending(context.Background(), h, []event.Event{e}); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("sidecar on a full disk: %v", err)
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("beside the transcript after a failed sidecar: %v %v", entries, err)
 	}
 }

@@ -36,6 +36,18 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	}
 	dir := filepath.Dir(final)
 	project := filepath.Dir(dir)
+	// A create that fails (ENOSPC writing the header) must leave no empty session directory behind, nor a
+	// project directory it made: the directories this call creates are removed again unless it publishes.
+	published := false
+	for _, d := range []string{project, dir} { // deferred: the session directory goes first
+		if !exists(d) {
+			defer func() {
+				if !published {
+					os.Remove(d) // only ever an empty directory
+				}
+			}()
+		}
+	}
 	for _, step := range [][2]string{{b.root, filepath.Dir(b.root)}, {project, b.root}, {dir, project}} {
 		if err := os.MkdirAll(step[0], 0o700); err != nil {
 			return eventstore.Artifact{}, &eventstore.IOError{Err: err}
@@ -64,11 +76,13 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if err := os.Link(tmp, final); err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, os.ErrExist) {
+			published = true // another writer's: not ours to remove
 			return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
 				Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (load/resume it instead)`, Err: err}
 		}
 		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
 	}
+	published = true
 	if err := b.syncDir(dir); err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -131,6 +145,9 @@ func (b *Backend) writeSynced(path string, content []byte) error {
 		werr = cerr
 	}
 	if werr != nil {
+		// the file is this call's (O_EXCL): a disk full must not leave an empty or partial one behind (a
+		// .pending sidecar of nothing would claim events were kept)
+		os.Remove(path)
 		return &eventstore.IOError{Err: werr}
 	}
 	return nil
