@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/internal/fixtures"
@@ -86,9 +88,58 @@ func writeEmptyLineBomb(t *testing.T, store string, header []byte) (text int) {
 	return len(line) + 200<<20
 }
 
+// runPeak runs a program and returns its stdout, exit status and peak resident set in KiB. The peak is the
+// program's own: its VmHWM, read while it runs and kept from its last reading. The rusage of the finished
+// child would not do — a child the Go runtime starts shares the test's memory until it execs, and Linux
+// carries that memory's high-water mark into the child's ru_maxrss (a busy race-detector test process
+// showed a 15 MB check as 950 MB).
+func runPeak(t *testing.T, name string, args ...string) (stdout []byte, code int, peakKiB int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(status); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+					if n, err := strconv.Atoi(f[1]); err == nil {
+						peakKiB = max(peakKiB, n)
+					}
+				}
+			}
+		}
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+			case errors.As(err, &ee):
+				code = ee.ExitCode()
+			default:
+				t.Fatalf("%s: %v", name, err)
+			}
+			if peakKiB == 0 {
+				t.Fatalf("%s: no VmHWM was read while it ran", name)
+			}
+			return out.Bytes(), code, peakKiB
+		case <-tick.C:
+		}
+	}
+}
+
 // TestEmptyLineBomb: a 6.5 KB-class zstd artifact of 200 MiB of empty lines is refused with its reason by
 // `dshfs check` (exit 1) and by a writable mount's status.json, each process peaking at no more than
-// 256 MiB (the kernel's own counts: the child's rusage, the mount's VmHWM); the mount stays up and serves
+// 256 MiB (the kernel's own count, VmHWM, of each); the mount stays up and serves
 // the store's other sessions afterwards. raw.jsonl of it is not served through the mount (views.MaxRefusedRaw).
 func TestEmptyLineBomb(t *testing.T) {
 	t.Parallel()
@@ -96,18 +147,13 @@ func TestEmptyLineBomb(t *testing.T) {
 	_, other, header := fixtureSession(t, store)
 	text := writeEmptyLineBomb(t, store, header)
 
-	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
-	defer cancel()
-	check := exec.CommandContext(ctx, dshfsBin(t), "check", store, "nl-200")
-	out, err := check.Output()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("dshfs check: %v, want exit 1; stdout %s", err, out)
+	out, code, rss := runPeak(t, dshfsBin(t), "check", store, "nl-200")
+	if code != 1 {
+		t.Fatalf("dshfs check: exit %d, want 1; stdout %s", code, out)
 	}
 	if !strings.Contains(string(out), "nl-200\tcorrupt\tcorrupt Zstandard session log: complete frame contains a torn JSONL record") {
 		t.Fatalf("dshfs check printed %q", out)
 	}
-	rss := check.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
 	t.Logf("dshfs check of the bomb: peak RSS %d KiB", rss)
 	if rss > 256<<10 {
 		t.Errorf("dshfs check peaked at %d KiB: more than 256 MiB", rss)
@@ -142,5 +188,29 @@ func TestEmptyLineBomb(t *testing.T) {
 	events := mustRun(t, "cat", filepath.Join(m.dir, "sessions", other, "events.jsonl"))
 	if len(lines(events)) == 0 {
 		t.Fatalf("the other session %s shows no events after the bomb was read", other)
+	}
+}
+
+// TestSessionBudgetRefusal: with writer.max_session_bytes below what a session's events cost, the session
+// is refused as too-large — `dshfs check` prints the kind and exits 1, status.json carries it — while a
+// store within the default budget checks clean.
+func TestSessionBudgetRefusal(t *testing.T) {
+	t.Parallel()
+	store := fixtures.CopyTree(t, fixtures.Path(t, "generated", "zstd"))
+	_, id, _ := fixtureSession(t, store)
+	cli(t, 0, "check", store, id)
+	cfg := writeConfig(t, "[writer]\nmax_session_bytes = \"4KiB\"\n")
+	out := string(cli(t, 1, "check", "--config", cfg, store, id))
+	if !strings.Contains(out, id+"\ttoo-large\tsession too large to load: ") || !strings.Contains(out, "over max_session_bytes (4096)") {
+		t.Fatalf("dshfs check with a 4 KiB budget printed %q", out)
+	}
+	m := startMount(t, "--read-only", "--config", cfg, store)
+	var st struct {
+		State   string
+		Refusal struct{ Kind, Message string }
+	}
+	status := readFile(t, filepath.Join(m.dir, "sessions", id, "status.json"))
+	if err := json.Unmarshal(status, &st); err != nil || st.State != "refused" || st.Refusal.Kind != "too-large" {
+		t.Fatalf("status.json with a 4 KiB budget: %s (%v)", status, err)
 	}
 }
