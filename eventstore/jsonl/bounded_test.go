@@ -291,3 +291,29 @@ func TestFailedWritesLeaveNothing(t *testing.T) {
 		t.Fatalf("beside the transcript after a failed sidecar: %v %v", entries, err)
 	}
 }
+
+// TestRawLongLineBounded: a raw transcript whose line runs past max_line_bytes is refused having read
+// ahead for its end, not buffered it (a 1 GB file cost 1.2 GB for status.json); a long line within the
+// limit still loads whole.
+func TestRawLongLineBounded(t *testing.T) {
+	root := t.TempDir()
+	long := `{"type":"plugin/note","seq":0,"time":1,"data":{"pad":"` + strings.Repeat("x", 20<<20) + `"},"ignorable":true}`
+	writeRawSession(t, root, "ok", headerLine("ok")+"\n"+long+"\n")
+	writeRawSession(t, root, "over", headerLine("over")+"\n"+strings.Repeat("y", 48<<20)+"\n")
+	b, err := Open(root, None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetLimits(32<<20, DefaultMaxFrameBytes)
+	var lerr error
+	if n := allocated(func() { _, lerr = b.LoadStored(context.Background(), "over") }); n > 24<<20 {
+		t.Errorf("refusing a 48 MiB line allocated %d MiB", n>>20)
+	}
+	if lerr == nil || lerr.Error() != "corrupt session log: line 1 is over 33554432 bytes, over max_line_bytes (33554432)" {
+		t.Fatalf("load: %v", lerr)
+	}
+	p, err := b.LoadStored(context.Background(), "ok")
+	if err != nil || len(p.Events) != 1 || string(p.Events[0].Raw) != long {
+		t.Fatalf("a 20 MiB line within the limit: %v", err)
+	}
+}

@@ -355,11 +355,11 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		total int64
 		eof   bool
 	)
-	fill := func() error {
-		// A line still incomplete after a chunk grows the buffer by half its length, not by a chunk: an
-		// over-long line is then read in a few copies, not one per chunk (a quadratic pile of garbage), and
-		// never past max_line_bytes and a chunk, where scanRaw refuses it.
-		room := max(rawChunk, len(carry)/2)
+	fill := func(need int) error {
+		// A line still incomplete after a chunk grows the buffer by half its length (or by what the rest of
+		// it is known to need), not by a chunk: a long line is then read in a few copies, not one per chunk
+		// (a quadratic pile of garbage), and never past max_line_bytes and a chunk.
+		room := max(rawChunk, len(carry)/2, need+rawChunk)
 		if b.maxLine > 0 {
 			room = max(rawChunk, min(room, int(b.maxLine)+2-len(carry)))
 		}
@@ -384,7 +384,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		if eof {
 			return nil, errHeaderless
 		}
-		if err := fill(); err != nil {
+		if err := fill(0); err != nil {
 			return nil, err
 		}
 		nl = bytes.IndexByte(carry, '\n')
@@ -421,7 +421,20 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		if eof {
 			break
 		}
-		if err := fill(); err != nil {
+		need := 0
+		if ra, ok := r.(io.ReaderAt); ok && b.maxLine > 0 && len(carry) >= rawChunk/2 {
+			// a long line: find where it ends before buffering any more of it, so that one over
+			// max_line_bytes is refused having cost a chunk, not the limit
+			n, err := lineRest(ra, total, b.maxLine-int64(len(carry)))
+			if err != nil {
+				return nil, err
+			}
+			if n < 0 {
+				return nil, fmt.Errorf("corrupt session log: line %d is over %d bytes, over max_line_bytes (%d)", line+1, b.maxLine, b.maxLine)
+			}
+			need = int(n)
+		}
+		if err := fill(need); err != nil {
 			return nil, err
 		}
 	}
@@ -430,6 +443,33 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: total - s.committed}
 	}
 	return p, nil
+}
+
+// lineRest is how many bytes from offset off of ra end the line in progress (its LF included; up to EOF
+// for a final fragment), read in small pieces and kept nowhere; -1 when that is more than limit bytes
+// (before its LF).
+func lineRest(ra io.ReaderAt, off, limit int64) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var seen int64
+	for {
+		n, err := ra.ReadAt(buf, off+seen)
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			if seen+int64(i) > limit {
+				return -1, nil
+			}
+			return seen + int64(i) + 1, nil
+		}
+		seen += int64(n)
+		if seen > limit {
+			return -1, nil
+		}
+		if err == io.EOF {
+			return seen, nil
+		}
+		if err != nil {
+			return 0, &eventstore.IOError{Err: err}
+		}
+	}
 }
 
 var (
