@@ -237,3 +237,30 @@ func TestStoreFlushRecordsEachSession(t *testing.T) {
 		t.Errorf("close: %s", r.JSON())
 	}
 }
+
+// TestCtlOneCommandPerWrite: a ctl write carries exactly one command line of at most MaxCtlLine bytes; a
+// write the kernel split (larger than max_write) or one holding two lines is refused whole, as BAD_COMMAND.
+func TestCtlOneCommandPerWrite(t *testing.T) {
+	for _, c := range []struct {
+		line, want string // want: "" to parse, else a fragment of the refusal
+	}{
+		{"flush\n", ""},
+		{"flush\r\n", ""},
+		{"  flush  \n\n", ""},
+		{"flush\nclose\n", "exactly one command line"},
+		{"create a\rcreate b", "exactly one command line"},
+		{"create big" + strings.Repeat(" ", command.MaxCtlLine), "at most 65536 bytes"},
+	} {
+		_, err := command.ParseCtl("s", c.line)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", c.line, err)
+			}
+			continue
+		}
+		ce := eventstore.AsCommandError(err)
+		if ce == nil || ce.Code != eventstore.CodeBadCommand || !strings.Contains(ce.Message, c.want) {
+			t.Errorf("%.40q: %v, want BAD_COMMAND %q", c.line, err, c.want)
+		}
+	}
+}

@@ -17,10 +17,24 @@ type Request struct {
 	Cmd     Command // nil when the input did not parse
 }
 
+// MaxCtlLine is the longest ctl write accepted: a command is a verb and a few words (ids, a cwd, seqs).
+const MaxCtlLine = 64 << 10
+
 // ParseCtl parses one line written to a ctl file: a session's when session is set, the store's when it
 // is "". The error is an *eventstore.CommandError (Invalid: BAD_COMMAND, UNKNOWN_COMMAND, BAD_INPUT, or
 // the harness's INVALID_BOUNDARY); the Request then still carries the line, for the record.
 func ParseCtl(session, line string) (Request, error) {
+	if len(line) > MaxCtlLine {
+		// the kernel splits a write(2) larger than the mount's max_write into several requests, each of which
+		// would otherwise run as a command of its own
+		return Request{Session: session, Line: "?"}, bad(eventstore.CodeBadCommand,
+			"a ctl write carries one command of at most "+strconv.Itoa(MaxCtlLine)+" bytes; this one has "+strconv.Itoa(len(line)))
+	}
+	if body := strings.TrimSpace(line); strings.ContainsAny(body, "\n\r") {
+		words := strings.Fields(line)
+		return Request{Session: session, Line: strings.Join(words, " ")}, bad(eventstore.CodeBadCommand,
+			"a ctl write carries exactly one command line; write each command separately")
+	}
 	words := strings.Fields(line)
 	req := Request{Session: session, Line: strings.Join(words, " ")}
 	if len(words) == 0 {

@@ -73,6 +73,9 @@ type Writer struct {
 	MaxLineBytes int64
 	// MaxFrameBytes caps one decoded zstd frame (a frame that could decode to more is corrupt).
 	MaxFrameBytes int64
+	// MaxSessionBytes caps what one session's decoded events may cost in memory, their text and a fixed
+	// overhead per event (a session that would cost more is refused as too large; 0: no cap).
+	MaxSessionBytes int64
 }
 
 // Compaction holds the summarizer settings of manual compaction (ctl compact, dshfs compact).
@@ -152,6 +155,9 @@ func Default() Config {
 			Compression:   CompressionZstd,
 			MaxLineBytes:  64 << 20,
 			MaxFrameBytes: 256 << 20,
+			// what a store of the largest harness sessions needs, with room: the budget is there so that a
+			// small file cannot decode to any number of events, not to refuse real logs
+			MaxSessionBytes: 1 << 30,
 		},
 		Compaction: Compaction{
 			Summarizer: SummarizerExtractive,

@@ -69,7 +69,7 @@ func TestDesignSample(t *testing.T) {
 			AllowOther:      false,
 		},
 		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024, Index: true},
-		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20},
+		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20, MaxSessionBytes: 1 << 30},
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute, Provider: "dshfs", Model: "extractive", MaxTokens: 8192},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},
@@ -391,5 +391,22 @@ func TestCacheIndex(t *testing.T) {
 		if def := Default(); c.src == "" && def.Cache.Index != c.want {
 			t.Errorf("env %q: Default().Cache.Index = %v", c.env, def.Cache.Index)
 		}
+	}
+}
+
+// TestMaxSessionBytes: writer.max_session_bytes is a size, 1 GiB by default, 0 for no budget.
+func TestMaxSessionBytes(t *testing.T) {
+	fakeHome(t)
+	for _, c := range []struct {
+		toml string
+		want int64
+	}{{"", 1 << 30}, {"[writer]\nmax_session_bytes = \"256MiB\"\n", 256 << 20}, {"[writer]\nmax_session_bytes = 0\n", 0}} {
+		got, err := Parse([]byte(c.toml), "/etc/dshfs/dshfs.toml")
+		if err != nil || got.Writer.MaxSessionBytes != c.want {
+			t.Errorf("%q: %d, %v; want %d", c.toml, got.Writer.MaxSessionBytes, err, c.want)
+		}
+	}
+	if _, err := Parse([]byte("[writer]\nmax_session_bytes = -1\n"), "/etc/dshfs/dshfs.toml"); err == nil {
+		t.Error("a negative max_session_bytes was accepted")
 	}
 }

@@ -19,6 +19,7 @@
 //	writer.compression      string    "zstd" | "none"; default "zstd"                 encoding of a root holding no session yet
 //	writer.max_line_bytes   size      64MiB (>= 0; 0 = no limit)                       longest event line, appended or read
 //	writer.max_frame_bytes  size      256MiB (>= 0; 0 = no limit)                      largest decoded zstd frame read
+//	writer.max_session_bytes size   1GiB (>= 0; 0 = no limit)                         most one session's decoded events may cost
 //	compaction.summarizer   string    "extractive" | "command"; default "extractive"  who writes a manual compaction's summary
 //	compaction.command      [string]  []; non-empty when summarizer = "command"       the summarizer program (JSON in, summary out)
 //	compaction.timeout      duration  5m (> 0)                                        how long the summarizer may run

@@ -69,6 +69,7 @@ type file struct {
 		Compression   any `toml:"compression"`
 		MaxLineBytes  any `toml:"max_line_bytes"`
 		MaxFrameBytes any `toml:"max_frame_bytes"`
+		MaxSession    any `toml:"max_session_bytes"`
 	} `toml:"writer"`
 	Compaction struct {
 		Summarizer any `toml:"summarizer"`
@@ -168,6 +169,7 @@ func Parse(data []byte, source string) (Config, error) {
 	v.enum("writer.compression", f.Writer.Compression, &c.Writer.Compression, CompressionZstd, CompressionNone)
 	v.size("writer.max_line_bytes", f.Writer.MaxLineBytes, &c.Writer.MaxLineBytes)
 	v.size("writer.max_frame_bytes", f.Writer.MaxFrameBytes, &c.Writer.MaxFrameBytes)
+	v.size("writer.max_session_bytes", f.Writer.MaxSession, &c.Writer.MaxSessionBytes)
 
 	v.enum("compaction.summarizer", f.Compaction.Summarizer, &c.Compaction.Summarizer, SummarizerExtractive, SummarizerCommand)
 	commandOK := v.strings("compaction.command", f.Compaction.Command, &c.Compaction.Command)

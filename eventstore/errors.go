@@ -1,6 +1,11 @@
 package eventstore
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
 
 // RefusalKind classifies why a session cannot be shown; status.json, the CLI and errno mapping all read it.
 type RefusalKind string
@@ -13,6 +18,8 @@ const (
 	KindCorrupt RefusalKind = "corrupt"
 	// KindIO is a failure to read the artifact at all.
 	KindIO RefusalKind = "io"
+	// KindTooLarge is a session whose decode would pass the load budget (TooLargeError).
+	KindTooLarge RefusalKind = "too-large"
 )
 
 // UnsupportedError is the harness's SessionFormatUnsupportedError: the message already carries the
@@ -61,6 +68,10 @@ func Classify(err error) RefusalKind {
 	if errors.As(err, &pe) {
 		return KindIO
 	}
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		return KindTooLarge
+	}
 	return KindCorrupt
 }
 
@@ -71,3 +82,43 @@ type IOError struct{ Err error }
 func (e *IOError) Error() string { return e.Err.Error() }
 
 func (e *IOError) Unwrap() error { return e.Err }
+
+// TooLargeError refuses a session whose decoded events would need more memory than the load budget
+// (config writer.max_session_bytes): a small compressed artifact or database can decode to any number of
+// events, and one session must never take the process, and the other sessions' pending events, down.
+type TooLargeError struct {
+	Limit  int64 // the budget, in bytes
+	Cost   int64 // what the events decoded so far cost when the budget was passed
+	Events int   // how many events that was
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("session too large to load: its first %d events already need %d bytes, over max_session_bytes (%d)", e.Events, e.Cost, e.Limit)
+}
+
+// EventOverhead is what one decoded event costs beside its text (the event itself, its place in the
+// session's list, the scan's bookkeeping): a budget counts it so that a log of tiny events, or of empty
+// records, is bounded by their number as well as by their bytes.
+const EventOverhead = 64
+
+// DefaultMaxSessionBytes is writer.max_session_bytes' default.
+const DefaultMaxSessionBytes = 1 << 30
+
+// Budget counts what a load's events cost against a limit (0: none).
+type Budget struct {
+	Limit  int64
+	cost   int64
+	events int
+}
+
+// Add counts evs and refuses, with a *TooLargeError, once their total passes the limit.
+func (b *Budget) Add(evs []event.Event) error {
+	for i := range evs {
+		b.cost += int64(len(evs[i].Raw)) + EventOverhead
+	}
+	b.events += len(evs)
+	if b.Limit > 0 && b.cost > b.Limit {
+		return &TooLargeError{Limit: b.Limit, Cost: b.cost, Events: b.events}
+	}
+	return nil
+}

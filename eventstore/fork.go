@@ -18,6 +18,9 @@ import (
 // returns the child id (a new UUIDv4 when child is "").
 func (s *Store) Fork(ctx context.Context, id string, boundary *int64, child string) (string, error) {
 	if child != "" {
+		if err := checkNewID(child); err != nil {
+			return "", err
+		}
 		if err := s.absent(ctx, child); err != nil {
 			return "", err
 		}

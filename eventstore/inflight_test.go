@@ -80,7 +80,7 @@ func TestCloseEndsATrackedTransaction(t *testing.T) {
 			}
 			// what the transaction does after it (its commit) is refused and writes nothing
 			if _, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
-				return []event.Event{compactionEvent("compaction/end", v.Next(), nil)}, nil
+				return []event.Event{compactionEvent("compaction/end", v.Next(), errors.New("the summarizer failed"))}, nil // a successful end needs a summary
 			}); err == nil {
 				t.Fatal("a transaction's commit after Close was accepted")
 			}
@@ -120,7 +120,7 @@ func TestCloseAfterATransactionEnded(t *testing.T) {
 	st := storetest.Raw(t)
 	w, tr, cancelled := openTransaction(t, st, "c")
 	if _, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
-		return []event.Event{compactionEvent("compaction/end", v.Next(), nil)}, nil
+		return []event.Event{compactionEvent("compaction/end", v.Next(), errors.New("the summarizer failed"))}, nil // a successful end needs a summary
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestFlushWhenWritableWaitsOutAQuiesce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
-		return []event.Event{compactionEvent("compaction/end", v.Next(), nil)}, nil
+		return []event.Event{compactionEvent("compaction/end", v.Next(), errors.New("the summarizer failed"))}, nil // a successful end needs a summary
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,10 @@ type Session struct {
 	// compaction runs, turn boundaries are refused (the harness's invariant companion: a turn may not
 	// cross an open compaction).
 	bracket int64
+	// trace is what the harness's live invariants know of events[:traced] (live.go), built when the first
+	// event is accepted
+	trace  *liveTrace
+	traced int
 	// inflight is the transaction running outside the locks that Close must end (inflight.go), nil when
 	// none.
 	inflight *Inflight
@@ -215,10 +219,18 @@ func (w *Session) acceptLocked(ins []input) error {
 		return nil
 	}
 	bracket := w.bracket
+	trace := w.liveTraceLocked().clone() // staged: the request's events are accepted all or none
 	for i, in := range ins {
-		err := w.crossesBracket(in.ev, bracket)
+		err := w.crossesBracket(in.ev, bracket, trace)
 		if err == nil {
 			err = w.validate(in)
+		}
+		if err == nil {
+			if ce := trace.accept(in.ev.Type, in.rec); ce != nil {
+				w.folder = foldAll(w.events) // validate pushed this event too
+				ce.Line = i + 1
+				return ce
+			}
 		}
 		if err != nil {
 			if i > 0 {
@@ -238,6 +250,7 @@ func (w *Session) acceptLocked(ins []input) error {
 		}
 	}
 	w.bracket = bracket
+	w.trace, w.traced = trace, len(w.events)+len(ins)
 	for _, in := range ins {
 		w.events = append(w.events, in.ev)
 		w.packing = append(w.packing, event.PackingOf(in.ev, in.rec))
@@ -249,14 +262,37 @@ func (w *Session) acceptLocked(ins []input) error {
 	return nil
 }
 
+// liveTraceLocked is the live invariants' trace of the events accepted so far, seeded from the stored log
+// on first use and brought up to date with events that reached the log another way (mu held).
+func (w *Session) liveTraceLocked() *liveTrace {
+	if w.trace == nil || w.traced > len(w.events) {
+		w.trace, w.traced = seedLiveTrace(w.events), len(w.events)
+	}
+	if w.traced < len(w.events) {
+		for _, e := range w.events[w.traced:] {
+			if rec, err := e.Record(); err == nil {
+				w.trace.apply(e.Type, jsv{rec, true})
+			}
+		}
+		w.traced = len(w.events)
+	}
+	return w.trace
+}
+
 // crossesBracket refuses a turn boundary while a compaction holds the lock: the harness never starts or
 // ends a turn during maintenance, and its invariant companion rejects a log where one does.
-func (w *Session) crossesBracket(e event.Event, bracket int64) error {
+// The text is the harness's compaction invariant's, which names the compaction's owner.
+func (w *Session) crossesBracket(e event.Event, bracket int64, trace *liveTrace) error {
 	if bracket < 0 || (e.Type != "turn/start" && e.Type != "turn/end") {
 		return nil
 	}
+	owner := "standalone compaction"
+	if c := trace.compaction; c != nil {
+		owner = c.owner(owner, "compaction for turn ")
+	}
 	return &CommandError{Failure: Busy, Code: CodeCompactionLock, Message: fmt.Sprintf(
-		"%s cannot cross an open standalone compaction (compaction/start at seq %d is still running in this process); write it when the compaction has ended", e.Type, bracket)}
+		`invariant violated by "%s": %s cannot cross an open %s (compaction/start at seq %d is still open in this process); write it when the compaction has ended`,
+		compactionInvariant, e.Type, owner, bracket)}
 }
 
 // View is what Transact shows its builder: the session's events (stored + pending) and its current
@@ -310,8 +346,10 @@ func (w *Session) validate(in input) error {
 	if err := checkMessageEventShape(rec, func() string { return at }); err != nil {
 		return err
 	}
-	if err := checkVocabulary(w.h, one, ""); err != nil {
-		return err
+	if !event.IsKnownType(e.Type) {
+		if ign, ok := rec.Get("ignorable"); !ok || ign.Kind != event.KindBool || !ign.Bool {
+			return unknownType(e.Type)
+		}
 	}
 	if err := checkEnvelope(rec, int(e.Seq)); err != nil {
 		return err

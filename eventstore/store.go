@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/surface"
@@ -625,8 +627,8 @@ func (s *Store) Resume(ctx context.Context, id string) (*Session, error) {
 // build invalid ones on purpose).
 func (s *Store) Create(ctx context.Context, h event.Header) error {
 	defer s.lock(h.ID)()
-	if h.ID == "" {
-		return cmdErr(Invalid, CodeBadInput, "session id must be a non-empty string")
+	if err := checkNewID(h.ID); err != nil {
+		return err
 	}
 	if _, err := s.b.Locate(h); err != nil {
 		return cmdErr(Invalid, CodeBadInput, err.Error())
@@ -706,4 +708,42 @@ func (s *Store) Rescan() int {
 		}
 	}
 	return n
+}
+
+// checkNewID refuses an id a new session (create, a fork's child) cannot take: an empty one, one holding
+// NUL (which no C tool can pass around, though a directory name can encode it), and bytes that are not
+// WTF-8 — UTF-8 plus the lone surrogates a JS string may hold — which encoding the header would silently
+// replace with U+FFFD, so that the session created is not the one asked for.
+func checkNewID(id string) error {
+	if id == "" {
+		return cmdErr(Invalid, CodeBadInput, "session id must be a non-empty string")
+	}
+	if strings.IndexByte(id, 0) >= 0 {
+		return cmdErr(Invalid, CodeBadInput, "session id "+strconv.Quote(id)+" contains NUL; a session id cannot")
+	}
+	if at := invalidWTF8(id); at >= 0 {
+		return cmdErr(Invalid, CodeBadInput, fmt.Sprintf("session id %s is not valid UTF-8 (byte 0x%02X at offset %d); nothing was created", strconv.Quote(id), id[at], at))
+	}
+	return nil
+}
+
+// invalidWTF8 is the offset of the first byte of s that is neither UTF-8 nor the WTF-8 form of a lone
+// surrogate (ED A0..BF 80..BF), -1 when there is none.
+func invalidWTF8(s string) int {
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if s[i] == 0xED && i+2 < len(s) && s[i+1] >= 0xA0 && s[i+1] <= 0xBF && s[i+2]&0xC0 == 0x80 {
+			i += 3
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }

@@ -92,7 +92,8 @@ func New(opts Options) (*FS, error) {
 		Index:         opts.Config.Cache.Index,
 		IndexDir:      indexDir(opts),
 		Store: viewcache.Store{Backend: opts.Store.Backend().Name(), Root: opts.Root,
-			MaxLineBytes: opts.Config.Writer.MaxLineBytes, MaxFrameBytes: opts.Config.Writer.MaxFrameBytes},
+			MaxLineBytes: opts.Config.Writer.MaxLineBytes, MaxFrameBytes: opts.Config.Writer.MaxFrameBytes,
+			MaxSessionBytes: opts.Config.Writer.MaxSessionBytes},
 		Load: f.load,
 	})
 	if _, err := f.refresh(context.Background()); err != nil {

@@ -121,6 +121,10 @@ func (f *FS) Mkdir(ctx context.Context, name string) (string, error) {
 	req := command.Request{Line: "mkdir " + name, Cmd: command.Create{ID: id}}
 	var r command.Result
 	switch {
+	case !ok && len(name) > spill.MaxNameBytes:
+		// the id may be valid, but sessions/ lists a name this long cut short and hashed, so the directory
+		// mkdir asks for could never be the session's; create takes the id itself
+		r = f.commands().Refused(req, bad(eventstore.CodeBadInput, "a session name of %d bytes is listed under a shortened name (sessions/ names are at most %d bytes), so mkdir cannot create it as %q; create it with `echo 'create ID' > MNT/ctl` or `dshfs create STORE ID`", len(name), spill.MaxNameBytes, name))
 	case !ok:
 		r = f.commands().Refused(req, bad(eventstore.CodeBadInput, "%q is not an encoded session name (write characters outside [A-Za-z0-9._-] as ~XXXX, e.g. a~002Fb for a/b)", name))
 	case id == "":

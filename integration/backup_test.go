@@ -259,7 +259,7 @@ func TestBackupVerifyRestore(t *testing.T) {
 			next += int64(len(lines))
 		}
 	}
-	mustAppend(t, filepath.Join(m.dir, "sessions", "b3"), turnLines(9, int64(4*len(turnLines(1, 0, false))), true)) // pending, open turn
+	mustAppend(t, filepath.Join(m.dir, "sessions", "b3"), turnLines(5, int64(4*len(turnLines(1, 0, false))), true)) // pending, open turn
 	original := viewsOf(t, m.dir, ids)
 	dest := filepath.Join(t.TempDir(), "backup")
 	r := run(t, "", dshfsBin(t), "backup", "--config", cfg, store, dest)

@@ -174,9 +174,13 @@ func TestDurabilityProof(t *testing.T) {
 				t.Fatal(err)
 			}
 			next := 0
+			var rest []string // the end of a turn an earlier step left open, which this one finishes first
 			for step := 0; step < 60; step++ {
 				var in [][]byte
-				turn := turnLines(step+1, int64(next), false)
+				for _, l := range rest {
+					in = append(in, []byte(l))
+				}
+				turn := turnLines(step+1, int64(next+len(rest)), false)
 				k := len(turn) // mostly whole turns, sometimes a turn left open
 				if rng.Intn(3) == 0 {
 					k = 1 + rng.Intn(len(turn))
@@ -184,6 +188,7 @@ func TestDurabilityProof(t *testing.T) {
 				for _, l := range turn[:k] {
 					in = append(in, []byte(l))
 				}
+				rest = turn[k:]
 				if err := w.Accept(in); err != nil {
 					t.Fatalf("accept: %v", err)
 				}

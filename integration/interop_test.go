@@ -103,8 +103,28 @@ func TestHarnessReadsDshfsStores(t *testing.T) {
 				if err := st.Create(ctx, s.header); err != nil {
 					t.Fatal(err)
 				}
-				for _, batch := range batches(s.events) {
-					if err := st.Append(ctx, s.header.ID, batch); err != nil {
+				bs := batches(s.events)
+				for i, batch := range bs {
+					err := st.Append(ctx, s.header.ID, batch)
+					if ce := eventstore.AsCommandError(err); ce != nil && ce.Code == eventstore.CodeInvariant {
+						// one of the harness's own snapshot logs holds a compaction checkpoint without its
+						// compaction/start, which its live invariants (and dshfs's engine) veto: the rest is
+						// written by the backend's append, the engine's encoding without the live checks
+						if w := st.Live(s.header.ID); w != nil {
+							w.Close(ctx)
+						}
+						art, err := b.Stat(ctx, s.header.ID, "")
+						for _, rest := range bs[i:] {
+							if err == nil {
+								art, err = b.AppendBatch(ctx, s.header, art, rest, nil)
+							}
+						}
+						if err != nil {
+							t.Fatalf("%s: %v", s.header.ID, err)
+						}
+						break
+					}
+					if err != nil {
 						t.Fatalf("%s: %v", s.header.ID, err)
 					}
 				}

@@ -45,7 +45,9 @@ func turnLines(turn int, base int64, open bool) []string {
 	add(fmt.Sprintf(`{"type":"tool/result","data":{"turn":%d,"step":1,"message":{"id":"t-%d","role":"user","content":[{"type":"tool-result","toolCallId":"%s","content":[{"type":"text","text":"FAIL pkg/b"}],"isError":false}],"source":{"kind":"tool","callId":"%s"}}},"sourceEventSeqs":[%d],"surfaceOp":"append"}`,
 		turn, turn, call, call, callSeq))
 	add(fmt.Sprintf(`{"type":"step/end","data":{"turn":%d,"step":1}}`, turn))
+	add(fmt.Sprintf(`{"type":"step/start","data":{"turn":%d,"step":2}}`, turn))
 	add(fmt.Sprintf(`{"type":"assistant/message","data":{"turn":%d,"step":2,"message":{"id":"a-%d-2","role":"assistant","content":[{"type":"text","text":"pkg/b fails."}],"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}}},"surfaceOp":"append"}`, turn, turn))
+	add(fmt.Sprintf(`{"type":"step/end","data":{"turn":%d,"step":2}}`, turn))
 	add(fmt.Sprintf(`{"type":"turn/end","data":{"turn":%d,"reason":{"kind":"completed"}}}`, turn))
 	return out
 }

@@ -144,6 +144,20 @@ type appendHandle struct {
 	mu       sync.Mutex
 	partial  []byte
 	rejected bool
+	// scanned counts the bytes searched for a newline: each byte is searched once, however many writes a
+	// long line arrives in (a 64 MiB line in 64 KiB writes was rescanned whole at every write)
+	scanned int64
+}
+
+// lineEnd is where the last newline of partial+data is, -1 for none. partial never holds a newline (it is
+// what follows the last one), so only data is searched.
+func (h *appendHandle) lineEnd(data []byte) int {
+	h.scanned += int64(len(data))
+	end := bytes.LastIndexByte(data, '\n')
+	if end < 0 {
+		return -1
+	}
+	return len(h.partial) + end
 }
 
 func (f *appendFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -169,8 +183,8 @@ func (f *appendFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, o
 		f.w.Refuse(f.id, "this append handle rejected an earlier write; reopen append to write again (nothing of this write was appended)")
 		return 0, syscall.EINVAL
 	}
+	end := h.lineEnd(data)
 	buf := append(h.partial, data...)
-	end := bytes.LastIndexByte(buf, '\n')
 	if limit := f.w.LineLimit(); limit > 0 && int64(len(buf)-end-1) > limit {
 		// the unterminated tail alone is already too long: buffering more would only grow memory
 		h.rejected, h.partial = true, nil
@@ -236,6 +250,10 @@ type ctlHandle struct {
 	mu     sync.Mutex
 	result []byte
 	base   int64
+	// origin is where the result starts for this handle's reads since the write: base for a read
+	// continuing after it, 0 for one from the start; -1 until the first read decides. Deciding once keeps
+	// a read past the result's end from landing inside it again, the other way round.
+	origin int64
 }
 
 func (f *ctlFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -244,7 +262,7 @@ func (f *ctlFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 			return nil, 0, errno
 		}
 	}
-	return &ctlHandle{}, fuse.FOPEN_DIRECT_IO, 0
+	return &ctlHandle{origin: -1}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 func (f *ctlFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -254,10 +272,14 @@ func (f *ctlFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off i
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if off >= h.base {
-		off -= h.base
+	if h.origin < 0 {
+		h.origin = 0
+		if off >= h.base {
+			h.origin = h.base
+		}
 	}
-	if off >= int64(len(h.result)) {
+	off -= h.origin
+	if off < 0 || off >= int64(len(h.result)) {
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), int64(len(h.result)))
@@ -273,7 +295,11 @@ func (f *ctlFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off 
 	r := f.w.Command(ctx, f.id, string(data))
 	end()
 	h.mu.Lock()
-	h.result, h.base = r.JSON(), off+int64(len(data))
+	// a failed write(2) leaves the file offset where it was: the result is read from there
+	h.result, h.base, h.origin = r.JSON(), off, -1
+	if r.Err == nil {
+		h.base += int64(len(data))
+	}
 	h.mu.Unlock()
 	if r.Err != nil {
 		return 0, errno(r.Err)

@@ -39,16 +39,26 @@ type Loader func(ctx context.Context, id string) (*views.Session, error)
 // configuration that decides whether a session reads (the line and frame limits). A mount with other
 // limits uses other entries, in the same directory.
 type Store struct {
-	Backend       string
-	Root          string
-	MaxLineBytes  int64
-	MaxFrameBytes int64
+	Backend         string
+	Root            string
+	MaxLineBytes    int64
+	MaxFrameBytes   int64
+	MaxSessionBytes int64
 }
 
 // salt is s as the index hashes it into its file names.
 func (s Store) salt() string {
 	return s.Backend + "\x00" + s.Root + "\x00" + strconv.FormatInt(s.MaxLineBytes, 10) + "\x00" +
-		strconv.FormatInt(s.MaxFrameBytes, 10)
+		strconv.FormatInt(s.MaxFrameBytes, 10) + sessionSalt(s.MaxSessionBytes)
+}
+
+// sessionSalt keeps the entries of mounts with the default load budget where they were before the budget
+// was configurable.
+func sessionSalt(n int64) string {
+	if n == 1<<30 {
+		return ""
+	}
+	return "\x00" + strconv.FormatInt(n, 10)
 }
 
 // Config configures a Cache.

@@ -336,6 +336,9 @@ func ParseView(s string) (View, bool) {
 func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 	switch view.Kind {
 	case KindRaw:
+		if s.Refusal != nil {
+			return s.refusedRaw(ctx)
+		}
 		return s.store.ReadRaw(ctx, s.ID)
 	case KindStatus:
 		return s.Status(), nil
@@ -456,6 +459,44 @@ func (s *Session) logLines(view View) (evs []event.Event, ok bool, err error) {
 		return evs, true, nil
 	}
 	return nil, false, nil
+}
+
+// MaxRefusedRaw is the most raw text Render keeps of a refused session: its events are not in memory, so
+// its raw text is all a rendering would cost, and a small artifact (a zstd frame of empty lines) or a huge
+// one (a log refused for an over-long line) must not cost memory in proportion. WriteView streams it
+// whatever its size.
+const MaxRefusedRaw = 32 << 20
+
+// ErrRawTooLarge refuses a refused session's raw text over MaxRefusedRaw.
+var ErrRawTooLarge = errors.New("raw text of a refused session is too large to render in memory")
+
+// refusedRaw is the raw view of a refused session, up to MaxRefusedRaw bytes.
+func (s *Session) refusedRaw(ctx context.Context) ([]byte, error) {
+	w := cappedBuffer{max: MaxRefusedRaw}
+	err := s.store.WriteRaw(ctx, s.ID, &w)
+	if w.over {
+		return nil, fmt.Errorf("%w (over %d bytes); read it from the store", ErrRawTooLarge, MaxRefusedRaw)
+	}
+	var we *eventstore.WriteError
+	if errors.As(err, &we) {
+		err = we.Err
+	}
+	return w.buf.Bytes(), err
+}
+
+// cappedBuffer collects writes up to max bytes and fails the write that would pass it.
+type cappedBuffer struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.buf.Len()+len(p) > c.max {
+		c.over = true
+		return 0, ErrRawTooLarge
+	}
+	return c.buf.Write(p)
 }
 
 // WriteView writes the bytes Render returns to w, and on failure what Render returned with its error (a

@@ -324,7 +324,8 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 		// A database is opened read-only wherever nothing may be written (ls, cat, check, a --read-only
 		// mount): no journal mode change, no initialization, no write.
 		db, err := sqlite.Open(path, sqlite.Options{ReadOnly: cfg.ReadOnly, JournalMode: cfg.SQLite.JournalMode,
-			BusyTimeout: cfg.SQLite.BusyTimeout, MaxData: cfg.Writer.MaxLineBytes})
+			BusyTimeout: cfg.SQLite.BusyTimeout, MaxData: cfg.Writer.MaxLineBytes,
+			MaxSession: cfg.Writer.MaxSessionBytes})
 		if err != nil {
 			return nil, err
 		}
@@ -346,6 +347,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 			return nil, err
 		}
 		jb.SetLimits(cfg.Writer.MaxLineBytes, cfg.Writer.MaxFrameBytes)
+		jb.SetSessionLimit(cfg.Writer.MaxSessionBytes)
 		installFaults(jb)
 		b = jb
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"sort"
 	"strconv"
 	"sync"
@@ -710,7 +711,31 @@ func (p *parser) number() (float64, error) {
 		}
 	}
 	p.i = i
-	return parseNumber(s[start:i]), nil
+	f := parseNumber(s[start:i])
+	if p.strict && math.Abs(f) >= 1<<53 && !math.IsInf(f, 0) && !sameInteger(s[start:i], f) {
+		// JSON.parse would round it, so what the log keeps would not be what was written (as for -0 and
+		// 1e400, which CheckLossless refuses)
+		p.i = start
+		return 0, p.errorf("integer %s is beyond JavaScript's safe integers and would be kept as %s (write it as a string)", s[start:i], FormatNumber(f))
+	}
+	return f, nil
+}
+
+// sameInteger reports whether lexeme, when written as an integer (digits only), is exactly f. A fraction
+// or an exponent says the writer meant a double, which every JSON reader rounds alike.
+func sameInteger(lexeme []byte, f float64) bool {
+	for i, c := range lexeme {
+		if (c < '0' || c > '9') && !(i == 0 && c == '-') {
+			return true
+		}
+	}
+	r, ok := new(big.Rat).SetString(string(lexeme))
+	if !ok {
+		return true
+	}
+	exact := new(big.Rat)
+	exact.SetFloat64(f)
+	return r.Cmp(exact) == 0
 }
 
 // parseNumber converts a lexeme already known to match the JSON number grammar.

@@ -212,19 +212,24 @@ func TestParseDepthLimit(t *testing.T) {
 }
 
 func TestParseStrict(t *testing.T) {
-	for _, ok := range []string{`{"a":1,"b":[1,2,{"a":2}]}`, ` "x" `, `{"\u0061":1,"b":2}`, `"\ud800"`} {
+	// integers past 2^53 are kept only when the double is exactly the integer written
+	for _, ok := range []string{`{"a":1,"b":[1,2,{"a":2}]}`, ` "x" `, `{"\u0061":1,"b":2}`, `"\ud800"`,
+		`9007199254740992`, `-9007199254740992`, `18446744073709551616`, `1e20`, `1.5e300`, `0.1`, `12345678901234567.5`} {
 		if _, err := ParseStrict([]byte(ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	for in, want := range map[string]string{
-		`{"a":1,"a":2}`:       `duplicate key "a"`,
-		`{"a":1,"\u0061":2}`:  `duplicate key "a"`,
-		`{"o":{"k":1,"k":1}}`: `duplicate key "k"`,
-		`-0`:                  `negative zero`,
-		`[1e400]`:             `non-finite`,
-		"\"\xff\"":            `invalid UTF-8`,
-		`{"a":1} {}`:          `unexpected data`,
+		`{"a":1,"a":2}`:           `duplicate key "a"`,
+		`{"a":1,"\u0061":2}`:      `duplicate key "a"`,
+		`{"o":{"k":1,"k":1}}`:     `duplicate key "k"`,
+		`-0`:                      `negative zero`,
+		`[1e400]`:                 `non-finite`,
+		"\"\xff\"":                `invalid UTF-8`,
+		`{"a":1} {}`:              `unexpected data`,
+		`18446744073709551617`:    `integer 18446744073709551617 is beyond JavaScript's safe integers and would be kept as 18446744073709552000`,
+		`[9007199254740993]`:      `integer 9007199254740993 is beyond`,
+		`{"n":-9007199254740993}`: `integer -9007199254740993 is beyond`,
 	} {
 		if _, err := ParseStrict([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", in, err, want)

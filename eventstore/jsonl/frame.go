@@ -1,9 +1,11 @@
 package jsonl
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -267,8 +269,23 @@ func putScratch(scratch *[]byte, out []byte) {
 // appendFrame is decodeFrame appending the frame's plaintext to dst, which it returns (dst unchanged, but
 // perhaps grown, on failure).
 func appendFrame(dst, b []byte, f Frame, max int64) ([]byte, error) {
+	seg, _, err := checkFrame(b, f, max)
+	if err != nil {
+		return dst, err
+	}
+	out, err := decoder().DecodeAll(seg, dst)
+	if err != nil {
+		return out[:len(dst)], &FrameError{Start: f.Start, Cause: err}
+	}
+	return out, nil
+}
+
+// checkFrame returns the bytes of frame f of b and the most plaintext its blocks can regenerate, after the
+// checks every decode makes first: the range is exactly one frame, its content size is one its blocks can
+// reach, and its bound is within max (0: no cap).
+func checkFrame(b []byte, f Frame, max int64) ([]byte, uint64, error) {
 	if f.Start < 0 || f.End < f.Start || f.End > int64(len(b)) {
-		return dst, &FrameError{Start: f.Start, Cause: errors.New("frame range outside the buffer")}
+		return nil, 0, &FrameError{Start: f.Start, Cause: errors.New("frame range outside the buffer")}
 	}
 	seg := b[f.Start:f.End]
 	// The decoder would happily run on into a following frame; insist the range is exactly one frame.
@@ -283,16 +300,62 @@ func appendFrame(dst, b []byte, f Frame, max int64) ([]byte, error) {
 	}
 	if err == nil && max > 0 && int64(bound) > max {
 		// not the harness's opaque "failed validation": the reason is dshfs's own limit, so say it
-		return dst, fmt.Errorf("corrupt Zstandard session log: frame at byte %d can decode to %d bytes, over max_frame_bytes (%d)", f.Start, bound, max)
+		return nil, 0, fmt.Errorf("corrupt Zstandard session log: frame at byte %d can decode to %d bytes, over max_frame_bytes (%d)", f.Start, bound, max)
 	}
 	if err != nil {
-		return dst, &FrameError{Start: f.Start, Cause: err}
+		return nil, 0, &FrameError{Start: f.Start, Cause: err}
 	}
-	out, err := decoder().DecodeAll(seg, dst)
+	return seg, bound, nil
+}
+
+// streamBlock is how much plaintext streamFrame hands over at a time.
+const streamBlock = 1 << 20
+
+// streamDecoders are single-goroutine streaming decoders, reset for each frame they decode.
+var streamDecoders = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil,
+		zstd.WithDecoderMaxWindow(maxDecodeWindow),
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+	)
 	if err != nil {
-		return out[:len(dst)], &FrameError{Start: f.Start, Cause: err}
+		panic("jsonl: zstd decoder options rejected: " + err.Error())
 	}
-	return out, nil
+	return d
+}}
+
+// streamFrame decodes frame f of b a piece of at most streamBlock bytes at a time, handing each to emit,
+// whose buffer is reused once emit returns. A frame whose blocks say it decodes to hundreds of megabytes (a
+// 6.5 KB frame of empty lines can) is then never whole in memory: what a reader keeps is what emit keeps.
+// A decode failure is a *FrameError, reported after emit has seen the pieces before it; emit's own error
+// ends the decode and comes back as it is.
+func streamFrame(b []byte, f Frame, max int64, emit func([]byte) error) error {
+	seg, _, err := checkFrame(b, f, max)
+	if err != nil {
+		return err
+	}
+	d := streamDecoders.Get().(*zstd.Decoder)
+	defer streamDecoders.Put(d)
+	if err := d.Reset(bytes.NewReader(seg)); err != nil {
+		return &FrameError{Start: f.Start, Cause: err}
+	}
+	defer d.Reset(nil) // drops the reference to b
+	buf := make([]byte, streamBlock)
+	for {
+		n, err := io.ReadFull(d, buf)
+		if n > 0 {
+			if eerr := emit(buf[:n]); eerr != nil {
+				return eerr
+			}
+		}
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			return nil
+		default:
+			return &FrameError{Start: f.Start, Cause: err}
+		}
+	}
 }
 
 // maxScratch bounds the scratch buffers kept for reuse; a rare huge frame's buffer is left to the collector.

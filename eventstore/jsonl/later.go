@@ -30,6 +30,10 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 	if err != nil {
 		return nil, art, laterRefusal(path, err)
 	}
+	budget := eventstore.Budget{Limit: b.maxSession} // the same bound a v0 load keeps to, counted once decoded
+	if err := budget.Add(a.Events); err != nil {
+		return nil, art, err
+	}
 	p := &eventstore.Prefix{Header: laterHeader(a.Header), Events: a.Events, Generation: int(g.Gen)}
 	if g.Gen == 3 {
 		if p.SurfaceEvents, err = generation.SurfaceEvents(a); err != nil {

@@ -93,9 +93,16 @@ func TestRoundTrip(t *testing.T) {
 					if err := st.Create(ctx, stored.Header); err != nil {
 						t.Fatal(err)
 					}
+					// through the backend's append, the engine's encoding without its live checks: some of the
+					// harness's own snapshot logs (a compaction checkpoint with no compaction/start) are ones its
+					// live invariants would veto, and dshfs's engine vetoes them alike (eventstore/live.go)
+					art, err := dst.Stat(ctx, id, "")
+					if err != nil {
+						t.Fatal(err)
+					}
 					next := 0
 					for _, c := range counts[1:] {
-						if err := st.Append(ctx, id, stored.Events[next:next+c]); err != nil {
+						if art, err = dst.AppendBatch(ctx, stored.Header, art, stored.Events[next:next+c], nil); err != nil {
 							t.Fatal(err)
 						}
 						next += c

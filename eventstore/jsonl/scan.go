@@ -28,6 +28,8 @@ type scanner struct {
 	share float64
 	// rows marks the events that are members of chunk rows with a safe seq (Prefix.RowMembers)
 	rows []uint64
+	// budget counts the kept events against the session's load budget
+	budget eventstore.Budget
 }
 
 func newScanner(headerLen int64) *scanner {
@@ -93,6 +95,9 @@ func (s *scanner) apply(decoded []event.Event, row bool, err error, end int64) e
 			return nil
 		}
 		s.events = append(s.events, e)
+	}
+	if err := s.budget.Add(s.events[rowStart:]); err != nil {
+		return err
 	}
 	if row { // every member passed the seq check: its seq is its index, a non-negative safe integer
 		for i := rowStart; i < len(s.events); i++ {
@@ -181,7 +186,9 @@ func (c *chunk) releaseEvents() {
 // all, since its events are built afresh.
 // Without own, the events alias plain, which must then never change.
 func predecode(plain []byte, own bool) chunk {
-	c := chunk{size: len(plain), lines: make([]decodedLine, 0, bytes.Count(plain, []byte{'\n'}))}
+	// Not sized by the LFs: a megabyte of empty lines is one run, not a million entries allocated (and
+	// cleared) up front; append grows the list for the lines that parse.
+	c := chunk{size: len(plain), lines: make([]decodedLine, 0, 256)}
 	c.events = chunkEvents.Get().(*[]event.Event)
 	evs := *c.events
 	var sc event.RowScratch
@@ -222,6 +229,27 @@ func predecode(plain []byte, own bool) chunk {
 		c.own(plain)
 	}
 	return c
+}
+
+// add appends chunk d, which follows c's text (and begins after an LF: c has no tail), to c, and
+// releases d's event list.
+func (c *chunk) add(d chunk) {
+	if len(c.lines) == 0 && c.size == 0 {
+		c.head = d.head
+	}
+	for _, l := range d.lines {
+		l.end += c.size
+		// a run of failures merges across the seam too, except into the first line (see predecode)
+		if n := len(c.lines); l.err != nil && n > 1 && c.lines[n-1].err != nil {
+			c.lines[n-1].count += l.count
+			c.lines[n-1].end = l.end
+			continue
+		}
+		c.lines = append(c.lines, l)
+	}
+	*c.events = append(*c.events, *d.events...)
+	c.size += d.size
+	d.releaseEvents()
 }
 
 // own moves the events that alias plain into one buffer of their exact size.

@@ -66,6 +66,8 @@ type Backend struct {
 	// maxLine and maxFrame cap one event line and one decoded zstd frame (config [writer] max_line_bytes,
 	// max_frame_bytes; 0: no cap): a session exceeding them is refused as corrupt instead of filling memory.
 	maxLine, maxFrame int64
+	// maxSession is the load budget of one session's events (eventstore.Budget)
+	maxSession int64
 
 	// hook, when set, is called before every durable write step (tests: fault injection, crash points,
 	// recording what was made durable); an error fails the step as the system call would.
@@ -128,7 +130,8 @@ func OpenDefault(root string, mode, empty Compression) (*Backend, error) {
 	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("store root %s is not a directory", abs)
 	}
-	return &Backend{root: abs, mode: mode, pack: true, maxLine: DefaultMaxLineBytes, maxFrame: DefaultMaxFrameBytes}, nil
+	return &Backend{root: abs, mode: mode, pack: true, maxLine: DefaultMaxLineBytes, maxFrame: DefaultMaxFrameBytes,
+		maxSession: eventstore.DefaultMaxSessionBytes}, nil
 }
 
 // Default caps of one line and one decoded frame (DESIGN.md §6a): far above any real session.
@@ -139,6 +142,10 @@ const (
 
 // SetLimits sets the caps of one event line and one decoded zstd frame (0: no cap).
 func (b *Backend) SetLimits(maxLine, maxFrame int64) { b.maxLine, b.maxFrame = maxLine, maxFrame }
+
+// SetSessionLimit sets the load budget of one session's decoded events (config writer.max_session_bytes;
+// 0: none); a session over it is refused with an *eventstore.TooLargeError.
+func (b *Backend) SetSessionLimit(n int64) { b.maxSession = n }
 
 // Detect reports which encoding the sessions under root use: the one more session directories hold
 // generation files of, zstd on a tie; found is false when there are none (the encoding is then zstd).
@@ -390,8 +397,15 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		total int64
 		eof   bool
 	)
-	fill := func() error {
-		buf := make([]byte, len(carry), len(carry)+rawChunk)
+	fill := func(need int) error {
+		// A line still incomplete after a chunk grows the buffer by half its length (or by what the rest of
+		// it is known to need), not by a chunk: a long line is then read in a few copies, not one per chunk
+		// (a quadratic pile of garbage), and never past max_line_bytes and a chunk.
+		room := max(rawChunk, len(carry)/2, need+rawChunk)
+		if b.maxLine > 0 {
+			room = max(rawChunk, min(room, int(b.maxLine)+2-len(carry)))
+		}
+		buf := make([]byte, len(carry), len(carry)+room)
 		copy(buf, carry) // the previous chunk is released unless its events keep it
 		n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
 		carry, total = buf[:len(buf)+n], total+int64(n)
@@ -412,7 +426,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		if eof {
 			return nil, errHeaderless
 		}
-		if err := fill(); err != nil {
+		if err := fill(0); err != nil {
 			return nil, err
 		}
 		nl = bytes.IndexByte(carry, '\n')
@@ -422,6 +436,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		return nil, err
 	}
 	s := newScanner(int64(nl + 1))
+	s.budget.Limit = b.maxSession
 	carry = carry[nl+1:]
 	pieces := 2 * runtime.GOMAXPROCS(0)
 	for line := 0; ; {
@@ -448,7 +463,20 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		if eof {
 			break
 		}
-		if err := fill(); err != nil {
+		need := 0
+		if ra, ok := r.(io.ReaderAt); ok && b.maxLine > 0 && len(carry) >= rawChunk/2 {
+			// a long line: find where it ends before buffering any more of it, so that one over
+			// max_line_bytes is refused having cost a chunk, not the limit
+			n, err := lineRest(ra, total, b.maxLine-int64(len(carry)))
+			if err != nil {
+				return nil, err
+			}
+			if n < 0 {
+				return nil, fmt.Errorf("corrupt session log: line %d is over %d bytes, over max_line_bytes (%d)", line+1, b.maxLine, b.maxLine)
+			}
+			need = int(n)
+		}
+		if err := fill(need); err != nil {
 			return nil, err
 		}
 	}
@@ -457,6 +485,33 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: total - s.committed}
 	}
 	return p, nil
+}
+
+// lineRest is how many bytes from offset off of ra end the line in progress (its LF included; up to EOF
+// for a final fragment), read in small pieces and kept nowhere; -1 when that is more than limit bytes
+// (before its LF).
+func lineRest(ra io.ReaderAt, off, limit int64) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var seen int64
+	for {
+		n, err := ra.ReadAt(buf, off+seen)
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			if seen+int64(i) > limit {
+				return -1, nil
+			}
+			return seen + int64(i) + 1, nil
+		}
+		seen += int64(n)
+		if seen > limit {
+			return -1, nil
+		}
+		if err == io.EOF {
+			return seen, nil
+		}
+		if err != nil {
+			return 0, &eventstore.IOError{Err: err}
+		}
+	}
 }
 
 var (
@@ -534,6 +589,11 @@ func framePieces(b []byte, frames []Frame, min int64, maxText uint64) [][]Frame 
 // one chunk. A frame that fails ends the piece: the chunk holds the frames before it and the failure, so
 // that the scanner applies those first, as it would frame by frame.
 func (b *Backend) decodePiece(buf []byte, piece []Frame) chunk {
+	if len(piece) == 1 {
+		if _, bound, err := checkFrame(buf, piece[0], b.maxFrame); err == nil && bound >= zstdPieceText {
+			return b.decodeStreamed(buf, piece[0])
+		}
+	}
 	scratch := frameScratch.Get().(*[]byte)
 	out := (*scratch)[:0]
 	var failed error
@@ -553,6 +613,48 @@ func (b *Backend) decodePiece(buf []byte, piece []Frame) chunk {
 	putScratch(scratch, out)
 	c.err = failed
 	return c
+}
+
+// decodeStreamed is decodePiece for a piece of one large frame: the frame is decoded a piece at a time
+// (streamFrame) and each run of complete lines predecoded as it arrives, so what the chunk costs is its
+// events and at most one incomplete line (bounded by max_line_bytes), never the frame's whole text. A
+// frame of 200 MB of empty lines then costs a megabyte, where decoding it whole cost its size twice over.
+func (b *Backend) decodeStreamed(buf []byte, f Frame) chunk {
+	acc := chunk{events: chunkEvents.Get().(*[]event.Event)}
+	// the frame's events are held here before the scanner counts them: count them here too
+	budget := eventstore.Budget{Limit: b.maxSession}
+	var carry []byte // the incomplete line after the last LF seen
+	lines := 0       // complete lines so far, for line numbers in errors
+	err := streamFrame(buf, f, b.maxFrame, func(p []byte) error {
+		last := bytes.LastIndexByte(p, '\n')
+		if last < 0 {
+			carry = append(carry, p...)
+			if b.maxLine > 0 && int64(len(carry)) > b.maxLine {
+				return fmt.Errorf("corrupt session log: line %d is over %d bytes, over max_line_bytes (%d)", lines+1, len(carry), b.maxLine)
+			}
+			return nil
+		}
+		text := append(carry, p[:last+1]...)
+		if err := b.checkLines(text, lines); err != nil {
+			return err
+		}
+		lines += bytes.Count(text, []byte{'\n'})
+		d := predecode(text, true) // owned: text is reused below
+		if err := budget.Add(*d.events); err != nil {
+			d.releaseEvents()
+			return err
+		}
+		acc.add(d)
+		carry = append(text[:0], p[last+1:]...)
+		return nil
+	})
+	if err != nil {
+		acc.releaseEvents()
+		return chunk{events: chunkEvents.Get().(*[]event.Event), err: err}
+	}
+	acc.tail = bytes.Clone(carry)
+	acc.size += len(carry)
+	return acc
 }
 
 // scanZstd scans a zstd artifact's frames, reporting the header and the events to progress (nil: none)
@@ -577,6 +679,7 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 		return nil, err
 	}
 	s := newScanner(int64(len(first)))
+	s.budget.Limit = b.maxSession
 	if progress != nil {
 		progress.Header(h, path)
 	}
@@ -657,15 +760,43 @@ func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
 // in memory (the raw.jsonl of the 500k-event bench session is 32 MB decoded, 14 MB compressed). An error of w
 // comes back as it is; after a decode error the frames before it have been written.
 func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) error {
+	if b.mode == None {
+		return b.copyRaw(id, w)
+	}
 	buf, err := b.artifactBytes(id)
 	if err != nil {
 		return err
 	}
-	if b.mode == None {
-		_, err = w.Write(buf)
+	return writeRawText(w, buf, b.maxFrame)
+}
+
+// copyRaw copies an uncompressed transcript to w through a small buffer: raw.jsonl of a 1 GB refused
+// session must not cost a gigabyte. Errors of w come back as they are.
+func (b *Backend) copyRaw(id string, w io.Writer) error {
+	path, err := b.find(id)
+	if err != nil {
 		return err
 	}
-	return writeRawText(w, buf, b.maxFrame)
+	f, _, err := b.openArtifact(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 256<<10)
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return &eventstore.IOError{Err: rerr}
+		}
+	}
 }
 
 // artifactBytes is the stored bytes of session id's transcript (zstd: compressed).
@@ -699,6 +830,16 @@ func writeRawText(w io.Writer, buf []byte, maxFrame int64) error {
 		return errZstdHeaderless
 	}
 	for _, f := range frames {
+		if _, bound, err := checkFrame(buf, f, maxFrame); err == nil && bound >= zstdPieceText {
+			// a large frame a piece at a time: raw.jsonl of a small file of RLE blocks stays small in memory
+			if err := streamFrame(buf, f, maxFrame, func(p []byte) error {
+				_, err := w.Write(p)
+				return err
+			}); err != nil {
+				return err
+			}
+			continue
+		}
 		plain, err := decodeFrame(buf, f, maxFrame)
 		if err != nil {
 			return err

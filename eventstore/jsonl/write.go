@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,6 +39,18 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	}
 	dir := filepath.Dir(final)
 	project := filepath.Dir(dir)
+	// A create that fails (ENOSPC writing the header) must leave no empty session directory behind, nor a
+	// project directory it made: the directories this call creates are removed again unless it publishes.
+	published := false
+	for _, d := range []string{project, dir} { // deferred: the session directory goes first
+		if !exists(d) {
+			defer func() {
+				if !published {
+					os.Remove(d) // only ever an empty directory
+				}
+			}()
+		}
+	}
 	for _, step := range [][2]string{{b.root, filepath.Dir(b.root)}, {project, b.root}, {dir, project}} {
 		if err := os.MkdirAll(step[0], 0o700); err != nil {
 			return eventstore.Artifact{}, &eventstore.IOError{Err: err}
@@ -66,11 +79,13 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if err := os.Link(tmp, final); err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, os.ErrExist) {
+			published = true // another writer's: not ours to remove
 			return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
 				Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (load/resume it instead)`, Err: err}
 		}
 		return eventstore.Artifact{}, &eventstore.IOError{Err: err}
 	}
+	published = true
 	if err := b.syncDir(dir); err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -133,6 +148,9 @@ func (b *Backend) writeSynced(path string, content []byte) error {
 		werr = cerr
 	}
 	if werr != nil {
+		// the file is this call's (O_EXCL): a disk full must not leave an empty or partial one behind (a
+		// .pending sidecar of nothing would claim events were kept)
+		os.Remove(path)
 		return &eventstore.IOError{Err: werr}
 	}
 	return nil
@@ -237,11 +255,63 @@ func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content [
 	got := artifactOf(after)
 	_ = b.step(OpAck, path) // the bytes are durable: only a crash can happen here, not a failure
 	if got.Size != before.Size+int64(len(content)) {
-		return got, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
-			Message: "the artifact " + jsonString(path) + " was written by another process during this writer's append (" +
-				strconv.FormatInt(before.Size, 10) + " + " + strconv.Itoa(len(content)) + " bytes became " + strconv.FormatInt(got.Size, 10) + ")"}
+		return b.raced(path, before, got, content)
 	}
 	return got, nil
+}
+
+// maxRaceScan bounds what raced reads of the bytes added while it appended: beyond it, a conflict.
+const maxRaceScan = 64 << 20
+
+// raced settles an append that another process raced: after the write and fsync the file is not the
+// previous size plus the batch. The batch must end up either written or not, never both in the artifact
+// and (by the caller, on a conflict) in a pending sidecar:
+//   - the batch is the file's tail (the foreign bytes came first): it is cut back out, only its own bytes,
+//     and the append is a conflict: nothing of it was written;
+//   - foreign bytes follow the batch: it was written, and is reported so; the state returned is not the
+//     file's, so the writer's next append refuses as a conflict instead of stacking on foreign bytes;
+//   - the batch is not found whole among the added bytes: a conflict saying which of its events are in
+//     the artifact cannot be told.
+func (b *Backend) raced(path string, before, got eventstore.Artifact, content []byte) (eventstore.Artifact, error) {
+	race := "the artifact " + jsonString(path) + " was written by another process during this writer's append (" +
+		strconv.FormatInt(before.Size, 10) + " + " + strconv.Itoa(len(content)) + " bytes became " + strconv.FormatInt(got.Size, 10) + ")"
+	busy := func(msg string) error {
+		return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict, Message: msg}
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return eventstore.Artifact{}, busy(race + "; whether this writer's batch is in it could not be read: " + err.Error())
+	}
+	defer r.Close()
+	// where the batch is among what was added since the previous size (an O_APPEND write lands whole)
+	found := int64(-1)
+	if added := got.Size - before.Size; added <= maxRaceScan {
+		buf := make([]byte, added)
+		if _, err := r.ReadAt(buf, before.Size); err == nil {
+			if i := bytes.Index(buf, content); i >= 0 && bytes.Index(buf[i+1:], content) < 0 {
+				found = before.Size + int64(i)
+			}
+		}
+	}
+	if found < 0 {
+		return eventstore.Artifact{}, busy(race + "; this writer's batch could not be told apart in it: read the session again (rescan) to see which of its events are there")
+	}
+	// cut back only while the file is still what was read: a third write after it must not be cut (and
+	// then follows the batch, which is written)
+	if tail := got.Size - int64(len(content)); found == tail {
+		if cur, err := statArtifact(path); err == nil && cur.Token == got.Token {
+			if err := b.truncateSynced(path, tail); err != nil {
+				return eventstore.Artifact{}, busy(race + "; this writer's batch is its tail and could not be cut back (" + err.Error() + "): run rescan before writing again")
+			}
+			return eventstore.Artifact{}, busy(race + "; this writer's batch was cut back out of it: nothing was written")
+		}
+	}
+	// written, with foreign bytes after it: an artifact state no stat will match, so the next append is
+	// refused, not stacked on bytes this writer did not write
+	written := got
+	written.Size = found + int64(len(content))
+	written.Token = "raced:" + got.Token
+	return written, nil
 }
 
 // write writes an append's bytes; under a test hook it writes them in two halves with a step between, so a

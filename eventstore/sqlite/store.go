@@ -35,6 +35,9 @@ type Options struct {
 	// MaxData bounds a scalar row's decompressed data (config writer.max_line_bytes; 0: no bound). Packed
 	// rows are bounded by the format (1 MiB).
 	MaxData int64
+	// MaxSession is the load budget of one session's decoded events (config writer.max_session_bytes;
+	// 0: none): rows are small on disk and many, and a session past it is refused (eventstore.TooLargeError).
+	MaxSession int64
 }
 
 // Backend is one SQLite session database. It is safe for concurrent use.
@@ -676,6 +679,7 @@ func (b *Backend) loadRows(ctx context.Context, q querier, id string, sink event
 	var torn, given int64
 	var refused error // a committed row that does not decode: reported once every row is validated
 	block := make([]row, 0, loadBlock)
+	budget := eventstore.Budget{Limit: b.opts.MaxSession}
 	flush := func() error {
 		if given += int64(len(block)); count > 0 {
 			s.share = float64(given) / float64(count)
@@ -683,8 +687,12 @@ func (b *Backend) loadRows(ctx context.Context, q querier, id string, sink event
 		switch {
 		case refused != nil:
 		case s.tornFrom < 0:
+			counted := len(s.events)
 			if refused = s.add(block); refused != nil {
 				break
+			}
+			if err := budget.Add(s.events[counted:]); err != nil {
+				return err
 			}
 			if sink != nil {
 				// the scan only ever appends, and a row that starts the torn tail ends the list

@@ -57,7 +57,7 @@ func Write(dir string) error {
 		{Crashed, "", 0, crashedLog()},
 		{Compacted, "", 0, compactedLog()},
 		{ForkParent, "", 0, cleanLog()},
-		{ForkChild, ForkParent, 10, forkChildLog()}, // the fork copied seqs 0..9: its end-seed is seq 10
+		{ForkChild, ForkParent, forkSeed, forkChildLog()},
 		{Spilled, "", 0, spilledLog(spillFile)},
 	} {
 		c := event.String(cwd)
@@ -77,6 +77,9 @@ func Write(dir string) error {
 	}
 	return nil
 }
+
+// forkSeed is how many of the parent's events the fork child starts with: its whole first turn.
+const forkSeed = 12
 
 // builder accumulates a log with contiguous seqs and the harness's batch boundaries.
 type builder struct {
@@ -205,10 +208,11 @@ func compactedLog() *builder {
 	return b
 }
 
-// forkChildLog is the parent's first turn (seqs 0..9) plus the end-seed a fork appends.
+// forkChildLog is the parent's first turn (seqs 0..11: a fork is refused inside an open turn) plus the
+// end-seed a fork appends.
 func forkChildLog() *builder {
 	b := cleanLog()
-	b.events = b.events[:10]
+	b.events = b.events[:forkSeed]
 	b.add("session/end-seed", `{}`)
 	b.toolTurn(2, "Try a different fix.", "git stash && go test ./pkg/parse", "ok\tpkg/parse", "With the change stashed the tests pass.")
 	return b

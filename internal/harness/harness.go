@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -224,4 +225,65 @@ func writeAtomic(path string, data []byte) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+//go:embed livecheck.mjs
+var liveCheckScript []byte
+
+// LiveResult is the harness's answer for one sequence of appends: how many events were appended, and
+// the message of the append that threw ("" when all were appended).
+type LiveResult struct {
+	Appended int    `json:"appended"`
+	Error    string `json:"error"`
+}
+
+// LiveAppend appends each case's events (stored event records: type, data and the surface options are
+// used; seq and time are the harness's own) to a fresh session of the harness's session store with its
+// session and compaction invariant companions loaded: the harness's live writer with its checks on.
+func (h *Harness) LiveAppend(t testing.TB, cases [][]event.Event) []LiveResult {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "livecheck.mjs")
+	if err := os.WriteFile(script, liveCheckScript, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var in bytes.Buffer
+	in.WriteByte('[')
+	for i, c := range cases {
+		if i > 0 {
+			in.WriteByte(',')
+		}
+		in.WriteByte('[')
+		for j, e := range c {
+			if j > 0 {
+				in.WriteByte(',')
+			}
+			in.Write(e.Raw)
+		}
+		in.WriteByte(']')
+	}
+	in.WriteByte(']')
+	input := filepath.Join(dir, "cases.json")
+	if err := os.WriteFile(input, in.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(h.Node, script, input, "--modules", filepath.Join(h.Cache, "node_modules"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("harness live append: %v\n%s", err, stderr.String())
+	}
+	var res []LiveResult
+	for _, l := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		var r LiveResult
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("harness live append output %q: %v", l, err)
+		}
+		res = append(res, r)
+	}
+	if len(res) != len(cases) {
+		t.Fatalf("harness live append answered %d cases of %d", len(res), len(cases))
+	}
+	return res
 }
