@@ -914,7 +914,7 @@ type listed struct {
 func (b *Backend) entries(found []listed) []eventstore.Entry {
 	out := make([]eventstore.Entry, len(found))
 	session := make([]bool, len(found))
-	workers := min(len(found), 2*runtime.GOMAXPROCS(0))
+	workers := min(len(found), runtime.GOMAXPROCS(0))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
