@@ -62,6 +62,10 @@ func indexDefault() (on bool, ok bool) {
 	return true, false
 }
 
+// MaxForeignQuiet bounds [writer] foreign_quiet: a harness writes its batches seconds apart, and a longer
+// quiet period only refuses writes long after it stopped.
+const MaxForeignQuiet = 10 * time.Minute
+
 // Writer holds the live writer's settings.
 type Writer struct {
 	// BatchWindow is the write-behind window: the first pending event starts it, the batch is written
@@ -73,6 +77,10 @@ type Writer struct {
 	MaxLineBytes int64
 	// MaxFrameBytes caps one decoded zstd frame (a frame that could decode to more is corrupt).
 	MaxFrameBytes int64
+	// ForeignQuiet is how long after another process changed a session's artifact (a harness before
+	// 0.1.5, which takes no write lease) dshfs still treats the session as live elsewhere and refuses to
+	// write it, unless the change was acknowledged (rescan, --force). 0: only an open descriptor counts.
+	ForeignQuiet time.Duration
 }
 
 // Compaction holds the summarizer settings of manual compaction (ctl compact, dshfs compact).
@@ -152,6 +160,7 @@ func Default() Config {
 			Compression:   CompressionZstd,
 			MaxLineBytes:  64 << 20,
 			MaxFrameBytes: 256 << 20,
+			ForeignQuiet:  2 * time.Second,
 		},
 		Compaction: Compaction{
 			Summarizer: SummarizerExtractive,

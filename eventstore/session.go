@@ -148,6 +148,9 @@ func (w *Session) writableLocked() error {
 // Accept parses and validates the lines of one write request (each one event in the append syntax of
 // DESIGN.md §5) and accepts them all, or none: the error names the first bad line.
 func (w *Session) Accept(lines [][]byte) error {
+	if err := w.checkElsewhere(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.writableLocked(); err != nil {
@@ -184,6 +187,9 @@ func (w *Session) Accept(lines [][]byte) error {
 
 // AcceptEvents accepts already encoded events, whose seqs must continue the log.
 func (w *Session) AcceptEvents(evs []event.Event) error {
+	if err := w.checkElsewhere(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.writableLocked(); err != nil {
@@ -275,6 +281,9 @@ func (v View) Next() int64 { return int64(len(v.Events)) }
 // (a compaction's lock or selected span) still holds when its events land. build's error is returned as
 // it is; an event that fails validation is refused like an invalid append line.
 func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.Event, error) {
+	if err := w.checkElsewhere(); err != nil {
+		return nil, err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.writableLocked(); err != nil {
@@ -426,10 +435,10 @@ func (w *Session) flush(ctx context.Context, draining bool) error {
 		w.mu.Lock()
 		if err != nil {
 			ce := AsCommandError(err)
-			if next.Token != "" && ce.Code != CodeConflict {
+			if next.Token != "" && !foreignWrite(ce) {
 				w.art = next // the backend cut its own partial write back: that state is ours
 			}
-			if ce.Code != CodeConflict {
+			if !foreignWrite(ce) {
 				w.mu.Unlock()
 				return ce
 			}
@@ -449,6 +458,12 @@ func (w *Session) flush(ctx context.Context, draining bool) error {
 		w.art = next
 		w.mu.Unlock()
 	}
+}
+
+// foreignWrite reports whether a write was refused because another process writes the session: the
+// engine's log is then stale (or about to be), so its pending events are kept aside, never retried.
+func foreignWrite(ce *CommandError) bool {
+	return ce.Code == CodeConflict || ce.Code == CodeLiveElsewhere
 }
 
 // keepPending saves events that could not be written beside the artifact and returns cause extended by
@@ -476,7 +491,7 @@ func (w *Session) Close(ctx context.Context) error {
 	w.endInflightLocked()
 	w.mu.Unlock()
 	err := w.Flush(ctx)
-	if ce := AsCommandError(err); ce != nil && ce.Code != CodeConflict {
+	if ce := AsCommandError(err); ce != nil && !foreignWrite(ce) {
 		return err
 	}
 	w.release()

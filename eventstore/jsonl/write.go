@@ -43,6 +43,13 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 			return eventstore.Artifact{}, err
 		}
 	}
+	// The harness takes a new session's lease just before its first write: so does this one, so that a
+	// harness creating the same id meanwhile and this write exclude each other.
+	l, err := acquireLease(dir, h.ID)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	defer l.Release()
 	if exists(final) {
 		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
 			Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (load/resume it instead)`}
@@ -71,7 +78,8 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if err := b.syncDir(dir); err != nil {
 		return eventstore.Artifact{}, err
 	}
-	_ = os.Remove(tmp) // the publish is already durable; a stale temp link is harmless
+	_ = os.Remove(tmp)  // the publish is already durable; a stale temp link is harmless
+	_ = stampLease(dir) // unstamped, the next writer waits out the quiet period: the session is published
 	return statArtifact(final)
 }
 
@@ -174,6 +182,11 @@ func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content [
 	if before.Token != expect.Token {
 		return eventstore.Artifact{}, conflict(path, expect, before)
 	}
+	// The last look before the bytes go out: a writer without the lease (an rc.8 harness) that has the
+	// artifact open is writing a batch right now, which would land between or after these bytes.
+	if ws := eventstore.OpenWriters(fi, filepath.Base(path)); len(ws) > 0 {
+		return eventstore.Artifact{}, liveElsewhere(sessionOf(path), "pid "+strconv.Itoa(ws[0].PID)+" ("+ws[0].Comm+") has "+filepath.Base(path)+" open for writing", false)
+	}
 	werr := b.step(OpWrite, path)
 	if werr == nil {
 		werr = b.write(f, path, content)
@@ -204,6 +217,9 @@ func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content [
 	}
 	got := artifactOf(after)
 	_ = b.step(OpAck, path) // the bytes are durable: only a crash can happen here, not a failure
+	// never a failure: the batch is durable, and a failed write would be retried (unstamped, the next
+	// writer that opens the session waits out the quiet period)
+	_ = stampLease(filepath.Dir(path))
 	if got.Size != before.Size+int64(len(content)) {
 		return got, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeConflict,
 			Message: "the artifact " + jsonString(path) + " was written by another process during this writer's append (" +
@@ -285,6 +301,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 	}
 	batch := append(append([]event.Event(nil), recovered...), closers...)
 	if len(batch) == 0 {
+		_ = stampLease(filepath.Dir(path))
 		return cur, nil
 	}
 	return b.appendBytes(path, cur, b.appendBatch(nil, batch))
