@@ -145,7 +145,7 @@ func (w *Session) checkElsewhere() error {
 		return nil // writableLocked refuses
 	}
 	idle := w.durable == len(w.events)
-	c := LiveCheck{ID: w.id, Path: w.path, Expect: w.art, Quiet: w.st.ForeignQuiet, Scan: idle}
+	c := LiveCheck{ID: w.id, Path: w.path, Expect: w.art, Quiet: w.st.ForeignQuiet, Scan: idle && w.scanDueLocked()}
 	w.mu.Unlock()
 	err := w.st.probe(context.Background(), c)
 	if err == nil {
@@ -162,4 +162,20 @@ func (w *Session) checkElsewhere() error {
 		w.mu.Unlock()
 	}
 	return ce
+}
+
+// scanEvery is how often a live engine reads /proc for other writers of its artifact: the scan costs a few
+// milliseconds (every visible process's descriptors), and a harness's batches are hundreds of
+// milliseconds apart, while the revision check before every write costs one stat and catches every write
+// that has landed.
+const scanEvery = 100 * time.Millisecond
+
+// scanDueLocked reports whether the next check should scan /proc, and if so counts it as done (mu held).
+func (w *Session) scanDueLocked() bool {
+	now := time.Now()
+	if now.Sub(w.scanned) < scanEvery {
+		return false
+	}
+	w.scanned = now
+	return true
 }

@@ -48,6 +48,9 @@ type Session struct {
 	// released: the writer lock is given up, so nothing may be written any more (closed alone also
 	// covers an Abandon writing its sidecar).
 	released bool
+	// scanned is when this engine last looked for other processes holding its artifact open for writing
+	// (scanDueLocked).
+	scanned time.Time
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
@@ -428,9 +431,20 @@ func (w *Session) flush(ctx context.Context, draining bool) error {
 		batch := w.events[w.durable:len(w.events):len(w.events)]
 		packing := w.packing[:len(batch):len(batch)]
 		h, art := w.h, w.art
+		scan := w.scanDueLocked()
 		w.mu.Unlock()
 
-		next, err := w.st.b.AppendBatch(ctx, h, art, batch, packing)
+		// the last look before the bytes go out: a writer without the lease that has the artifact open
+		// is writing a batch right now, which would land between or after these bytes (the backend
+		// checks the artifact's revision itself, under its own open descriptor: CodeConflict)
+		var err error
+		if scan {
+			err = w.st.probe(ctx, LiveCheck{ID: w.id, Path: w.path, Scan: true})
+		}
+		var next Artifact
+		if err == nil {
+			next, err = w.st.b.AppendBatch(ctx, h, art, batch, packing)
+		}
 
 		w.mu.Lock()
 		if err != nil {
