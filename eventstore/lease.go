@@ -151,6 +151,22 @@ func (w *Session) checkElsewhere() error {
 	if err == nil {
 		return nil
 	}
+	if ce := AsCommandError(err); ce.Code == CodeLiveElsewhere {
+		// A batch of this engine may have been written between the look at w.art and the probe: once no
+		// batch is being written (wmu), the artifact must be what this engine last wrote.
+		w.wmu.Lock()
+		w.mu.Lock()
+		expect := w.art
+		w.mu.Unlock()
+		if expect.Token != c.Expect.Token {
+			c.Expect = expect
+			err = w.st.probe(context.Background(), c)
+		}
+		w.wmu.Unlock()
+		if err == nil {
+			return nil
+		}
+	}
 	ce := AsCommandError(err)
 	if ce.Code == CodeLiveElsewhere && idle {
 		w.mu.Lock()
