@@ -249,3 +249,49 @@ func TestInteropLiveWriter(t *testing.T) {
 		t.Errorf("dshfs reads seqs %v", seqs)
 	}
 }
+
+// TestWriteForeignChangeAcknowledged: a change another process made within [writer] foreign_quiet refuses
+// every write as live elsewhere, saying when and how to override it; the CLI's --force, or the mount's
+// rescan after the refusal, acknowledges it, and the next write goes on after the foreign event.
+func TestWriteForeignChangeAcknowledged(t *testing.T) {
+	t.Parallel()
+	store, _ := emptyStore(t, "none")
+	cfg := writeConfig(t, "[writer]\ncompression = \"none\"\nbatch_window = \"1h\"\nforeign_quiet = \"10m\"\n")
+	cli(t, 0, "create", "--config", cfg, store, "s")
+	turn := turnLines(1, 0, false)
+	cli(t, 0, "append", "--config", cfg, store, "s", linesFile(t, turn))
+	art := artifactOf(t, store, "s")
+	foreign := func(seq int) {
+		line := fmt.Sprintf(`{"type":"plugin/foreign","seq":%d,"time":1,"data":{},"ignorable":true}`, seq)
+		run(t, "", "sh", "-c", `echo "$0" >> "$1"`, line, art)
+	}
+	foreign(len(turn))
+	next := turnLines(2, int64(len(turn)+1), false)
+	before := storeSum(t, store)
+	for _, args := range [][]string{{"append", store, "s", linesFile(t, next)}, {"resume", store, "s"}, {"compact", store, "s"}} {
+		r := run(t, "", dshfsBin(t), append([]string{args[0], "--config", cfg}, args[1:]...)...)
+		wantRefused(t, r, "dshfs "+args[0], "session.jsonl changed ")
+		wantRefused(t, r, "dshfs "+args[0], "ago by another process")
+		wantRefused(t, r, "dshfs "+args[0], "--force")
+	}
+	sameSums(t, before, storeSum(t, store))
+	cli(t, 0, "append", "--config", cfg, "--force", store, "s", linesFile(t, next))
+
+	m := startMount(t, "--config", cfg, store)
+	s := filepath.Join(m.dir, "sessions", "s")
+	seq := 2*len(turn) + 1
+	foreign(seq)
+	third := turnLines(3, int64(seq+1), false)
+	wantErrno(t, "append through the mount", writeAppend(t, s, third), syscall.EBUSY)
+	if st := statusOf(t, s); st.lastErrorCode() != "LIVE_ELSEWHERE" || !strings.Contains(st.LastError.Message, "rescan") {
+		t.Errorf("status.json lastError %+v", st.LastError)
+	}
+	mustCtl(t, filepath.Join(m.dir, "ctl"), "rescan")
+	mustAppend(t, s, third)
+	mustCtl(t, filepath.Join(s, "ctl"), "flush")
+	m.stop(t)
+	if seqs := seqsOf(t, cli(t, 0, "cat", store, "s")); !contiguous(seqs) || len(seqs) != 3*len(turn)+2 {
+		t.Errorf("seqs after the acknowledged writes: %v", seqs)
+	}
+	cli(t, 0, "check", store)
+}
