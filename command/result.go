@@ -108,7 +108,11 @@ type FlushedAll struct{ Sessions int }
 type Created struct{ ID string }
 
 // Rescanned: the store was re-read; Released sessions were released after a conflict.
-type Rescanned struct{ Released int }
+type Rescanned struct {
+	Released int
+	// Acknowledged sessions had been refused as live elsewhere: their foreign changes are accepted now.
+	Acknowledged int
+}
 
 // Quiesced: writes are held until Until (or resume-writes).
 type Quiesced struct{ Until time.Time }
@@ -164,7 +168,11 @@ func (o FlushedAll) Message(Front) string { return fmt.Sprintf("flushed %d live 
 func (o Created) Message(Front) string { return "created " + quote(o.ID) }
 
 func (o Rescanned) Message(Front) string {
-	return fmt.Sprintf("rescanned the store; %d sessions released after a conflict", o.Released)
+	m := fmt.Sprintf("rescanned the store; %d sessions released after a conflict", o.Released)
+	if o.Acknowledged > 0 {
+		m += fmt.Sprintf("; the changes of %d sessions refused as live elsewhere are acknowledged", o.Acknowledged)
+	}
+	return m
 }
 
 func (o Quiesced) Message(Front) string {

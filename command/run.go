@@ -140,8 +140,13 @@ func (e Env) run(ctx context.Context, req Request, r *Result) (Outcome, error) {
 		return Created{ID: c.ID}, nil
 	case Rescan:
 		n := st.Rescan()
+		// a rescan is the user's word that no harness runs the sessions refused as live elsewhere
+		acked, err := st.AcknowledgeForeign(ctx)
 		e.changed(ctx, Listing)
-		return Rescanned{Released: n}, nil
+		if err != nil {
+			return nil, err
+		}
+		return Rescanned{Released: n, Acknowledged: acked}, nil
 	case Quiesce:
 		until, err := st.Quiesce(ctx, c.For)
 		if err != nil {

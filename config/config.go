@@ -62,6 +62,10 @@ func indexDefault() (on bool, ok bool) {
 	return true, false
 }
 
+// MaxForeignQuiet bounds [writer] foreign_quiet: a harness writes its batches seconds apart, and a longer
+// quiet period only refuses writes long after it stopped.
+const MaxForeignQuiet = 10 * time.Minute
+
 // Writer holds the live writer's settings.
 type Writer struct {
 	// BatchWindow is the write-behind window: the first pending event starts it, the batch is written
@@ -76,6 +80,10 @@ type Writer struct {
 	// MaxSessionBytes caps what one session's decoded events may cost in memory, their text and a fixed
 	// overhead per event (a session that would cost more is refused as too large; 0: no cap).
 	MaxSessionBytes int64
+	// ForeignQuiet is how long after another process changed a session's artifact (a harness before
+	// 0.1.5, which takes no write lease) dshfs still treats the session as live elsewhere and refuses to
+	// write it, unless the change was acknowledged (rescan, --force). 0: only an open descriptor counts.
+	ForeignQuiet time.Duration
 }
 
 // Compaction holds the summarizer settings of manual compaction (ctl compact, dshfs compact).
@@ -158,6 +166,7 @@ func Default() Config {
 			// what a store of the largest harness sessions needs, with room: the budget is there so that a
 			// small file cannot decode to any number of events, not to refuse real logs
 			MaxSessionBytes: 1 << 30,
+			ForeignQuiet:    2 * time.Second,
 		},
 		Compaction: Compaction{
 			Summarizer: SummarizerExtractive,

@@ -69,7 +69,7 @@ func TestDesignSample(t *testing.T) {
 			AllowOther:      false,
 		},
 		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024, Index: true},
-		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20, MaxSessionBytes: 1 << 30},
+		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20, MaxSessionBytes: 1 << 30, ForeignQuiet: 2 * time.Second},
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute, Provider: "dshfs", Model: "extractive", MaxTokens: 8192},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},
@@ -169,6 +169,8 @@ views_bytes = "17KiB"`,
 			func(c Config) bool {
 				return c.FUSE.EntryTimeout == 0 && c.FUSE.AttrTimeout == 0 && c.Writer.BatchWindow == 0
 			}},
+		{"foreign quiet", "[writer]\nforeign_quiet = \"500ms\"", func(c Config) bool { return c.Writer.ForeignQuiet == 500*time.Millisecond }},
+		{"foreign quiet off", "[writer]\nforeign_quiet = \"0s\"", func(c Config) bool { return c.Writer.ForeignQuiet == 0 }},
 		{"durations", "[fuse]\nrefresh_interval = \"1m30s\"\n[compaction]\ntimeout = \"250ms\"",
 			func(c Config) bool {
 				return c.FUSE.RefreshInterval == 90*time.Second && c.Compaction.Timeout == 250*time.Millisecond
@@ -234,6 +236,9 @@ func TestErrors(t *testing.T) {
 		{"refresh zero", "[fuse]\nrefresh_interval = \"0s\"", `key "fuse.refresh_interval" in dshfs.toml: duration must be positive, got "0s"`},
 		{"compaction timeout zero", "[compaction]\ntimeout = \"0s\"", `key "compaction.timeout" in dshfs.toml: duration must be positive, got "0s"`},
 		{"batch negative", "[writer]\nbatch_window = \"-5ms\"", `key "writer.batch_window" in dshfs.toml: duration must not be negative, got "-5ms"`},
+		{"foreign quiet negative", "[writer]\nforeign_quiet = \"-2s\"", `key "writer.foreign_quiet" in dshfs.toml: duration must not be negative, got "-2s"`},
+		{"foreign quiet too long", "[writer]\nforeign_quiet = \"1h\"", `key "writer.foreign_quiet" in dshfs.toml: at most 10m0s (a longer one refuses writes long after a harness stopped), got 1h0m0s`},
+		{"foreign quiet number", "[writer]\nforeign_quiet = 2", `key "writer.foreign_quiet" in dshfs.toml: want a duration string such as "1s", got integer 2`},
 		{"size decimal unit", "[cache]\nsessions_bytes = \"256MB\"", `key "cache.sessions_bytes" in dshfs.toml: want a size in bytes or with a binary unit (B, KiB, MiB, GiB, TiB) such as "256MiB", got "256MB"`},
 		{"size fraction", "[cache]\nviews_bytes = \"1.5GiB\"", `key "cache.views_bytes" in dshfs.toml: want a size in bytes or with a binary unit (B, KiB, MiB, GiB, TiB) such as "256MiB", got "1.5GiB"`},
 		{"size negative", "[cache]\nviews_bytes = -1", `key "cache.views_bytes" in dshfs.toml: size must not be negative, got -1`},

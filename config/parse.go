@@ -68,6 +68,7 @@ type file struct {
 		BatchWindow   any `toml:"batch_window"`
 		Compression   any `toml:"compression"`
 		MaxLineBytes  any `toml:"max_line_bytes"`
+		ForeignQuiet  any `toml:"foreign_quiet"`
 		MaxFrameBytes any `toml:"max_frame_bytes"`
 		MaxSession    any `toml:"max_session_bytes"`
 	} `toml:"writer"`
@@ -170,6 +171,10 @@ func Parse(data []byte, source string) (Config, error) {
 	v.size("writer.max_line_bytes", f.Writer.MaxLineBytes, &c.Writer.MaxLineBytes)
 	v.size("writer.max_frame_bytes", f.Writer.MaxFrameBytes, &c.Writer.MaxFrameBytes)
 	v.size("writer.max_session_bytes", f.Writer.MaxSession, &c.Writer.MaxSessionBytes)
+	v.duration("writer.foreign_quiet", f.Writer.ForeignQuiet, &c.Writer.ForeignQuiet, true)
+	if c.Writer.ForeignQuiet > MaxForeignQuiet {
+		v.fail("writer.foreign_quiet", fmt.Sprintf("at most %s (a longer one refuses writes long after a harness stopped), got %s", MaxForeignQuiet, c.Writer.ForeignQuiet))
+	}
 
 	v.enum("compaction.summarizer", f.Compaction.Summarizer, &c.Compaction.Summarizer, SummarizerExtractive, SummarizerCommand)
 	commandOK := v.strings("compaction.command", f.Compaction.Command, &c.Compaction.Command)

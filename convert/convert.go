@@ -226,7 +226,7 @@ func write(ctx context.Context, dst eventstore.Backend, h event.Header, events [
 	if len(batches) == 0 {
 		return nil
 	}
-	lock, err := dst.Lock(ctx, h.ID)
+	lock, err := eventstore.WriteLock(ctx, dst, h.ID)
 	if err != nil {
 		return err
 	}

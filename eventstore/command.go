@@ -65,6 +65,12 @@ const (
 	CodeUnknownCommand  = "UNKNOWN_COMMAND"  // ctl
 	CodeNotLive         = "SESSION_NOT_LIVE" // a write to an engine this process already released
 	CodeBadCommand      = "BAD_COMMAND"      // a ctl line that does not parse
+	// CodeOwned: another process holds the harness's write lease of the session (its
+	// SessionAlreadyOwnedError).
+	CodeOwned = "SESSION_ALREADY_OWNED"
+	// CodeLiveElsewhere: a writer that takes no lease (a harness before 0.1.5) is writing the session, has
+	// its artifact open for writing, or changed it within [writer] foreign_quiet with nobody acknowledging.
+	CodeLiveElsewhere = "LIVE_ELSEWHERE"
 )
 
 // CommandError is a refused or failed write-side command: what status.json's lastError shows, what the

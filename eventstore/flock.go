@@ -23,10 +23,28 @@ func (l *flockLock) Release() error { return l.f.Close() }
 // failure, or by Release). When another descriptor — another dshfs process, or another Store — holds it,
 // the refusal is a *CommandError (Busy, CodeLocked) naming the holder's pid when /proc/locks shows it.
 func Flock(f *os.File, id string) (WriterLock, error) {
-	fi, err := f.Stat()
+	holder, err := TryFlock(f)
 	if err != nil {
 		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			who := "another writer"
+			if holder > 0 {
+				who = "another dshfs writer (pid " + strconv.Itoa(holder) + ")"
+			}
+			return nil, &CommandError{Failure: Busy, Code: CodeLocked,
+				Message: "session " + jsQuote(id) + " is being written by " + who + "; reads work, writes are refused until it releases the session"}
+		}
 		return nil, &IOError{Err: err}
+	}
+	return &flockLock{f: f}, nil
+}
+
+// TryFlock takes an exclusive flock(2) on f without blocking. On contention the error is EWOULDBLOCK
+// and holder the pid /proc/locks names as the holder (0 when unknown); f stays open either way.
+func TryFlock(f *os.File) (holder int, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
 	}
 	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	// A lock this process just released can still be held for a moment by a child being forked (it shares
@@ -39,19 +57,10 @@ func Flock(f *os.File, id string) (WriterLock, error) {
 		time.Sleep(wait)
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	}
-	if err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			holder := "another writer"
-			if pid := lockHolder(fi); pid > 0 {
-				holder = "another dshfs writer (pid " + strconv.Itoa(pid) + ")"
-			}
-			return nil, &CommandError{Failure: Busy, Code: CodeLocked,
-				Message: "session " + jsQuote(id) + " is being written by " + holder + "; reads work, writes are refused until it releases the session"}
-		}
-		return nil, &IOError{Err: err}
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return lockHolder(fi), err
 	}
-	return &flockLock{f: f}, nil
+	return 0, err
 }
 
 // lockHolder finds the pid holding a flock on the file in /proc/locks (0 when unknown). The pid is the

@@ -71,7 +71,7 @@ func (s *Store) forkSource(ctx context.Context, id string) ([]event.Event, event
 	}
 	// A stored parent is read under its writer lock: a writer elsewhere may hold accepted events that
 	// are not durable yet, and the child must be a durable prefix of what that writer acknowledged.
-	l, err := s.b.Lock(ctx, id)
+	l, err := s.writeLock(ctx, id, false)
 	if err != nil {
 		if IsNotFound(err) {
 			return nil, event.Header{}, cmdErr(Missing, CodeNotFound, "session "+jsQuote(id)+" not found")

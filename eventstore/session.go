@@ -52,6 +52,9 @@ type Session struct {
 	// released: the writer lock is given up, so nothing may be written any more (closed alone also
 	// covers an Abandon writing its sidecar).
 	released bool
+	// scanned is when this engine last looked for other processes holding its artifact open for writing
+	// (scanDueLocked).
+	scanned time.Time
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
@@ -152,6 +155,9 @@ func (w *Session) writableLocked() error {
 // Accept parses and validates the lines of one write request (each one event in the append syntax of
 // DESIGN.md §5) and accepts them all, or none: the error names the first bad line.
 func (w *Session) Accept(lines [][]byte) error {
+	if err := w.checkElsewhere(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.writableLocked(); err != nil {
@@ -188,6 +194,9 @@ func (w *Session) Accept(lines [][]byte) error {
 
 // AcceptEvents accepts already encoded events, whose seqs must continue the log.
 func (w *Session) AcceptEvents(evs []event.Event) error {
+	if err := w.checkElsewhere(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.writableLocked(); err != nil {
@@ -311,6 +320,9 @@ func (v View) Next() int64 { return int64(len(v.Events)) }
 // (a compaction's lock or selected span) still holds when its events land. build's error is returned as
 // it is; an event that fails validation is refused like an invalid append line.
 func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.Event, error) {
+	if err := w.checkElsewhere(); err != nil {
+		return nil, err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.writableLocked(); err != nil {
@@ -457,17 +469,28 @@ func (w *Session) flush(ctx context.Context, draining bool) error {
 		batch := w.events[w.durable:len(w.events):len(w.events)]
 		packing := w.packing[:len(batch):len(batch)]
 		h, art := w.h, w.art
+		scan := w.scanDueLocked()
 		w.mu.Unlock()
 
-		next, err := w.st.b.AppendBatch(ctx, h, art, batch, packing)
+		// the last look before the bytes go out: a writer without the lease that has the artifact open
+		// is writing a batch right now, which would land between or after these bytes (the backend
+		// checks the artifact's revision itself, under its own open descriptor: CodeConflict)
+		var err error
+		if scan {
+			err = w.st.probe(ctx, LiveCheck{ID: w.id, Path: w.path, Scan: true})
+		}
+		var next Artifact
+		if err == nil {
+			next, err = w.st.b.AppendBatch(ctx, h, art, batch, packing)
+		}
 
 		w.mu.Lock()
 		if err != nil {
 			ce := AsCommandError(err)
-			if next.Token != "" && ce.Code != CodeConflict {
+			if next.Token != "" && !foreignWrite(ce) {
 				w.art = next // the backend cut its own partial write back: that state is ours
 			}
-			if ce.Code != CodeConflict {
+			if !foreignWrite(ce) {
 				w.mu.Unlock()
 				return ce
 			}
@@ -487,6 +510,12 @@ func (w *Session) flush(ctx context.Context, draining bool) error {
 		w.art = next
 		w.mu.Unlock()
 	}
+}
+
+// foreignWrite reports whether a write was refused because another process writes the session: the
+// engine's log is then stale (or about to be), so its pending events are kept aside, never retried.
+func foreignWrite(ce *CommandError) bool {
+	return ce.Code == CodeConflict || ce.Code == CodeLiveElsewhere
 }
 
 // keepPending saves events that could not be written beside the artifact and returns cause extended by
@@ -514,7 +543,7 @@ func (w *Session) Close(ctx context.Context) error {
 	w.endInflightLocked()
 	w.mu.Unlock()
 	err := w.Flush(ctx)
-	if ce := AsCommandError(err); ce != nil && ce.Code != CodeConflict {
+	if ce := AsCommandError(err); ce != nil && !foreignWrite(ce) {
 		return err
 	}
 	w.release()

@@ -201,11 +201,17 @@ type Store struct {
 	Window time.Duration
 	// MaxLine is the longest append line a writer accepts (config writer.max_line_bytes); 0: no limit.
 	MaxLine int64
+	// ForeignQuiet is [writer] foreign_quiet: a session whose artifact another process changed this
+	// recently, with no dshfs writer having made or acknowledged the change, is live elsewhere (a harness
+	// without the write lease may be between two of its batches). Zero: only a writer holding the
+	// artifact open, or a change under a live engine, counts.
+	ForeignQuiet time.Duration
 
 	mu      sync.Mutex
 	live    map[string]*Session
 	results map[string]*results
 	locks   map[string]*sync.Mutex
+	foreign map[string]bool // sessions refused as live elsewhere, for a rescan to acknowledge
 	q       quiescence
 }
 
@@ -221,7 +227,7 @@ var _ UnmarkedChecker = (*surface.Folder)(nil)
 // New wraps a backend.
 func New(b Backend) *Store {
 	return &Store{b: b, Surface: func() SurfaceChecker { return surface.NewFolder(0) },
-		live: map[string]*Session{}, results: map[string]*results{}, locks: map[string]*sync.Mutex{}}
+		live: map[string]*Session{}, results: map[string]*results{}, locks: map[string]*sync.Mutex{}, foreign: map[string]bool{}}
 }
 
 // Location is where a session is stored, for status.json: its artifact path, or — for a backend without
@@ -433,7 +439,7 @@ func (s *Store) Load(ctx context.Context, id string) (*Inspection, error) {
 	if w := s.Live(id); w != nil {
 		return w.inspection()
 	}
-	l, err := s.b.Lock(ctx, id)
+	l, err := s.writeLock(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +535,7 @@ func (s *Store) Writer(ctx context.Context, id string) (*Session, error) {
 // lockAndAdopt takes the session's writer lock, reads it with read (under the lock, so nobody writes in
 // between) and makes it live; the lock is given back when read fails.
 func (s *Store) lockAndAdopt(ctx context.Context, id string, read func() (*Inspection, error)) (*Session, error) {
-	l, err := s.b.Lock(ctx, id)
+	l, err := s.writeLock(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +553,7 @@ func resumeNeeded(id string, ins *Inspection) error {
 	switch {
 	case len(ins.Closers) > 0:
 		turn, _ := OpenTurn(stored)
-		return cmdErr(Busy, CodeOpenTurn, fmt.Sprintf("session %s ends inside open turn %d (a crashed or another writer's turn); run resume to close it with the harness's interrupted repair", jsQuote(id), turn))
+		return cmdErr(Busy, CodeOpenTurn, fmt.Sprintf("session %s ends inside open turn %d, which a harness may still be writing (one before 0.1.5 takes no lock) or a crashed writer left open; nothing was written. Only when no harness runs this session, resume closes the turn with the harness's interrupted repair", jsQuote(id), turn))
 	case ins.Prefix.Torn != nil:
 		return cmdErr(Busy, CodeTornTail, fmt.Sprintf("session %s has %d torn bytes past its committed log; run resume to cut them (they are kept in a sidecar)", jsQuote(id), ins.Prefix.Torn.Bytes))
 	case CompactionLocked(stored):
@@ -698,12 +704,17 @@ func (s *Store) Close(ctx context.Context) error {
 }
 
 // Rescan releases every live session whose artifact changed under it (its pending events are already
-// kept in a sidecar), so the next write reads the session again. It returns how many were released.
+// kept in a sidecar), so the next write reads the session again. It returns how many were released;
+// AcknowledgeForeign then accepts their foreign changes, with those of the sessions refused as live
+// elsewhere.
 func (s *Store) Rescan() int {
 	n := 0
 	for _, id := range s.LiveIDs() {
 		if w := s.Live(id); w != nil && w.conflicted() {
 			w.release()
+			s.mu.Lock()
+			s.foreign[id] = true // another process wrote it: AcknowledgeForeign accepts that change too
+			s.mu.Unlock()
 			n++
 		}
 	}

@@ -179,10 +179,10 @@ func TestWriteForeignWriter(t *testing.T) {
 	mustCtl(t, filepath.Join(s, "ctl"), "flush")
 	art := artifactOf(t, store, "s")
 	foreign := fmt.Sprintf(`{"type":"plugin/foreign","seq":%d,"time":1,"data":{},"ignorable":true}`, len(turn))
-	run(t, "", "sh", "-c", `echo "$0" >> "$1"`, foreign, art)
-	after := readFile(t, art)
 
 	mustAppend(t, s, turnLines(2, int64(len(turn)), false)) // accepted in memory: seqs collide with the foreign one
+	run(t, "", "sh", "-c", `echo "$0" >> "$1"`, foreign, art)
+	after := readFile(t, art)
 	wantErrno(t, "flush after a foreign append", ctl(t, filepath.Join(s, "ctl"), "flush"), syscall.EBUSY)
 	if got := readFile(t, art); string(got) != string(after) {
 		t.Fatalf("dshfs wrote to the artifact after another process changed it")
@@ -214,6 +214,25 @@ func TestWriteForeignWriter(t *testing.T) {
 	if seqs := seqsOf(t, readFile(t, filepath.Join(s, "events.jsonl"))); !contiguous(seqs) || len(seqs) != 2*len(turn)+1 {
 		t.Errorf("after rescan and append: seqs %v", seqs)
 	}
+
+	// with nothing pending, the next request after a foreign append is refused outright: not accepted, not
+	// kept in a sidecar to retry
+	next := int64(2*len(turn) + 1)
+	foreign = fmt.Sprintf(`{"type":"plugin/foreign","seq":%d,"time":1,"data":{},"ignorable":true}`, next)
+	run(t, "", "sh", "-c", `echo "$0" >> "$1"`, foreign, art)
+	before := storeSum(t, store)
+	wantErrno(t, "append after a foreign append", writeAppend(t, s, turnLines(3, next, false)), syscall.EBUSY)
+	st = statusOf(t, s)
+	if st.lastErrorCode() != "LIVE_ELSEWHERE" || !strings.Contains(st.LastError.Message, "changed under this writer") || st.Pending != 0 {
+		t.Errorf("status after the refused append: pending %d, lastError %+v", st.Pending, st.LastError)
+	}
+	if !strings.Contains(m.log.String(), "LIVE_ELSEWHERE") {
+		t.Errorf("the refusal is not in the mount's log:\n%s", m.log)
+	}
+	sameSums(t, before, storeSum(t, store))
+	mustCtl(t, filepath.Join(m.dir, "ctl"), "rescan")
+	mustAppend(t, s, turnLines(3, next+1, false))
+	mustCtl(t, filepath.Join(s, "ctl"), "flush")
 	stopAndVerify(t, m, store)
 }
 

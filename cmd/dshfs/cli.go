@@ -69,6 +69,7 @@ type opts struct {
 	withSpill  bool
 	verify     bool
 	page       string
+	force      bool
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
@@ -127,6 +128,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.withSpill = true
 		case "verify":
 			o.verify = true
+		case "force":
+			o.force = true
 		}
 	}
 	return o, pos, nil
@@ -353,6 +356,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	}
 	st := eventstore.New(b)
 	st.Window, st.MaxLine = cfg.Writer.BatchWindow, cfg.Writer.MaxLineBytes
+	st.ForeignQuiet = cfg.Writer.ForeignQuiet
 	if st.Window == 0 {
 		st.Window = time.Nanosecond // batch_window = 0: each accepted request is written at once
 	}

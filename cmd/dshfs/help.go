@@ -42,25 +42,26 @@ sessions/<id>/transcript.html (links relative to the mount's root).`,
 Validates sessions as the harness's loader does (never repairing): one line per refused or corrupt session and
 per root error. Exit 0: every session opens in the harness; 1: something was refused; 2: an id is missing or
 the store cannot be read.`,
-	"append": `dshfs append [--config FILE] STORE ID [FILE|-]
+	"append": `dshfs append [--config FILE] [--force] STORE ID [FILE|-]
 Appends newline-delimited events ({"type":…,"data":…} plus optional seq, time, surfaceOp, sourceEventSeqs,
 ignorable) from FILE or stdin: all accepted together or none, then flushed and released. A session ending inside
-an open turn must be resumed first.`,
+an open turn must be resumed first. A session another process changed within [writer] foreign_quiet (a harness
+before 0.1.5 writing it) is refused as live elsewhere; --force acknowledges that change once no harness runs it.`,
 	"create": `dshfs create [--config FILE] [--cwd DIR] STORE [ID]
 Publishes a header-only session at once (default id: a new UUIDv4); the harness lists and opens it.`,
-	"resume": `dshfs resume [--config FILE] STORE ID
+	"resume": `dshfs resume [--config FILE] [--force] STORE ID
 The harness's resume: commits the crash repair (torn bytes kept in a sidecar, the interrupted closers) and a
-session/end-seed.`,
+session/end-seed. --force: as for append.`,
 	"fork": `dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
 The harness's fork: a child holding the parent's events 0..BOUNDARY (default: the last) and a session/end-seed,
 with parentSession and seedLength in its header. Refused inside an open turn (OPEN_TURN).`,
-	"compact": `dshfs compact [--config FILE] STORE ID [START END]
+	"compact": `dshfs compact [--config FILE] [--force] STORE ID [START END]
 Manual compaction, as the harness's /compact: the summarizer of [compaction] (default: the built-in extractive
 one) condenses everything but the newest surface node (or the surface range from seq START to seq END) into a
 checkpoint that replaces it on the surface; every raw event stays in the log. Refused while a turn is open or a
 compaction lock is live (exit 1); a summary that fails, is not smaller, or whose span changed meanwhile is
 recorded as a failed compaction/end (a summarizer's failure exits 2, as an I/O error does). (prune needs a turn
-held open by a live writer: it is a ctl command of the mount only.)`,
+held open by a live writer: it is a ctl command of the mount only.) --force: as for append.`,
 	"backup": `dshfs backup [--config FILE] [--mount MNT] [--with-spill] [--allow-empty] STORE DEST
 Copies STORE into DEST (new or empty), so that DEST is itself a store in the harness's layout, plus
 MANIFEST.json (versions, backend, the expected totals — sessions as ls counts them, events as check reads

@@ -53,7 +53,7 @@ func finish(ctx context.Context, st *eventstore.Store, out *bufio.Writer, r even
 // cmdAppend appends newline-delimited events (the append file's syntax) from FILE or stdin to a session:
 // all lines are validated and accepted together or none is, then flushed and released.
 func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.Writer, stderr io.Writer) (int, error) {
-	o, pos, err := parseArgs(args, map[string]bool{"config": true})
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "force": true})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -87,7 +87,11 @@ func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.W
 	}
 	id := pos[1]
 	r := eventstore.Result{Command: "append"}
-	w, err := st.Writer(ctx, id)
+	err = acknowledge(ctx, st, o, id)
+	var w *eventstore.Session
+	if err == nil {
+		w, err = st.Writer(ctx, id)
+	}
 	if err == nil {
 		if err = w.Accept(lines); err != nil {
 			if ce := eventstore.AsCommandError(err); ce.Line > 0 {
@@ -113,7 +117,7 @@ func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.W
 
 // cmdResume is the harness's resume: commit the crash repair and a session/end-seed.
 func cmdResume(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
-	o, pos, err := parseArgs(args, map[string]bool{"config": true})
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "force": true})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -150,7 +154,7 @@ func cmdCreate(ctx context.Context, args []string, out *bufio.Writer) (int, erro
 // cmdCompact is a manual compaction (ctl compact): the head-anchored span, or the surface range START..END,
 // summarized by the configured summarizer; refused, failed and changed attempts say why and exit 1.
 func cmdCompact(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
-	o, pos, err := parseArgs(args, map[string]bool{"config": true})
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "force": true})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -172,6 +176,23 @@ func runCommand(ctx context.Context, o opts, verb string, pos []string, out *buf
 	if err != nil {
 		return exitUsageErr, err
 	}
+	if err := acknowledge(ctx, st, o, req.Session); err != nil {
+		return finish(ctx, st, out, eventstore.Result{Command: verb, Err: eventstore.AsCommandError(err)})
+	}
 	env := command.Env{Store: st, Compaction: cfg.Compaction, Pruner: cfg.Pruner, Front: command.CLI}
 	return finish(ctx, st, out, env.Run(ctx, req).Record())
+}
+
+// acknowledge is --force: the user made sure that no harness runs session id, so the changes another
+// process made to it are accepted as they are (a lease another process holds, or a descriptor it has
+// open for writing, still refuses the write).
+func acknowledge(ctx context.Context, st *eventstore.Store, o opts, id string) error {
+	if !o.force || id == "" {
+		return nil
+	}
+	err := st.Acknowledge(ctx, id)
+	if eventstore.IsNotFound(err) {
+		return nil // the command itself says the session is missing
+	}
+	return err
 }

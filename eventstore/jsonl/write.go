@@ -46,6 +46,9 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 		if !exists(d) {
 			defer func() {
 				if !published {
+					// a session directory this call made holds nothing but the lease file it made (released
+					// by then): nobody else can have seen either
+					os.Remove(filepath.Join(d, LeaseName))
 					os.Remove(d) // only ever an empty directory
 				}
 			}()
@@ -59,6 +62,13 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 			return eventstore.Artifact{}, err
 		}
 	}
+	// The harness takes a new session's lease just before its first write: so does this one, so that a
+	// harness creating the same id meanwhile and this write exclude each other.
+	l, err := acquireLease(dir, h.ID)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	defer l.Release()
 	if exists(final) {
 		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
 			Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (load/resume it instead)`}
@@ -89,7 +99,8 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if err := b.syncDir(dir); err != nil {
 		return eventstore.Artifact{}, err
 	}
-	_ = os.Remove(tmp) // the publish is already durable; a stale temp link is harmless
+	_ = os.Remove(tmp)  // the publish is already durable; a stale temp link is harmless
+	_ = stampLease(dir) // unstamped, the next writer waits out the quiet period: the session is published
 	return statArtifact(final)
 }
 
@@ -254,6 +265,9 @@ func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content [
 	}
 	got := artifactOf(after)
 	_ = b.step(OpAck, path) // the bytes are durable: only a crash can happen here, not a failure
+	// never a failure: the batch is durable, and a failed write would be retried (unstamped, the next
+	// writer that opens the session waits out the quiet period)
+	_ = stampLease(filepath.Dir(path))
 	if got.Size != before.Size+int64(len(content)) {
 		return b.raced(path, before, got, content)
 	}
@@ -390,6 +404,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 	}
 	batch := append(append([]event.Event(nil), recovered...), closers...)
 	if len(batch) == 0 {
+		_ = stampLease(filepath.Dir(path))
 		return cur, nil
 	}
 	return b.appendBytes(path, cur, b.appendBatch(nil, batch))

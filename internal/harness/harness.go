@@ -190,6 +190,22 @@ func (h *Harness) AppendRate(t testing.TB, eventsFile, root, mode string, every 
 	return out
 }
 
+// Script installs the interop kit's script name (../shared/interop/NAME) beside the pinned packages, where
+// ESM resolves them, and returns its path.
+func (h *Harness) Script(t testing.TB, name string) string {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(fixtures.Shared(t), "interop", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// written under a temp name and renamed, so parallel tests never run a half-written copy
+	dst := filepath.Join(h.Cache, name)
+	if err := writeAtomic(dst, script); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // lockDir holds an exclusive lock on dir (a lock file in it) until the returned func is called.
 func lockDir(dir string) (unlock func(), err error) {
 	f, err := os.OpenFile(filepath.Join(dir, ".dshfs-lock"), os.O_RDWR|os.O_CREATE, 0o644)
