@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/internal/harness"
+	"github.com/dshfs/dshfs/internal/helperproc"
 )
 
 // leaseHolderEnv makes this test binary a lease holder (init below): a process holding the write lease of
@@ -41,29 +42,8 @@ func init() {
 // (or the test ends).
 func holdLease(t *testing.T, dir string) (release func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), leaseHolderEnv+"="+dir)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	release = func() {
-		if !done {
-			done = true
-			in.Close()
-			cmd.Wait()
-		}
-	}
-	t.Cleanup(release)
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+	line, release := helperproc.Start(t, leaseHolderEnv, dir)
+	if line != "ready" {
 		t.Fatalf("lease holder: %q", line)
 	}
 	return release

@@ -1,14 +1,12 @@
 package jsonl
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/eventtest"
+	"github.com/dshfs/dshfs/internal/helperproc"
 )
 
 // helperEnv makes this test binary a helper process (init below): another process holding a lease, an
@@ -77,37 +76,12 @@ func runHelper(mode string, args []string) int {
 	return 0
 }
 
-// helper starts this binary as a helper process and waits for its first line; it stops when the test
-// ends or when the returned func is called.
+// helper starts this binary as a helper process in mode and waits for its first line; it stops when the
+// test ends or when the returned func is called.
 func helper(t *testing.T, mode string, args ...string) (first string, stop func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$"}, args...)...)
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			in.Close()
-			cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("helper %s: %v", mode, err)
-	}
-	return strings.TrimSpace(line), stop
+	first, stop = helperproc.Start(t, helperEnv, mode, args...)
+	return strings.TrimSpace(first), stop
 }
 
 var bg = context.Background()
