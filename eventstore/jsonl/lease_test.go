@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -234,9 +235,26 @@ func TestLeaseBetweenDshfsProcesses(t *testing.T) {
 	}
 }
 
-// foreignAppend appends a line to the artifact as a harness without the lease does: no lock, no stamp.
+// foreignAppend appends a line to the artifact as a harness without the lease does: no lock, no stamp. It
+// writes in a later tick of the file-time clock than dshfs's last stamp: file times are coarse (a few ms),
+// and a change in the very tick of dshfs's own write cannot be told from it by time.
 func foreignAppend(t *testing.T, path string, seq int) {
 	t.Helper()
+	if stamp, err := os.Stat(filepath.Join(filepath.Dir(path), LeaseName)); err == nil {
+		probe := filepath.Join(t.TempDir(), "tick")
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if err := os.WriteFile(probe, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(probe); err == nil && fi.ModTime().After(stamp.ModTime()) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the file clock does not pass the lease's stamp")
+			}
+			runtime.Gosched()
+		}
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
