@@ -5,12 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dshfs/dshfs/internal/procscan"
 )
 
 // FileWriter is another process that holds a file open for writing.
@@ -41,45 +41,22 @@ func OpenWriters(path string, fi os.FileInfo) []FileWriter {
 	if real, err = filepath.Abs(real); err != nil {
 		return nil
 	}
-	proc, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	pids, _ := proc.Readdirnames(-1)
-	proc.Close()
-	self := os.Getpid()
-	res := make(chan []FileWriter, 1)
-	go func() {
-		var out []FileWriter
-		for _, p := range pids {
-			pid, err := strconv.Atoi(p)
-			if err != nil || pid == self {
-				continue
-			}
-			if _, busy := inScan.LoadOrStore(pid, true); busy {
-				continue // an earlier look at this process has not returned
-			}
-			w := writesFile(pid, real, st.Ino)
-			inScan.Delete(pid)
-			if w {
-				out = append(out, FileWriter{PID: pid, Comm: comm(pid)})
-			}
+	writers, complete := procscan.Scan(&procs, scanTimeout, func(pid int) (FileWriter, bool) {
+		if !writesFile(pid, real, st.Ino) {
+			return FileWriter{}, false
 		}
-		res <- out
-	}()
-	select {
-	case out := <-res:
-		return out
-	case <-time.After(scanTimeout):
+		return FileWriter{PID: pid, Comm: procscan.Comm(pid)}, true
+	})
+	if !complete {
 		return nil // the revision and quiet-period checks still stand; the open descriptor is unknown
 	}
+	return writers
 }
 
-// inScan holds the pids whose descriptor table a scan is reading. Reading another process's /proc
-// entries can block for as long as that process is stuck in the kernel (a process in D state on a hung
-// FUSE mount): a scan waits scanTimeout at most, and later scans skip a process still being read, so
-// one stuck process costs one blocked goroutine, never a hung write.
-var inScan sync.Map
+// procs is the writers' scanner: a process stuck in the kernel (in D state on a hung FUSE mount) blocks
+// reads of its /proc entries for as long as it is stuck; a scan waits scanTimeout at most, and later scans
+// skip a process still being read, so one stuck process costs one blocked goroutine, never a hung write.
+var procs procscan.Scanner
 
 const scanTimeout = 500 * time.Millisecond
 
@@ -120,12 +97,4 @@ func fdWrites(pid int, fd string, ino uint64) bool {
 		}
 	}
 	return writes
-}
-
-func comm(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }

@@ -7,19 +7,23 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/dshfs/dshfs/internal/procscan"
 )
 
 // holders names the processes that keep mountpoint busy: those whose working directory, root or an open
 // file lies at or below it, as "pid 812 (bash: cwd)". Read from /proc by readlink, which asks no FUSE
 // server (the kernel prints the path it holds); processes of other users are invisible to an unprivileged
-// dshfs, and a process that does not answer within d is left out (scanProcs). At most max entries.
+// dshfs, and a process that does not answer within d is left out (procscan). At most max entries.
 func holders(mountpoint string, max int, d time.Duration) []string {
 	if mountpoint == "" {
 		return nil
 	}
-	out := scanProcs(d, func(pid string) string { return holder(pid, mountpoint) })
+	out, _ := procscan.Scan(&procs, d, func(pid int) (string, bool) {
+		h := holder(strconv.Itoa(pid), mountpoint)
+		return h, h != ""
+	})
 	sort.Strings(out)
 	if len(out) > max {
 		out = append(out[:max], fmt.Sprintf("%d more", len(out)-max))
@@ -27,47 +31,8 @@ func holders(mountpoint string, max int, d time.Duration) []string {
 	return out
 }
 
-// scanProcs calls read for every process but this one, each in its own goroutine, and returns the
-// non-empty answers given within d. A /proc read of a process stuck in the kernel blocks for as long as it
-// is stuck: its pid is skipped from then on (its goroutine stays blocked, one per stuck process) rather
-// than stall every scan.
-func scanProcs(d time.Duration, read func(pid string) string) []string {
-	self := strconv.Itoa(os.Getpid())
-	procs, _ := os.ReadDir("/proc")
-	results := make(chan string, len(procs))
-	n := 0
-	for _, p := range procs {
-		pid := p.Name()
-		if pid == "" || pid[0] < '0' || pid[0] > '9' || pid == self {
-			continue
-		}
-		if _, stuck := stuckProcs.LoadOrStore(pid, true); stuck {
-			continue // stuck, or being read by another scan
-		}
-		n++
-		go func() {
-			r := read(pid)
-			stuckProcs.Delete(pid)
-			results <- r
-		}()
-	}
-	var out []string
-	deadline := time.After(d)
-	for range n {
-		select {
-		case r := <-results:
-			if r != "" {
-				out = append(out, r)
-			}
-		case <-deadline:
-			return out
-		}
-	}
-	return out
-}
-
-// stuckProcs are the pids whose /proc entries did not answer a scan (holders), by pid.
-var stuckProcs sync.Map
+// procs is the mount's own /proc scanner (its stuck processes are its own to skip).
+var procs procscan.Scanner
 
 // holder is how process pid holds mountpoint ("" when it does not).
 func holder(pid, mountpoint string) string {
@@ -95,8 +60,8 @@ func holder(pid, mountpoint string) string {
 	if len(how) == 0 {
 		return ""
 	}
-	comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
-	return fmt.Sprintf("pid %s (%s: %s)", pid, strings.TrimSpace(string(comm)), strings.Join(how, ", "))
+	n, _ := strconv.Atoi(pid)
+	return fmt.Sprintf("pid %s (%s: %s)", pid, procscan.Comm(n), strings.Join(how, ", "))
 }
 
 // backoff is when a still-busy mount is reported again: once at the first failed unmount, then after 5 s,

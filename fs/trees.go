@@ -4,12 +4,14 @@ import (
 	"container/list"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/dshfs/dshfs/internal/procscan"
 	"github.com/dshfs/dshfs/nodes"
 )
 
@@ -102,11 +104,9 @@ func (f *FS) workingDirs() *workingDirs {
 		// each process read apart, under a deadline: a process stuck in the kernel would block a readlink of
 		// its cwd, and with it every walk of the mount
 		c.at = time.Now()
-		c.dirs = scanProcs(cwdScanDeadline, func(pid string) string {
-			if cwd, err := os.Readlink("/proc/" + pid + "/cwd"); err == nil && strings.HasPrefix(cwd, w.sessions) {
-				return cwd
-			}
-			return ""
+		c.dirs, _ = procscan.Scan(&procs, cwdScanDeadline, func(pid int) (string, bool) {
+			cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+			return cwd, err == nil && strings.HasPrefix(cwd, w.sessions)
 		})
 	}
 	w.dirs = c.dirs

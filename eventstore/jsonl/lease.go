@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/internal/procscan"
 )
 
 // LeaseName is the harness's write lease file in a session's directory (0.1.5 and later: its lease.ts).
@@ -98,19 +98,14 @@ func openLease(path string) (*os.File, error) {
 func owned(id string, holder int) error {
 	who := ""
 	if holder > 0 {
-		who = ", pid " + strconv.Itoa(holder) + commOf(holder)
+		who = ", pid " + strconv.Itoa(holder)
+		if c := procscan.Comm(holder); c != "" {
+			who += " (" + c + ")"
+		}
 	}
 	return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeOwned,
 		Message: `session "` + id + `" is already owned by an active write handle: its write lease is held by another process (` +
 			LeaseName + ")" + who + "; nothing was written, and writes are refused until that writer closes the session"}
-}
-
-func commOf(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return " (" + strings.TrimSpace(string(b)) + ")"
 }
 
 // stampLease marks the session directory's lease file as changed now, after a write this process made
