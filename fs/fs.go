@@ -173,22 +173,13 @@ func (f *FS) StoreStatus() []byte {
 // current snapshot (the view cache's, so a page costs the sessions on it).
 func (f *FS) StoreIndex(ctx context.Context, p int) ([]byte, bool) {
 	l := f.Listing()
-	pages := views.IndexPages(len(l.Entries))
-	if p < 1 || p > pages {
-		return nil, false
-	}
-	order := views.IndexOrder(l.Entries)
-	lo, hi := (p-1)*views.IndexPageSize, min(p*views.IndexPageSize, len(order))
-	rows := make([]views.IndexRow, 0, hi-lo)
-	for _, i := range order[lo:hi] {
-		e := l.Entries[i]
+	return views.StoreIndex(ctx, l.Entries, p, func(i int) string { return l.Names[i] }, func(e eventstore.Entry) *views.Session {
 		s, err := f.Session(ctx, e.ID)
 		if err != nil {
-			s = views.FromEntry(f.opts.Store, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, f.viewOptions())
+			return views.FromEntry(f.opts.Store, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, f.viewOptions())
 		}
-		rows = append(rows, views.IndexRowOf(s, l.Names[i]))
-	}
-	return views.IndexPage(ctx, rows, p, pages, len(l.Entries)), true
+		return s
+	})
 }
 
 // StoreStats renders the root stats.json: the mount's cache counters. They move with every read, so they

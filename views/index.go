@@ -95,6 +95,24 @@ func IndexPageName(p int) string {
 	return "index-" + strconv.Itoa(p) + ".html"
 }
 
+// StoreIndex renders page p (from 1) of the index of a store whose listing is entries: dir names each
+// entry's directory under sessions/, and session gives its snapshot (a refused one's is a refused row).
+// ok is false for a page past the last. The mount and `dshfs index` both render through it.
+func StoreIndex(ctx context.Context, entries []eventstore.Entry, p int, dir func(i int) string,
+	session func(e eventstore.Entry) *Session) (page []byte, ok bool) {
+	pages := IndexPages(len(entries))
+	if p < 1 || p > pages {
+		return nil, false
+	}
+	order := IndexOrder(entries)
+	lo, hi := (p-1)*IndexPageSize, min(p*IndexPageSize, len(order))
+	rows := make([]IndexRow, 0, hi-lo)
+	for _, i := range order[lo:hi] {
+		rows = append(rows, IndexRowOf(session(entries[i]), dir(i)))
+	}
+	return IndexPage(ctx, rows, p, pages, len(entries)), true
+}
+
 // IndexPage renders page p of pages of the index: its rows, in order. Like the transcript page it is
 // self-contained (inline style, no script, nothing fetched) and its links are relative to the mount's
 // root.

@@ -65,7 +65,7 @@ func (s *Session) writeTranscript(w transcriptWriter) error {
 	if s.Refusal != nil {
 		return s.Refusal
 	}
-	fold, err := s.Fold()
+	classes, err := s.classify()
 	if err != nil {
 		return err
 	}
@@ -79,10 +79,7 @@ func (s *Session) writeTranscript(w transcriptWriter) error {
 	}
 	st := transcriptState{unknown: map[int64]eventstore.UnknownOutcome{}, records: map[int64]compaction.Record{},
 		prunes: map[int64]compaction.Prune{}, spills: map[int64][]spill.Row{},
-		classes: surface.Classify(s.semantic(), fold), events: s.Events, seedLength: -1}
-	if h := s.Header; h != nil && h.ParentSession != nil && h.SeedLength != nil && h.SeedLength.Kind == event.KindNumber {
-		st.seedLength = int64(h.SeedLength.Num)
-	}
+		classes: classes, events: s.Events, seedLength: s.forkSeed()}
 	for _, u := range eventstore.UnknownOutcomes(s.Events) {
 		st.unknown[u.CallSeq] = u
 	}

@@ -47,10 +47,7 @@ func (s *Session) Usage() ([]StepUsage, []UsageMarker, error) {
 	var steps []StepUsage
 	var window event.Value
 	open := -1 // index in steps of the open step
-	seedLength := int64(-1)
-	if h := s.Header; h != nil && h.ParentSession != nil && h.SeedLength != nil && h.SeedLength.Kind == event.KindNumber {
-		seedLength = int64(h.SeedLength.Num)
-	}
+	seedLength := s.forkSeed()
 	var markers []UsageMarker
 	for _, r := range recs {
 		if r.State == compaction.Complete {
@@ -197,7 +194,7 @@ func (s *Session) UsageSVG() ([]byte, error) {
 	var b strings.Builder
 	f := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	f(`<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" viewBox="0 0 %g %g" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	f(`<title>Token usage of session %s</title>`+"\n", xmlText(s.ID))
+	f(`<title>Token usage of session %s</title>`+"\n", htmlText(s.ID))
 	f(`<rect width="%g" height="%g" fill="#ffffff"/>`+"\n", width, height)
 	f(`<text x="%g" y="20" font-size="14" font-weight="bold">Context sent per step (input tokens) over seq</text>`+"\n", left)
 	f(`<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#888"/>`+"\n", left, topY+topH, width-right, topY+topH)
@@ -277,5 +274,3 @@ func (s *Session) UsageSVG() ([]byte, error) {
 }
 
 func tokensText(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-
-func xmlText(s string) string { return htmlText(s) }

@@ -79,6 +79,10 @@ type Session struct {
 	tracer     *surface.Tracer
 	tracerErr  error
 
+	classOnce sync.Once
+	classes   []surface.Class
+	classErr  error
+
 	compOnce sync.Once
 	records  []compaction.Record
 	prunes   []compaction.Prune
@@ -207,10 +211,33 @@ func (s *Session) semantic() []event.Event {
 	return s.Events
 }
 
+// forkSeed is the seq of a fork's end-seed — the header's seedLength, the events copied from the parent —
+// and -1 for a session that is no fork.
+func (s *Session) forkSeed() int64 {
+	if h := s.Header; h != nil && h.ParentSession != nil && h.SeedLength != nil && h.SeedLength.Kind == event.KindNumber {
+		return int64(h.SeedLength.Num)
+	}
+	return -1
+}
+
 // Fold is the surface fold of the session's events (computed once).
 func (s *Session) Fold() (*surface.Result, error) {
 	s.foldOnce.Do(func() { s.fold, s.foldErr = surface.Fold(s.semantic()) })
 	return s.fold, s.foldErr
+}
+
+// classify is every event's class — current, shadowed, log-only — over the fold (computed once: the
+// shadowed view, the spill index and the transcript all read it).
+func (s *Session) classify() ([]surface.Class, error) {
+	s.classOnce.Do(func() {
+		fold, err := s.Fold()
+		if err != nil {
+			s.classErr = err
+			return
+		}
+		s.classes = surface.Classify(s.semantic(), fold)
+	})
+	return s.classes, s.classErr
 }
 
 // Tracer answers traces for this snapshot (built once).
@@ -540,12 +567,12 @@ type WriteError = eventstore.WriteError
 
 // Shadowed lists the events that replacements shadowed, in seq order.
 func (s *Session) Shadowed() ([]event.Event, error) {
-	fold, err := s.Fold()
+	classes, err := s.classify()
 	if err != nil {
 		return nil, err
 	}
 	var out []event.Event
-	for seq, c := range surface.Classify(s.semantic(), fold) {
+	for seq, c := range classes {
 		if c == surface.Shadowed {
 			out = append(out, s.Events[seq])
 		}
@@ -555,11 +582,10 @@ func (s *Session) Shadowed() ([]event.Event, error) {
 
 // SpillRows is the spill index of this snapshot; every locator is re-resolved now.
 func (s *Session) SpillRows() ([]spill.Row, error) {
-	fold, err := s.Fold()
+	classes, err := s.classify()
 	if err != nil {
 		return nil, err
 	}
-	classes := surface.Classify(s.semantic(), fold)
 	roots := s.opts.Spill
 	if roots == nil {
 		roots = spill.NewRootsExact(nil)

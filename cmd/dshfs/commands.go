@@ -173,25 +173,22 @@ func cmdIndex(ctx context.Context, args []string, out *bufio.Writer) (int, error
 	if err != nil {
 		return exitUsageErr, err
 	}
-	pages := views.IndexPages(len(l.Entries))
-	if page > pages {
-		return exitUsageErr, &usageError{fmt.Sprintf("the index of %d sessions has %d pages", len(l.Entries), pages)}
-	}
-	order := views.IndexOrder(l.Entries)
-	lo, hi := (page-1)*views.IndexPageSize, min(page*views.IndexPageSize, len(order))
-	rows := make([]views.IndexRow, 0, hi-lo)
 	opts := views.Options{Spill: spill.NewRoots(cfg.Spill.Roots)}
-	for _, i := range order[lo:hi] {
-		e := l.Entries[i]
-		var s *views.Session
-		if e.Refusal != nil {
-			s = views.FromEntry(st, e, opts)
-		} else if s, err = views.Load(ctx, st, e.ID, opts); err != nil {
-			s = views.FromEntry(st, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, opts)
-		}
-		rows = append(rows, views.IndexRowOf(s, spill.NameSegment(e.ID)))
+	b, ok := views.StoreIndex(ctx, l.Entries, page, func(i int) string { return spill.NameSegment(l.Entries[i].ID) },
+		func(e eventstore.Entry) *views.Session {
+			if e.Refusal != nil {
+				return views.FromEntry(st, e, opts)
+			}
+			s, err := views.Load(ctx, st, e.ID, opts)
+			if err != nil {
+				return views.FromEntry(st, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, opts)
+			}
+			return s
+		})
+	if !ok {
+		return exitUsageErr, &usageError{fmt.Sprintf("the index of %d sessions has %d pages", len(l.Entries), views.IndexPages(len(l.Entries)))}
 	}
-	out.Write(views.IndexPage(ctx, rows, page, pages, len(l.Entries)))
+	out.Write(b)
 	return exitOK, nil
 }
 
