@@ -191,6 +191,11 @@ func (b *Backend) checkLaterHeader(files SessionFiles, g GenerationFile) error {
 	if err != nil {
 		return err
 	}
+	return laterVersionRefusal(rec, g, path)
+}
+
+// laterVersionRefusal is checkLaterHeader's verdict on a header record already read.
+func laterVersionRefusal(rec []byte, g GenerationFile, path string) error {
 	if err := headerVersionMatches(rec, g.Gen); err != nil {
 		return fmt.Errorf("%w (raw log: %s)", err, path)
 	}

@@ -1028,10 +1028,15 @@ func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g Gene
 			e.HeaderLine = bytes.Clone(bytes.TrimSuffix(rec, []byte("\n")))
 		}
 	}
-	if e.Refusal = b.checkGeneration(files, g); e.Refusal != nil || err != nil {
-		if e.Refusal == nil {
-			e.Refusal = err
-		}
+	// checkGeneration's verdict, on the record read once here
+	if err == nil {
+		err = laterVersionRefusal(rec, g, e.Path)
+	}
+	if err == nil && !readsGeneration(g.Gen) {
+		err = b.generationError(files, g)
+	}
+	if err != nil {
+		e.Refusal = err
 		return e
 	}
 	// a generation this package reads: its header as the codec restores it
