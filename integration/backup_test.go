@@ -432,7 +432,8 @@ func TestBackupWithoutMount(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		next := map[string]int64{}
-		for turn := 1; ; turn++ {
+		turns := map[string]int{} // the turns written: a refused append writes none, so its turn comes again
+		for {
 			select {
 			case <-stop:
 				done <- nil
@@ -440,7 +441,7 @@ func TestBackupWithoutMount(t *testing.T) {
 			default:
 			}
 			for _, id := range ids {
-				lines := turnLines(turn, next[id], false)
+				lines := turnLines(turns[id]+1, next[id], false)
 				in := filepath.Join(store, "..", "in-"+id+".jsonl")
 				if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 					done <- err
@@ -450,6 +451,7 @@ func TestBackupWithoutMount(t *testing.T) {
 				switch {
 				case r.code == 0:
 					next[id] += int64(len(lines))
+					turns[id]++
 				case strings.Contains(string(r.stderr), "is being written by another"): // the backup holds its lock (its pid named when known)
 				default:
 					done <- fmt.Errorf("append: exit %d %s", r.code, r.stderr)
