@@ -243,6 +243,7 @@ func TestWriteForeignChangeAcknowledged(t *testing.T) {
 	cli(t, 0, "append", "--config", cfg, store, "s", linesFile(t, turn))
 	art := artifactOf(t, store, "s")
 	foreign := func(seq int) {
+		afterStamp(t, filepath.Dir(art))
 		line := fmt.Sprintf(`{"type":"plugin/foreign","seq":%d,"time":1,"data":{},"ignorable":true}`, seq)
 		run(t, "", "sh", "-c", `echo "$0" >> "$1"`, line, art)
 	}
@@ -275,4 +276,23 @@ func TestWriteForeignChangeAcknowledged(t *testing.T) {
 		t.Errorf("seqs after the acknowledged writes: %v", seqs)
 	}
 	cli(t, 0, "check", store)
+}
+
+// afterStamp waits until the file clock has passed the stamp dshfs left on the session directory's lease
+// file: file times are coarse (a few ms), and a foreign change in the very tick of dshfs's own last write
+// cannot be told from it by time (docs/writing.md).
+func afterStamp(t *testing.T, dir string) {
+	t.Helper()
+	stamp, err := os.Stat(filepath.Join(dir, "session.lock"))
+	if err != nil {
+		return // no stamp: any change is newer
+	}
+	probe := filepath.Join(t.TempDir(), "tick")
+	waitFor(t, "the file clock to pass the lease's stamp", func() (bool, string) {
+		if err := os.WriteFile(probe, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(probe)
+		return err == nil && fi.ModTime().After(stamp.ModTime()), ""
+	})
 }
