@@ -10,4 +10,13 @@ require (
 	golang.org/x/sys v0.28.0
 )
 
-require github.com/yuin/goldmark v1.8.7
+require (
+	github.com/jackc/pgx/v5 v5.13.0
+	github.com/yuin/goldmark v1.8.7
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
