@@ -48,6 +48,7 @@ type Server struct {
 	logPath string
 	dbs     atomic.Int64
 	cred    *syscall.Credential
+	opts    Options
 }
 
 // binDir finds the server binaries: $DSHFS_PG_BINDIR, Debian's /usr/lib/postgresql/<major>/bin (the
@@ -89,8 +90,18 @@ func credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-// Start initializes and starts a server. Stop ends it and removes its directory.
-func Start() (*Server, error) {
+// Options are a server's settings beyond the defaults.
+type Options struct {
+	// Durable keeps the server's own durability (fsync, synchronous commit, full-page writes), which tests
+	// turn off: a benchmark measures what a real server costs.
+	Durable bool
+}
+
+// Start initializes and starts a server for tests. Stop ends it and removes its directory.
+func Start() (*Server, error) { return StartWith(Options{}) }
+
+// StartWith is Start with options.
+func StartWith(o Options) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -104,7 +115,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bin: bin, Socket: dir, logPath: filepath.Join(dir, "server.log"), cred: cred}
+	s := &Server{dir: dir, bin: bin, Socket: dir, logPath: filepath.Join(dir, "server.log"), cred: cred, opts: o}
 	if err := s.init(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -173,10 +184,13 @@ func (s *Server) start(port int) error {
 	if err != nil {
 		return err
 	}
-	// Durability settings are off: the tests prove dshfs's transactions, not the server's disk.
-	cmd := s.command("postgres", "-D", filepath.Join(s.dir, "data"), "-k", s.Socket, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=64MB")
+	args := []string{"-D", filepath.Join(s.dir, "data"), "-k", s.Socket, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", "-c", "shared_buffers=128MB"}
+	if !s.opts.Durable {
+		// the tests prove dshfs's transactions, not the server's disk
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	cmd := s.command("postgres", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
