@@ -60,8 +60,6 @@ type Backend struct {
 	locks map[string]*writerLock // the writer locks this Backend holds, by session id
 }
 
-
-
 // IsDSN reports whether a STORE names a fleet store: a postgres:// or postgresql:// URL.
 func IsDSN(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
