@@ -200,9 +200,12 @@ func TestReadOnlyRole(t *testing.T) {
 	for name, write := range map[string]func() error{
 		"lock":        func() error { _, err := r.Lock(ctx, "s"); return err },
 		"materialize": func() error { _, err := r.Materialize(ctx, contractHeader("t"), nil); return err },
-		"append":      func() error { _, err := r.AppendBatch(ctx, contractHeader("s"), p.Artifact, eventtest.Log(t, turnSpecs(1)...)[:1], nil); return err },
-		"ingest":      func() error { return r.Ingest(ctx, "h2", "t", header("t"), 0, nil) },
-		"release":     func() error { return r.Release(ctx, "", "s") },
+		"append": func() error {
+			_, err := r.AppendBatch(ctx, contractHeader("s"), p.Artifact, eventtest.Log(t, turnSpecs(1)...)[:1], nil)
+			return err
+		},
+		"ingest":  func() error { return r.Ingest(ctx, "h2", "t", header("t"), 0, nil) },
+		"release": func() error { return r.Release(ctx, "", "s") },
 	} {
 		err := write()
 		var ce *eventstore.CommandError
