@@ -39,7 +39,7 @@ const usage = `usage:
   dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
   dshfs verify [--config FILE] DEST
   dshfs restore [--config FILE] BACKUP DEST
-  dshfs convert [--config FILE] [--verify] SRC DST
+  dshfs convert [--config FILE] [--verify] [--session ID]... SRC DST
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
@@ -70,6 +70,7 @@ type opts struct {
 	verify     bool
 	page       string
 	force      bool
+	sessions   []string // --session ID, repeatable
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
@@ -91,7 +92,7 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 		if !allowed[name] {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
-		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page"
+		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page" || name == "session"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -130,6 +131,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.verify = true
 		case "force":
 			o.force = true
+		case "session":
+			o.sessions = append(o.sessions, val)
 		}
 	}
 	return o, pos, nil
@@ -142,6 +145,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	out := bufio.NewWriterSize(stdout, 1<<16)
 	defer out.Flush()
+	stderr = maskSecrets(stderr, args)
 	ctx := context.Background()
 	var code int
 	var err error

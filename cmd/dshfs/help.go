@@ -86,15 +86,18 @@ Verifies BACKUP, then copies its artifacts into DEST — a new or empty director
 SHA-256; BACKUP is only read. Refused: a backup that does not verify (--force restores it anyway, each
 problem printed as a warning), and a backup of no sessions (--allow-empty restores it as an empty store).
 Then "dshfs mount --read-only DEST MNT" serves the restored store.`,
-	"convert": `dshfs convert [--config FILE] [--verify] SRC DST
-Copies every session of SRC into DST across backends (JSONL raw, JSONL zstd, SQLite; a new DST named *.db,
+	"convert": `dshfs convert [--config FILE] [--verify] [--session ID]... SRC DST
+Copies every session of SRC into DST across backends (JSONL raw, JSONL zstd, SQLite, a fleet store
+postgres://…; a new DST named *.db,
 *.sqlite or *.sqlite3 is a SQLite database, else a JSONL root with the config's writer.compression): the stored
 log of each, headers and logical events identical. One line per session (outcome, id, events, reason).
 Resumable: a session already identical in DST is skipped, one DST holds a prefix of is completed, one that
 differs is refused and never overwritten. Sessions SRC refuses or DST cannot hold as written are skipped by
 name and reason; a torn tail is not part of the stored log and is left behind (reported). --verify re-reads DST
-and compares. A progress bar on a terminal. Exit 0: all converted; 1: something was skipped or differs; 2: an
-I/O error.`,
+and compares events and the surface a resume derives. --session ID (repeatable, or SRC
+postgres://…/db?session=ID) converts only that session — a handover: the harness resumes it in DST; an ID
+SRC lacks is reported "missing". A progress bar on a terminal. Exit 0: all converted; 1: something was
+skipped or differs; 2: an I/O or connection error, or a missing session.`,
 	"version": `dshfs version
 Prints dshfs's version, the harness release and the session format version it reads and writes.`,
 	"help": `dshfs help [CMD]
