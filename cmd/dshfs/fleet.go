@@ -2,17 +2,16 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/dshfs/dshfs/eventstore/postgres"
 )
 
 // isFleetDSN reports a STORE that names a fleet store (a PostgreSQL connection URL).
-func isFleetDSN(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
+func isFleetDSN(s string) bool { return postgres.IsDSN(s) }
 
 // sessionParam takes dshfs's own `session` parameters out of a fleet store URL (postgres://…/db?session=ID,
 // the handover form of convert's --session) and returns the URL without them — the driver refuses a
@@ -136,17 +135,5 @@ func storeName(spec string) string {
 	if !isFleetDSN(spec) {
 		return spec
 	}
-	u, err := url.Parse(spec)
-	if err != nil {
-		return "the fleet store (an unparsable URL)"
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return fmt.Sprint(u)
+	return postgres.Redact(spec)
 }
