@@ -644,3 +644,34 @@ func hoDropped(t *testing.T, s *pgtest.Server, db, cmd, dsn, dst string) result 
 	}
 	return <-done
 }
+
+// TestFleetEmpty: reading an empty database (no fleet schema yet) creates nothing: ls warns naming the store
+// without its password, backup refuses an empty backup (exit 1) and leaves no DEST, and convert out of it
+// converts nothing.
+func TestFleetEmpty(t *testing.T) {
+	s, db, _ := hoFleet(t)
+	role := fmt.Sprintf("ho_owner_%d", os.Getpid())
+	s.CreateRole(t, db, role, hoSecret, false)
+	tcp := s.TCPDSN(db, role, hoSecret)
+	ls := hoMust(t, 0, nil, "ls", tcp)
+	if !strings.Contains(string(ls.stderr), "holds no sessions") || !strings.Contains(string(ls.stderr), role+"@127.0.0.1") {
+		t.Errorf("ls of an empty fleet store warned:\n%s", ls.stderr)
+	}
+	dest := filepath.Join(t.TempDir(), "b")
+	b := hoMust(t, 1, nil, "backup", tcp, dest)
+	if _, err := os.Stat(dest); err == nil {
+		t.Error("a refused backup left its DEST")
+	}
+	c := hoMust(t, 0, nil, "convert", tcp, filepath.Join(t.TempDir(), "c"))
+	hoNoSecret(t, "an empty fleet store", ls.stdout, ls.stderr, b.stdout, b.stderr, c.stdout, c.stderr)
+	var n int
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("reading an empty database created %d tables (%v)", n, err)
+	}
+}

@@ -269,6 +269,9 @@ func warnEmpty(stderr io.Writer, st *eventstore.Store, l eventstore.Listing) {
 		return
 	}
 	root := storeRoot(st)
+	if l, ok := st.Backend().(interface{ Location() string }); ok && root == "" {
+		root = l.Location() // a fleet store: its URL without the password
+	}
 	hint := ""
 	if fi, err := os.Stat(filepath.Join(root, "sessions")); err == nil && fi.IsDir() {
 		hint = " (did you mean " + filepath.Join(root, "sessions") + "?)"
