@@ -225,7 +225,7 @@ func backupFleet(ctx context.Context, spec, dest string, cfg config.Config, with
 	if err != nil {
 		return exitUsageErr, err
 	}
-	name := storeLocation(st, spec)
+	name := storeName(st)
 	if len(l.Entries) == 0 && !allowEmpty {
 		return exitFound, fmt.Errorf("%s holds no sessions: refusing an empty backup (give --allow-empty to take one anyway)", name)
 	}
@@ -248,15 +248,6 @@ func backupFleet(ctx context.Context, spec, dest string, cfg config.Config, with
 	}
 	printBackup(out, dest, m)
 	return exitOK, nil
-}
-
-// storeLocation is how a message or a manifest names an opened store: the backend's own name for it
-// (a fleet store's URL without its password), else the argument as given, its password masked.
-func storeLocation(st *eventstore.Store, spec string) string {
-	if l, ok := st.Backend().(interface{ Location() string }); ok {
-		return l.Location()
-	}
-	return storeName(spec)
 }
 
 // cmdVerify reports every problem of a backup, one line each, and exits as check does; a backup with

@@ -36,7 +36,7 @@ func cmdConvert(ctx context.Context, args []string, out *bufio.Writer, stderr io
 		}
 	}
 	if sameFleet(pos[0], pos[1]) {
-		return exitUsageErr, fmt.Errorf("convert: SRC and DST are the same store (%s)", storeName(pos[0]))
+		return exitUsageErr, fmt.Errorf("convert: SRC and DST are the same store (%s)", specName(pos[0]))
 	}
 	cfg, err := loadConfig(o.config)
 	if err != nil {

@@ -130,8 +130,8 @@ func sameFleet(a, b string) bool {
 	return isFleetDSN(a) && isFleetDSN(b) && strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
 }
 
-// storeName is how a message names a store argument: a fleet URL without its password.
-func storeName(spec string) string {
+// specName is how a message names a store argument: a fleet URL without its password.
+func specName(spec string) string {
 	if !isFleetDSN(spec) {
 		return spec
 	}

@@ -60,10 +60,10 @@ func TestMaskSecrets(t *testing.T) {
 	}
 }
 
-// TestStoreName: a fleet URL is named without its password.
-func TestStoreName(t *testing.T) {
-	got := storeName("postgres://alice:hunter22@h/db?password=other77&sslmode=disable")
+// TestSpecName: a fleet URL is named without its password.
+func TestSpecName(t *testing.T) {
+	got := specName("postgres://alice:hunter22@h/db?password=other77&sslmode=disable")
 	if strings.Contains(got, "hunter22") || strings.Contains(got, "other77") || !strings.Contains(got, "alice") {
-		t.Fatalf("storeName = %s", got)
+		t.Fatalf("specName = %s", got)
 	}
 }

@@ -105,7 +105,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitUsageErr, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	log.Info("mounted", "store", storeName(storeSpec), "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
+	log.Info("mounted", "store", specName(storeSpec), "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
 	go watch()
 	serveErr := dfs.Serve(server, mountpoint, sigs, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
 		func() { f.FlushAll(context.Background()) })

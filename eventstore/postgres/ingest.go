@@ -127,7 +127,7 @@ func encodeBatch(id string, from int64, lines [][]byte) ([]storedLine, error) {
 
 // Held returns what the store holds of session id (Exists false when nothing).
 func (b *Backend) Held(ctx context.Context, id string) (Holding, error) {
-	if b.pristine {
+	if b.empty(ctx) {
 		return Holding{}, nil
 	}
 	var h Holding
