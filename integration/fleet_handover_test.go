@@ -259,6 +259,15 @@ func TestFleetHandoverRoundTrip(t *testing.T) {
 	if len(after[0].Stored) <= len(first[0].Stored) {
 		t.Fatalf("the harness's resume wrote nothing: %d stored events before, %d after", len(first[0].Stored), len(after[0].Stored))
 	}
+	// an id the fleet store does not hold: reported missing, exit 2, nothing converted
+	dst3 := filepath.Join(t.TempDir(), "none")
+	miss := hoMust(t, 2, nil, "convert", "--session", "no-such-session", dsn, dst3)
+	if !strings.HasPrefix(string(miss.stdout), "missing\tno-such-session\t") {
+		t.Fatalf("convert of a missing id printed %q", miss.stdout)
+	}
+	if entries, _ := os.ReadDir(dst3); len(entries) != 0 {
+		t.Fatalf("a convert of nothing wrote %v", entries)
+	}
 	// the handed-over session is dshfs's to resume as well, and the fleet store still has it as it was
 	hoMust(t, 0, nil, "check", dst2)
 	hoSame(t, "the handover", before, hoSnapshot(t, s, db))
@@ -331,6 +340,13 @@ func TestFleetConvertInAndOut(t *testing.T) {
 		t.Fatalf("the harness lists %d sessions out of the fleet store, %d went in", len(ids), n)
 	}
 	hoAgree(t, h, src, dst, ids...)
+	// and out into a SQLite database, verified the same way
+	db3 := filepath.Join(t.TempDir(), "fleet.db")
+	out := hoMust(t, 0, nil, "convert", "--verify", dsn, db3)
+	if got := strings.Count(string(out.stdout), "converted\t"); got != n {
+		t.Fatalf("convert into SQLite converted %d of %d:\n%s", got, n, out.stdout)
+	}
+	hoSame(t, "converts out of the fleet store", before, hoSnapshot(t, s, db))
 }
 
 // TestFleetBackup: a backup of a fleet store is a JSONL store that verify proves, restore restores and the
@@ -486,8 +502,9 @@ func TestFleetSecurity(t *testing.T) {
 		if len(events) == 0 {
 			t.Fatal("the mount serves no events")
 		}
+		sessStatus := readFile(t, filepath.Join(m.dir, "sessions", hoCrashed, "status.json"))
 		m.stop(t)
-		hoNoSecret(t, "the mount", status, []byte(m.log.String()))
+		hoNoSecret(t, "the mount", status, sessStatus, []byte(m.log.String()))
 		if strings.Contains(m.log.String(), "xxxxx") {
 			t.Errorf("the mount logged its store with the password masked by the stderr guard, not named without it:\n%s", m.log)
 		}
