@@ -36,6 +36,9 @@ func TestFromSessions(t *testing.T) {
 	}
 	parent := t.TempDir()
 	dest := filepath.Join(parent, "b")
+	if err := os.Mkdir(dest, 0o755); err != nil { // an empty dest made beforehand takes the copy too
+		t.Fatal(err)
+	}
 	opts.SourceSessions = len(l.Entries)
 	m, err := FromSessions(ctx, st, "postgres://u@h/fleet", dest, opts)
 	if err != nil {
