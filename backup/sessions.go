@@ -105,7 +105,11 @@ func FromSessions(ctx context.Context, st *eventstore.Store, source, dest string
 	if m, err = describe(ctx, staging, source, files, opts); err != nil {
 		return nil, err
 	}
-	// rename(2) replaces an empty directory: a dest made empty beforehand takes the copy as well
+	// a dest made empty beforehand takes the copy as well (os.Rename never replaces a directory); one that
+	// is no longer empty stays, and the rename is refused
+	if err := os.Remove(dest); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w (the backup was not moved into place)", dest, err)
+	}
 	if err := os.Rename(staging, dest); err != nil {
 		return nil, err
 	}
