@@ -97,7 +97,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("HOME", home)
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
 	code := m.Run()
-	pgtest.StopShared() // the fleet store tests' private PostgreSQL server, if one was started
+	pgtest.StopShared() // the fleet store tests' private server, if one was started
 	os.RemoveAll(home)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
