@@ -490,6 +490,20 @@ func TestFleetSecurity(t *testing.T) {
 			t.Errorf("the error is %d lines:\n%s", n, r.stderr)
 		}
 		hoNoSecret(t, "sslmode error", r.stdout, r.stderr)
+		// client certificate parameters reach the driver too: files that are not there are named
+		dir := t.TempDir()
+		for _, param := range []string{"sslrootcert", "sslcert"} {
+			file := filepath.Join(dir, param+".pem")
+			extra := param + "=" + url.QueryEscape(file)
+			if param == "sslcert" {
+				extra += "&sslkey=" + url.QueryEscape(filepath.Join(dir, "client.key"))
+			}
+			r := hoRun(t, nil, "ls", strings.Replace(tcp, "sslmode=disable", "sslmode=verify-full&"+extra, 1))
+			if r.code != 2 || !strings.Contains(string(r.stderr), dir) {
+				t.Errorf("%s of a missing file: exit %d, %s", param, r.code, r.stderr)
+			}
+			hoNoSecret(t, param+" error", r.stdout, r.stderr)
+		}
 	})
 
 	t.Run("mount", func(t *testing.T) {
