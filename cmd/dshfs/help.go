@@ -73,7 +73,9 @@ present spill files (from inside the spill roots only) into DEST/spill/.
 Refused (exit 1, nothing copied): a STORE with root errors (see dshfs ls STORE); a STORE inside a dshfs
 mount (back up the mount's real store, the "root" of MNT/status.json, or copy MNT/store/ with rsync); a
 --mount MNT serving another store; a STORE of no sessions, unless --allow-empty. A dshfs mount that does
-not answer within 3 s (a stopped or wedged dshfs) is skipped with a warning naming it.`,
+not answer within 3 s (a stopped or wedged dshfs) is skipped with a warning naming it.
+A fleet store (postgres://…) has no files: DEST becomes a JSONL store of its sessions (each from one read,
+built beside DEST and moved into place only when whole), which verify proves; a read-only role suffices.`,
 	"verify": `dshfs verify [--config FILE] DEST
 Checks a backup: check's findings, the manifest's checksums and sizes, every listed session present holding
 its events (seqs contiguous from 0, the header naming it), surface and messages derivable, nothing unlisted,
