@@ -40,6 +40,9 @@ const (
 type Options struct {
 	// Open opens a store root (the CLI's opener: encoding detected from what the root holds).
 	Open func(root string) (*eventstore.Store, error)
+	// Create opens a new, empty root for writing (the CLI's opener with the configured compression):
+	// FromSessions converts a store without artifact files into it.
+	Create func(root string) (eventstore.Backend, error)
 	// Spill is the spill-root policy locators are resolved against.
 	Spill *spill.Roots
 	// WithSpill copies the present spill files into the backup.

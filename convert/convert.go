@@ -23,12 +23,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/surface"
 )
 
 // Outcome is what happened to one session.
@@ -42,6 +44,7 @@ const (
 	Skipped   Outcome = "skipped"   // refused by the source or not representable in the destination
 	Differs   Outcome = "differs"   // the destination holds a different session of that id: left alone
 	Failed    Outcome = "failed"    // a read or write failed
+	Missing   Outcome = "missing"   // a session asked for by id (Options.Sessions) that the source does not hold
 )
 
 // Report is one session's result.
@@ -62,6 +65,9 @@ type Options struct {
 	Progress func(sessions, total, events int)
 	// BatchLimit caps the events of one JSONL batch (a zstd frame); 0 means 4096.
 	BatchLimit int
+	// Sessions, when not empty, are the only ids converted (a handover of one session, or of a fork of it):
+	// each is reported, an id the source does not list as Missing.
+	Sessions []string
 }
 
 // storer is a backend whose stored events read back in a normalized form (SQLite: the optional envelope
@@ -85,8 +91,11 @@ func Run(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, opt
 		return nil, err
 	}
 	entries := append([]eventstore.Entry(nil), l.Entries...)
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
 	var reports []Report
+	if len(opts.Sessions) > 0 {
+		entries, reports = only(entries, opts.Sessions)
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
 	events := 0
 	for i, e := range entries {
 		if err := ctx.Err(); err != nil {
@@ -99,8 +108,11 @@ func Run(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, opt
 			opts.Progress(i+1, len(entries), events)
 		}
 	}
-	for _, re := range l.RootErrors {
-		reports = append(reports, Report{ID: re.Path, Outcome: Skipped, Reason: re.Message})
+	if len(opts.Sessions) == 0 {
+		// a root error is no session of the ones asked for: it only counts when the whole store is converted
+		for _, re := range l.RootErrors {
+			reports = append(reports, Report{ID: re.Path, Outcome: Skipped, Reason: re.Message})
+		}
 	}
 	if opts.Verify && opts.Reopen != nil {
 		if err := verify(ctx, src, reports, opts.Reopen); err != nil {
@@ -108,6 +120,32 @@ func Run(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, opt
 		}
 	}
 	return reports, nil
+}
+
+// only keeps the listed entries of the given ids (each once), and reports each id the listing lacks as
+// Missing.
+func only(entries []eventstore.Entry, ids []string) ([]eventstore.Entry, []Report) {
+	byID := map[string]eventstore.Entry{}
+	for _, e := range entries {
+		if _, dup := byID[e.ID]; !dup {
+			byID[e.ID] = e
+		}
+	}
+	var kept []eventstore.Entry
+	var missing []Report
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if e, ok := byID[id]; ok {
+			kept = append(kept, e)
+		} else {
+			missing = append(missing, Report{ID: id, Outcome: Missing, Reason: "the source holds no session of this id"})
+		}
+	}
+	return kept, missing
 }
 
 // laterText names a log of a later format generation and the releases that write it.
@@ -264,7 +302,8 @@ func batchesFor(dst eventstore.Backend, events []event.Event, limit int) [][]eve
 	return out
 }
 
-// verify re-reads every converted session from a fresh destination instance.
+// verify re-reads every converted session from a fresh destination instance: its header and stored events
+// must equal the source's, and so must the surface a resume of it derives.
 func verify(ctx context.Context, src *eventstore.Store, reports []Report, reopen func() (eventstore.Backend, error)) error {
 	dst, err := reopen()
 	if err != nil {
@@ -273,6 +312,7 @@ func verify(ctx context.Context, src *eventstore.Store, reports []Report, reopen
 	if c, ok := dst.(interface{ Close() error }); ok {
 		defer c.Close()
 	}
+	dstStore := eventstore.New(dst)
 	for i := range reports {
 		r := &reports[i]
 		if r.Outcome != Converted && r.Outcome != Completed && r.Outcome != Identical {
@@ -301,12 +341,89 @@ func verify(ctx context.Context, src *eventstore.Store, reports []Report, reopen
 			r.Outcome, r.Reason = Failed, fmt.Sprintf("verify: the destination holds %d events, the source %d", len(got.Events), len(want))
 			continue
 		}
+		differs := false
 		for j := range want {
 			if !bytes.Equal(got.Events[j].Raw, want[j].Raw) {
 				r.Outcome, r.Reason = Failed, fmt.Sprintf("verify: event %d differs", j)
+				differs = true
 				break
 			}
+		}
+		if differs {
+			continue
+		}
+		if reason := sameSurface(ctx, src, dstStore, r.ID); reason != "" {
+			r.Outcome, r.Reason = Failed, "verify: "+reason
 		}
 	}
 	return nil
 }
+
+// surfaceOf is what the harness's inspect() of a session gives a resumed agent: the surface fold of its
+// validated events plus the closers a resume appends (a crashed session's open turn closed), and the
+// messages derived from it.
+type surfaceOf struct {
+	nodes    []int64
+	replaced []surface.Replacement
+	messages [][]byte
+	closers  []string // the closers' types: a resume of either copy appends the same ones
+}
+
+func inspectSurface(ctx context.Context, st *eventstore.Store, id string) (*surfaceOf, error) {
+	ins, err := st.Inspect(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	fold, err := surface.Fold(ins.Events)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := surface.DeriveMessages(ins.Events, fold)
+	if err != nil {
+		return nil, err
+	}
+	out := &surfaceOf{nodes: fold.Nodes, replaced: fold.Replacements, messages: msgs}
+	for _, c := range ins.Closers {
+		out.closers = append(out.closers, c.Type)
+	}
+	return out, nil
+}
+
+// sameSurface compares the surface both stores derive for a session after the events compared equal: the
+// destination's copy must pass every check of the harness's load, and give a resumed agent the same
+// messages. It returns what differs, "" when nothing does.
+func sameSurface(ctx context.Context, src, dst *eventstore.Store, id string) string {
+	want, err := inspectSurface(ctx, src, id)
+	if err != nil {
+		return "the source's surface cannot be derived: " + err.Error()
+	}
+	got, err := inspectSurface(ctx, dst, id)
+	if err != nil {
+		return "the destination's copy is refused by the load checks: " + err.Error()
+	}
+	switch {
+	case !slices.Equal(got.nodes, want.nodes):
+		return fmt.Sprintf("the destination's surface holds %d nodes %v, the source's %d", len(got.nodes), short(got.nodes), len(want.nodes))
+	case len(got.replaced) != len(want.replaced):
+		return fmt.Sprintf("the destination's surface has %d replacements, the source's %d", len(got.replaced), len(want.replaced))
+	case len(got.messages) != len(want.messages):
+		return fmt.Sprintf("the destination derives %d messages, the source %d", len(got.messages), len(want.messages))
+	case !slices.Equal(got.closers, want.closers):
+		return fmt.Sprintf("a resume of the destination's copy closes it with %v, of the source's with %v", got.closers, want.closers)
+	}
+	for i := range want.replaced {
+		g, w := got.replaced[i], want.replaced[i]
+		if g.Seq != w.Seq || g.Start != w.Start || g.End != w.End || !slices.Equal(g.ShadowedSeqs, w.ShadowedSeqs) {
+			return fmt.Sprintf("the destination's surface replacement %d differs", i)
+		}
+	}
+	for i := range want.messages {
+		if !bytes.Equal(got.messages[i], want.messages[i]) {
+			return fmt.Sprintf("the destination's derived message %d differs", i)
+		}
+	}
+	return ""
+}
+
+// short is at most the first 8 of a list of seqs, for a message.
+func short(s []int64) []int64 { return s[:min(len(s), 8)] }

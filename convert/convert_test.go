@@ -11,6 +11,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/eventstore/sqlite"
+	"github.com/dshfs/dshfs/internal/fixtures"
 	"github.com/dshfs/dshfs/internal/synth"
 )
 
@@ -125,5 +126,95 @@ func TestBatches(t *testing.T) {
 	db, _ := database(t)
 	if got := batchesFor(db, p.Events, 100); len(got) != 1 || len(got[0]) != len(p.Events) {
 		t.Fatalf("a SQLite destination got %d batches", len(got))
+	}
+}
+
+// crashedID is the fixture session with an open turn after a durable tool/call: a crashed session.
+const crashedID = "main-session-30628611-e45f-4f98-9688-010e1428e585"
+
+// TestSessionsFilter: with Sessions only those ids are converted — a crashed one stays crashed, and its
+// copy verifies, surface and closers included — and an id the source lacks is reported missing, with
+// nothing written for it.
+func TestSessionsFilter(t *testing.T) {
+	root := fixtures.CopyTree(t, fixtures.Path(t, "generated", "raw"))
+	b, err := jsonl.Open(root, jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := eventstore.New(b)
+	l, err := src.List(ctx)
+	if err != nil || len(l.Entries) < 2 {
+		t.Fatalf("fixture listing: %d sessions, %v", len(l.Entries), err)
+	}
+	dir := t.TempDir()
+	dst, err := jsonl.Open(dir, jsonl.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reopen := func() (eventstore.Backend, error) { return jsonl.Open(dir, jsonl.Zstd) }
+	reports, err := Run(ctx, src, dst, Options{Verify: true, Reopen: reopen, Sessions: []string{crashedID, "no-such-session", crashedID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 2 {
+		t.Fatalf("reports %+v, want one missing and one converted", reports)
+	}
+	byID := map[string]Report{}
+	for _, r := range reports {
+		byID[r.ID] = r
+	}
+	if r := byID["no-such-session"]; r.Outcome != Missing || r.Reason == "" {
+		t.Errorf("missing id: %+v", r)
+	}
+	if r := byID[crashedID]; r.Outcome != Converted || r.Events == 0 {
+		t.Errorf("crashed session: %+v", r)
+	}
+	got, err := dst.List(ctx)
+	if err != nil || len(got.Entries) != 1 || got.Entries[0].ID != crashedID {
+		t.Fatalf("destination lists %+v, %v; want the one session", got.Entries, err)
+	}
+	want, _ := src.ReadFrom(ctx, crashedID, 0)
+	back, err := dst.LoadStored(ctx, crashedID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, back.Events, want.Events)
+	ins, err := eventstore.New(dst).Inspect(ctx, crashedID)
+	if err != nil || len(ins.Closers) == 0 {
+		t.Fatalf("the copy is no longer crashed: %d closers, %v", len(ins.Closers), err)
+	}
+}
+
+// TestVerifySurface: the surface comparison accepts an identical copy and finds a copy of that id that
+// derives another surface (events equal to the source's cannot, so the check is shown on a shorter log).
+func TestVerifySurface(t *testing.T) {
+	src := source(t, 300)
+	p, _ := src.ReadFrom(ctx, "s", 0)
+	dir := t.TempDir()
+	dst, err := jsonl.Open(dir, jsonl.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.Materialize(ctx, p.Header, p.Events); err != nil {
+		t.Fatal(err)
+	}
+	if r := sameSurface(ctx, src, eventstore.New(dst), "s"); r != "" {
+		t.Fatalf("identical copies: %s", r)
+	}
+	// a destination holding a shorter log of that id derives another surface
+	dir2 := t.TempDir()
+	dst2, _ := jsonl.Open(dir2, jsonl.Zstd)
+	cut := len(p.Events) / 2
+	for cut > 0 && p.Events[cut-1].Type != "turn/end" && p.Events[cut-1].Type != "step/end" {
+		cut--
+	}
+	if cut == 0 {
+		t.Fatal("no turn or step end in the synthetic session")
+	}
+	if _, err := dst2.Materialize(ctx, p.Header, p.Events[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	if r := sameSurface(ctx, src, eventstore.New(dst2), "s"); r == "" {
+		t.Fatal("a destination with half the log derives the same surface")
 	}
 }

@@ -41,7 +41,7 @@ const usage = `usage:
   dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
   dshfs verify [--config FILE] DEST
   dshfs restore [--config FILE] BACKUP DEST
-  dshfs convert [--config FILE] [--verify] SRC DST
+  dshfs convert [--config FILE] [--verify] [--session ID]... SRC DST
   dshfs pg init [--config FILE] DSN
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
@@ -74,6 +74,7 @@ type opts struct {
 	verify     bool
 	page       string
 	force      bool
+	sessions   []string // --session ID, repeatable
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
@@ -95,7 +96,7 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 		if !allowed[name] {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
-		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page"
+		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page" || name == "session"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -134,6 +135,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.verify = true
 		case "force":
 			o.force = true
+		case "session":
+			o.sessions = append(o.sessions, val)
 		}
 	}
 	return o, pos, nil
@@ -146,6 +149,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	out := bufio.NewWriterSize(stdout, 1<<16)
 	defer out.Flush()
+	stderr = maskSecrets(stderr, args)
 	ctx := context.Background()
 	defer closeBackends()
 	var code int

@@ -16,12 +16,27 @@ import (
 // cmdConvert copies every session of SRC into DST (package convert): one line per session on stdout, a
 // progress bar on a terminal.
 func cmdConvert(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writer) (int, error) {
-	o, pos, err := parseArgs(args, map[string]bool{"config": true, "verify": true})
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "verify": true, "session": true})
 	if err != nil {
 		return exitUsageErr, err
 	}
 	if len(pos) != 2 {
 		return exitUsageErr, &usageError{"convert needs SRC and DST"}
+	}
+	// SRC may name the sessions to hand over itself (postgres://…/db?session=ID); --session adds more.
+	srcSpec, ids, err := sessionParam(pos[0])
+	if err != nil {
+		return exitUsageErr, err
+	}
+	pos[0] = srcSpec
+	ids = append(ids, o.sessions...)
+	for _, id := range ids {
+		if id == "" {
+			return exitUsageErr, &usageError{"--session needs a session id"}
+		}
+	}
+	if sameFleet(pos[0], pos[1]) {
+		return exitUsageErr, fmt.Errorf("convert: SRC and DST are the same store (%s)", specName(pos[0]))
 	}
 	cfg, err := loadConfig(o.config)
 	if err != nil {
@@ -45,7 +60,8 @@ func cmdConvert(ctx context.Context, args []string, out *bufio.Writer, stderr io
 	var bar *progress
 	start := time.Now()
 	opts := convert.Options{
-		Verify: o.verify,
+		Verify:   o.verify,
+		Sessions: ids,
 		Reopen: func() (eventstore.Backend, error) {
 			st, err := openStore(pos[1], srcCfg) // read-only
 			if err != nil {
@@ -80,14 +96,18 @@ func cmdConvert(ctx context.Context, args []string, out *bufio.Writer, stderr io
 		switch r.Outcome {
 		case convert.Skipped, convert.Differs:
 			code = max(code, exitFound)
-		case convert.Failed:
+		case convert.Failed, convert.Missing:
 			code = exitUsageErr
 		}
 	}
 	out.Flush()
-	fmt.Fprintf(stderr, "dshfs: %d sessions (%d converted, %d completed, %d already identical, %d skipped, %d differ, %d failed), %d events in %s\n",
+	missing := ""
+	if n := counts[convert.Missing]; n > 0 {
+		missing = fmt.Sprintf(", %d not in SRC", n)
+	}
+	fmt.Fprintf(stderr, "dshfs: %d sessions (%d converted, %d completed, %d already identical, %d skipped, %d differ, %d failed%s), %d events in %s\n",
 		len(reports), counts[convert.Converted], counts[convert.Completed], counts[convert.Identical], counts[convert.Skipped],
-		counts[convert.Differs], counts[convert.Failed], events, time.Since(start).Round(time.Millisecond))
+		counts[convert.Differs], counts[convert.Failed], missing, events, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		return exitUsageErr, err
 	}

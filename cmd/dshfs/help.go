@@ -73,7 +73,9 @@ present spill files (from inside the spill roots only) into DEST/spill/.
 Refused (exit 1, nothing copied): a STORE with root errors (see dshfs ls STORE); a STORE inside a dshfs
 mount (back up the mount's real store, the "root" of MNT/status.json, or copy MNT/store/ with rsync); a
 --mount MNT serving another store; a STORE of no sessions, unless --allow-empty. A dshfs mount that does
-not answer within 3 s (a stopped or wedged dshfs) is skipped with a warning naming it.`,
+not answer within 3 s (a stopped or wedged dshfs) is skipped with a warning naming it.
+A fleet store (postgres://…) has no files: DEST becomes a JSONL store of its sessions (each from one read,
+built beside DEST and moved into place only when whole), which verify proves; a read-only role suffices.`,
 	"verify": `dshfs verify [--config FILE] DEST
 Checks a backup: check's findings, the manifest's checksums and sizes, every listed session present holding
 its events (seqs contiguous from 0, the header naming it), surface and messages derivable, nothing unlisted,
@@ -86,15 +88,18 @@ Verifies BACKUP, then copies its artifacts into DEST — a new or empty director
 SHA-256; BACKUP is only read. Refused: a backup that does not verify (--force restores it anyway, each
 problem printed as a warning), and a backup of no sessions (--allow-empty restores it as an empty store).
 Then "dshfs mount --read-only DEST MNT" serves the restored store.`,
-	"convert": `dshfs convert [--config FILE] [--verify] SRC DST
-Copies every session of SRC into DST across backends (JSONL raw, JSONL zstd, SQLite; a new DST named *.db,
+	"convert": `dshfs convert [--config FILE] [--verify] [--session ID]... SRC DST
+Copies every session of SRC into DST across backends (JSONL raw, JSONL zstd, SQLite, a fleet store
+postgres://…; a new DST named *.db,
 *.sqlite or *.sqlite3 is a SQLite database, else a JSONL root with the config's writer.compression): the stored
 log of each, headers and logical events identical. One line per session (outcome, id, events, reason).
 Resumable: a session already identical in DST is skipped, one DST holds a prefix of is completed, one that
 differs is refused and never overwritten. Sessions SRC refuses or DST cannot hold as written are skipped by
 name and reason; a torn tail is not part of the stored log and is left behind (reported). --verify re-reads DST
-and compares. A progress bar on a terminal. Exit 0: all converted; 1: something was skipped or differs; 2: an
-I/O error.`,
+and compares events and the surface a resume derives. --session ID (repeatable, or SRC
+postgres://…/db?session=ID) converts only that session — a handover: the harness resumes it in DST; an ID
+SRC lacks is reported "missing". A progress bar on a terminal. Exit 0: all converted; 1: something was
+skipped or differs; 2: an I/O or connection error, or a missing session.`,
 	"pg": `dshfs pg init [--config FILE] DSN
 Creates the fleet store's schema in the PostgreSQL database DSN (postgres://… or postgresql://…, libpq rules:
 PG* environment variables and ~/.pgpass apply), or checks the one there: idempotent. Any write to a fleet
