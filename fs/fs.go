@@ -243,7 +243,9 @@ func (f *FS) Identity(ctx context.Context, id string) string { return f.revision
 // load decodes session id as it is now, for the cache (viewcache.Loader).
 func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
 	if w := f.opts.Store.Live(id); w != nil {
-		return views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions()), nil
+		s := views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions())
+		s.Lineage = w // the engine's list only grows: its views are extended batch by batch (viewcache)
+		return s, nil
 	}
 	l := f.Listing()
 	if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {

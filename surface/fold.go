@@ -126,6 +126,32 @@ func (s *foldState) plan(e event.Event, origin originFunc) (plan, error) {
 	return plan{kind: planReplace, seq: e.Seq, start: start, end: end, startIdx: si, endIdx: ei}, nil
 }
 
+// Appends reports what an event the fold accepted does to the surface: appends is true when it joins
+// the surface at its end (surfaceOp "append"), replaces when it rewrites part of it (any other surfaceOp:
+// a compaction's checkpoint, a prune); neither for a log-only event. It reads the same markers the fold
+// reads, so a view that grows with the surface can follow an accepted event without folding again.
+func Appends(e event.Event) (appends, replaces bool) {
+	if !event.IsSurfaceType(e.Type) {
+		return false, false
+	}
+	op, _, _, found := tailMarkers(e.Raw)
+	if !found {
+		event.EachMember(e.Raw, func(name, value []byte) bool {
+			if string(name) == "surfaceOp" {
+				op, found = value, true
+			}
+			return true
+		})
+	}
+	if !found {
+		return false, false // the fold refuses it: nothing a view follows
+	}
+	if string(op) == `"append"` {
+		return true, false
+	}
+	return false, true
+}
+
 // tailMarkers reads an event's surface markers where the harness writes them, without walking its
 // members: last, `,"surfaceOp":"append"}`, after `,"sourceEventSeqs":[…]` when there are sources.
 // found is false when raw does not end that way, and the caller walks the members.

@@ -58,6 +58,10 @@ type Session struct {
 	Refusal    error // why the session cannot be shown; only header, status and raw work then
 	Live       bool  // this process writes the session (its engine is the source of the snapshot)
 	Pending    int   // the last Pending events are accepted but not durable yet
+	// Lineage names the live engine a snapshot came from (nil for any other): the engine's event list
+	// only grows, so a later snapshot of the same lineage holds this one's events as its prefix, and a
+	// rendering of this one can be extended (Extend) instead of rendered again.
+	Lineage any
 	// Generation is the log's format generation (0, or 2 and 3 for the later ones the harness writes);
 	// surfaceEvents are what the v0 projections read of a v3 log (its system messages and replacements as
 	// the harness's released restore validates them), nil when they read Events
