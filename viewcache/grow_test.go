@@ -225,6 +225,14 @@ func TestLiveViewsMatchWholeRenderings(t *testing.T) {
 	}
 	for _, step := range steps {
 		step.do()
+		// status.json scans only the batch (views.Session.Continue) and must read as a whole scan does
+		r, err := c.Get(ctx, liveKey(w, views.Status))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := bytesOf(t, r), fresh(t, st, w, views.Status); !bytes.Equal(got, want) {
+			t.Fatalf("%s: status.json differs from a whole rendering:\n%s\nwant\n%s", step.name, got, want)
+		}
 		for _, v := range growViews {
 			was := c.Work()
 			r, err := c.Get(ctx, liveKey(w, v))

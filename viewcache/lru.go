@@ -118,9 +118,10 @@ func (c *lru) get(ctx context.Context, id string, rev eventstore.Revision, load 
 		}
 		e.mtime = sess.ModTime()
 		if prev != nil && sess.Lineage != nil && prev.Lineage == sess.Lineage && len(prev.Events) <= len(sess.Events) {
-			// a later snapshot of the same live engine: only its new events are counted (a batch appended
-			// to a large live session must not cost a walk over all of it)
+			// a later snapshot of the same live engine: only its new events are counted, and its status
+			// scans only them (a batch appended to a large live session must not cost a walk over all of it)
 			e.size = prevSize + eventsSize(sess.Events[len(prev.Events):])
+			sess.Continue(prev)
 		} else {
 			e.size = estimate(sess)
 		}

@@ -2,7 +2,11 @@ package views
 
 import (
 	"io"
+	"sync"
 
+	"github.com/dshfs/dshfs/compaction"
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -110,4 +114,81 @@ func writeLines(w io.Writer, lines [][]byte) error {
 		return &WriteError{Err: err}
 	}
 	return nil
+}
+
+// statusCarry is what status.json reads of a live session's events, carried from one snapshot of a lineage
+// to the next (Continue), so that each batch's status.json scans only the batch: the scan of the open turn
+// and the unknown outcomes, and the active compaction, which only a compaction marker, a resume's end-seed
+// or a surface replacement can change. It moves forward only; a snapshot older than it scans whole.
+type statusCarry struct {
+	mu     sync.Mutex
+	scan   eventstore.StatusScan
+	active event.Value // the active compaction at scan.Len() events; valid when activeOK
+	// activeOK: active is the active compaction of the events scanned
+	activeOK bool
+	// scanned counts the events scanned and actives the active compactions looked up again (tests: each
+	// event is scanned once along a lineage, and the records are read only after a batch that can change
+	// them)
+	scanned, actives int
+}
+
+// Continue makes s, a later snapshot of prev's lineage, carry on from what prev's renderings have scanned
+// (status.json), instead of scanning its whole log again; nothing happens for snapshots of different
+// lineages.
+func (s *Session) Continue(prev *Session) {
+	if prev == nil || s.Lineage == nil || prev.Lineage != s.Lineage || len(prev.Events) > len(s.Events) {
+		return
+	}
+	s.carry = prev.carryOf()
+}
+
+// changesCompactions reports whether an event can change the compaction records: a marker, a resume's
+// end-seed, or a surface replacement (which a record's shadowed range reads).
+func changesCompactions(e event.Event) bool {
+	switch e.Type {
+	case compaction.TypeStart, compaction.TypeSummary, compaction.TypeEnd, "session/end-seed":
+		return true
+	}
+	_, replaces := surface.Appends(e)
+	return replaces
+}
+
+// statusScan fills in's scan and active compaction from the carry, scanning the events it has not yet;
+// false (in untouched) when the snapshot cannot use it (no lineage, or older than the carry). The caller
+// renders the status while holding the carry (unlock), since the scan's state moves with the next batch.
+func (s *Session) statusScan(in *eventstore.StatusInput) (unlock func(), ok bool) {
+	if s.Lineage == nil || s.Refusal != nil {
+		return nil, false
+	}
+	c := s.carryOf()
+	c.mu.Lock()
+	if c.scan.Len() > len(s.Events) {
+		c.mu.Unlock()
+		return nil, false
+	}
+	added := s.Events[c.scan.Len():]
+	for _, e := range added {
+		if changesCompactions(e) {
+			c.activeOK = false
+			break
+		}
+	}
+	c.scan.Add(added)
+	c.scanned += len(added)
+	if !c.activeOK {
+		c.active, c.activeOK = s.activeCompaction(), true
+		c.actives++
+	}
+	in.Scan, in.ActiveCompaction = &c.scan, c.active
+	return c.mu.Unlock, true
+}
+
+// carryOf is the session's carry, made on first use.
+func (s *Session) carryOf() *statusCarry {
+	s.carryOnce.Do(func() {
+		if s.carry == nil {
+			s.carry = &statusCarry{}
+		}
+	})
+	return s.carry
 }

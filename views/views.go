@@ -62,6 +62,9 @@ type Session struct {
 	// only grows, so a later snapshot of the same lineage holds this one's events as its prefix, and a
 	// rendering of this one can be extended (Extend) instead of rendered again.
 	Lineage any
+	// carry is what status.json has scanned of the lineage's events (grow.go), shared along it
+	carry     *statusCarry
+	carryOnce sync.Once
 	// Generation is the log's format generation (0, or 2 and 3 for the later ones the harness writes);
 	// surfaceEvents are what the v0 projections read of a v3 log (its system messages and replacements as
 	// the harness's released restore validates them), nil when they read Events
@@ -607,22 +610,32 @@ func (s *Session) SpillRoots() *spill.Roots {
 	return s.opts.Spill
 }
 
-// Status renders status.json.
+// Status renders status.json. A live session's scans only the events accepted since the previous
+// snapshot's (statusScan).
 func (s *Session) Status() []byte {
 	in := eventstore.StatusInput{ID: s.ID, Backend: s.Backend, Location: s.Location, Header: s.Header,
 		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal,
 		Live: s.Live, Pending: s.Pending}
 	in.LastCommand, in.LastError, _ = s.store.Results(s.ID)
-	if s.Refusal == nil {
-		if recs, _, err := s.Compactions(); err == nil {
-			if a := compaction.Active(recs); a != nil {
-				if v, err := event.Parse(a.JSON()); err == nil {
-					in.ActiveCompaction = v
-				}
+	if unlock, ok := s.statusScan(&in); ok {
+		defer unlock()
+	} else if s.Refusal == nil {
+		in.ActiveCompaction = s.activeCompaction()
+	}
+	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
+}
+
+// activeCompaction is the open compaction's record, null when none holds the lock (or the records
+// cannot be read).
+func (s *Session) activeCompaction() event.Value {
+	if recs, _, err := s.Compactions(); err == nil {
+		if a := compaction.Active(recs); a != nil {
+			if v, err := event.Parse(a.JSON()); err == nil {
+				return v
 			}
 		}
 	}
-	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
+	return event.Value{}
 }
 
 func (s *Session) pick(seqs []int64) []event.Event {
