@@ -116,13 +116,15 @@ func writeLines(w io.Writer, lines [][]byte) error {
 	return nil
 }
 
-// statusCarry is what status.json reads of a live session's events, carried from one snapshot of a lineage
-// to the next (Continue), so that each batch's status.json scans only the batch: the scan of the open turn
-// and the unknown outcomes, and the active compaction, which only a compaction marker, a resume's end-seed
-// or a surface replacement can change. It moves forward only; a snapshot older than it scans whole.
-type statusCarry struct {
+// carry is what status.json and turns/ read of a live session's events, carried from one snapshot of a
+// lineage to the next (Continue), so that each batch costs a scan of the batch alone: the scan of the open
+// turn and the unknown outcomes, the active compaction (which only a compaction marker, a resume's
+// end-seed or a surface replacement can change), and the turn brackets. It moves forward only; a snapshot
+// older than it scans whole.
+type carry struct {
 	mu     sync.Mutex
 	scan   eventstore.StatusScan
+	turns  eventstore.TurnScan
 	active event.Value // the active compaction at scan.Len() events; valid when activeOK
 	// activeOK: active is the active compaction of the events scanned
 	activeOK bool
@@ -184,11 +186,28 @@ func (s *Session) statusScan(in *eventstore.StatusInput) (unlock func(), ok bool
 }
 
 // carryOf is the session's carry, made on first use.
-func (s *Session) carryOf() *statusCarry {
+func (s *Session) carryOf() *carry {
 	s.carryOnce.Do(func() {
 		if s.carry == nil {
-			s.carry = &statusCarry{}
+			s.carry = &carry{}
 		}
 	})
 	return s.carry
+}
+
+// withTurns runs fn with the lineage's turn scan brought up to this snapshot's events; false (fn not run)
+// when the snapshot cannot use it (no lineage, or older than the carry).
+func (s *Session) withTurns(fn func(*eventstore.TurnScan)) bool {
+	if s.Lineage == nil || s.Refusal != nil {
+		return false
+	}
+	c := s.carryOf()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.turns.Len() > len(s.Events) {
+		return false
+	}
+	c.turns.Add(s.Events[c.turns.Len():])
+	fn(&c.turns)
+	return true
 }

@@ -2,7 +2,9 @@ package views
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -41,11 +43,11 @@ func lineageLog(t *testing.T) (events []event.Event, batches []int) {
 	return eventtest.Log(t, specs...), batches
 }
 
-// TestStatusAlongALineage: snapshots of one live lineage, each a batch longer, render status.json exactly
-// as a snapshot without a lineage (a whole scan) does — open turns, unknown outcomes, an active compaction
-// and its end — while scanning each event once along the lineage and reading the compaction records again
-// only after a batch that can change them.
-func TestStatusAlongALineage(t *testing.T) {
+// TestCarryAlongALineage: snapshots of one live lineage, each a batch longer, render status.json, turns/
+// and the turn files exactly as a snapshot without a lineage (a whole scan) does — open turns, unknown
+// outcomes, an active compaction and its end — while scanning each event once along the lineage and
+// reading the compaction records again only after a batch that can change them.
+func TestCarryAlongALineage(t *testing.T) {
 	st := storetest.Raw(t)
 	events, batches := lineageLog(t)
 	engine := new(int) // any comparable value names a lineage
@@ -70,6 +72,26 @@ func TestStatusAlongALineage(t *testing.T) {
 		}
 		if s.carry.scanned != n {
 			t.Fatalf("batch %d: %d events scanned along the lineage, want each of the %d once", i, s.carry.scanned, n)
+		}
+		// turns/ and each turn's file, from the lineage's turn scan, read as from a whole scan
+		whole := snapshot(n, nil)
+		gotItems, err := s.Items(DirTurns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantItems, _ := whole.Items(DirTurns)
+		if !reflect.DeepEqual(gotItems, wantItems) {
+			t.Fatalf("batch %d: turns/ lists %+v, want %+v", i, gotItems, wantItems)
+		}
+		for turn := int64(0); turn <= 5; turn++ {
+			got, gerr := s.Render(context.Background(), Turn(turn))
+			want, werr := whole.Render(context.Background(), Turn(turn))
+			if !bytes.Equal(got, want) || (gerr == nil) != (werr == nil) {
+				t.Fatalf("batch %d: turn %d reads %q (%v), want %q (%v)", i, turn, got, gerr, want, werr)
+			}
+		}
+		if s.carry.turns.Len() != n {
+			t.Fatalf("batch %d: the turn scan covers %d events, want %d", i, s.carry.turns.Len(), n)
 		}
 		lookups = s.carry.actives
 		prev = s

@@ -62,8 +62,8 @@ type Session struct {
 	// only grows, so a later snapshot of the same lineage holds this one's events as its prefix, and a
 	// rendering of this one can be extended (Extend) instead of rendered again.
 	Lineage any
-	// carry is what status.json has scanned of the lineage's events (grow.go), shared along it
-	carry     *statusCarry
+	// carry is what status.json and turns/ have scanned of the lineage's events (grow.go), shared along it
+	carry     *carry
 	carryOnce sync.Once
 	// Generation is the log's format generation (0, or 2 and 3 for the later ones the harness writes);
 	// surfaceEvents are what the v0 projections read of a v3 log (its system messages and replacements as
@@ -486,7 +486,11 @@ func (s *Session) logLines(view View) (evs []event.Event, ok bool, err error) {
 		evs, err := s.Shadowed()
 		return evs, true, err
 	case KindTurn:
-		evs, found := eventstore.TurnEvents(s.Events, view.N)
+		var evs []event.Event
+		found := false
+		if !s.withTurns(func(ts *eventstore.TurnScan) { evs, found = ts.TurnEvents(s.Events, view.N) }) {
+			evs, found = eventstore.TurnEvents(s.Events, view.N)
+		}
 		if !found {
 			return nil, true, fmt.Errorf("%w: turn %d", ErrNotFound, view.N)
 		}
