@@ -16,7 +16,7 @@ import (
 
 // liveFixture is a store holding session id live in an engine, and a cache whose loader reads the
 // engine's snapshots as the mount does (fs.load: the engine is the snapshot's lineage).
-func liveFixture(t *testing.T, id string) (*eventstore.Store, *eventstore.Session, *Cache) {
+func liveFixture(t testing.TB, id string) (*eventstore.Store, *eventstore.Session, *Cache) {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.Raw(t)
@@ -272,5 +272,51 @@ func TestLiveViewsMatchWholeRenderings(t *testing.T) {
 		if !bytes.Equal(b, live[v]) {
 			t.Fatalf("%s read from the stored log differs from the live view", v)
 		}
+	}
+}
+
+// BenchmarkLiveBatch is the cost of one batch appended to a live session of 10k and of 500k events: the
+// engine accepting one turn (6 events, not flushed: an fsync would drown the rest), then events.jsonl,
+// surface.jsonl, messages.jsonl and status.json read at the new revision. Flat across the sizes means
+// the views cost the batch, not the session (docs/performance.md).
+func BenchmarkLiveBatch(b *testing.B) {
+	for _, events := range []int{10_000, 500_000} {
+		turns := events / 6
+		b.Run(fmt.Sprintf("events=%dk", events/1000), func(b *testing.B) {
+			ctx := context.Background()
+			_, w, c := liveFixture(b, "bench")
+			for done := 1; done <= turns; done += 2000 {
+				var lines [][]byte
+				for n := done; n < min(done+2000, turns+1); n++ {
+					lines = append(lines, turnLines(n)...)
+				}
+				if err := w.Accept(lines); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			read := []views.View{views.Events, views.Surface, views.Messages, views.Status}
+			for _, v := range read {
+				if _, err := c.Get(ctx, liveKey(w, v)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			next := turns + 1
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := w.Accept(turnLines(next)); err != nil {
+					b.Fatal(err)
+				}
+				next++
+				for _, v := range read {
+					if _, err := c.Get(ctx, liveKey(w, v)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
