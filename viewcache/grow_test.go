@@ -273,6 +273,29 @@ func TestLiveViewsMatchWholeRenderings(t *testing.T) {
 			t.Fatalf("%s read from the stored log differs from the live view", v)
 		}
 	}
+
+	// written again, the session has a new engine: its first reading is whole (the old growing rendering
+	// is of another lineage and is replaced), the next batch extends the new one
+	w2, err := st.Writer(ctx, "match")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wantWhole := range []bool{true, false} {
+		if i > 0 {
+			grow(t, w2, 13, 15)
+		}
+		was := c.Work()
+		r, err := c.Get(ctx, liveKey(w2, views.Events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := bytesOf(t, r), fresh(t, st, w2, views.Events); !bytes.Equal(got, want) {
+			t.Fatalf("reopened, reading %d: events.jsonl differs from a whole rendering", i)
+		}
+		if whole := c.Work().Renders > was.Renders; whole != wantWhole {
+			t.Fatalf("reopened, reading %d: rendered whole %v, want %v", i, whole, wantWhole)
+		}
+	}
 }
 
 // BenchmarkLiveBatch is the cost of one batch appended to a live session of 10k and of 500k events: the

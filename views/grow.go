@@ -27,6 +27,9 @@ type Reach struct {
 // Events is the number of events the rendering covers.
 func (r Reach) Events() int { return r.events }
 
+// Of reports whether the rendering that reached r was of s's lineage.
+func (r Reach) Of(s *Session) bool { return s.Lineage != nil && r.lineage == s.Lineage }
+
 // Growable reports whether view can grow by appends as a live session's events are accepted (Extend may
 // continue it): events.jsonl, surface.jsonl, messages.jsonl.
 func Growable(view View) bool {
