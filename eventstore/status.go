@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"time"
@@ -255,10 +256,11 @@ func (s *StatusScan) Len() int { return s.n }
 
 // Add scans events, which continue the ones scanned before.
 func (s *StatusScan) Add(events []event.Event) {
-	for i := range events {
-		e := events[i]
+	for _, e := range events {
 		if e.Type == "turn/start" || e.Type == "turn/end" {
-			s.boundary = events[i : i+1 : i+1]
+			// a copy: the scan outlives snapshots, and must not keep a log's array or frame buffer alive
+			e.Raw = bytes.Clone(e.Raw)
+			s.boundary = []event.Event{e}
 		}
 		s.outcomes.add(e)
 	}
