@@ -86,8 +86,9 @@ type Cache struct {
 	renders flights
 	decodes atomic.Int64 // loads, which the index exists to avoid (stats.json "decodes")
 	work    work         // what was rendered (grow.go)
-	// grow orders the extensions of growing renderings (grow.go): each is extended by one batch at a time
-	grow     sync.Mutex
+	// grow orders the extensions of growing renderings (grow.go): each is extended by one batch at a time,
+	// under the stripe of its session and view, so that one session's whole rendering holds up no other's
+	grow     [64]sync.Mutex
 	spoolDir string // where a growing rendering past blobMin keeps its bytes ("" for the system's)
 }
 

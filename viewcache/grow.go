@@ -3,8 +3,10 @@ package viewcache
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dshfs/dshfs/views"
@@ -51,7 +53,7 @@ func (c *Cache) Work() Work {
 }
 
 // growing is one growing rendering: the bytes so far, in memory or in an unlinked file, and the reach of
-// the snapshot they render (views.Reach). It is extended under Cache.grow only; its readers hold the
+// the snapshot they render (views.Reach). It is extended under its stripe of Cache.grow only; its readers hold the
 // Rendered of one moment, whose bytes are never written again.
 type growing struct {
 	dir   string   // where its file is made ("" for the system's temporary directory)
@@ -132,8 +134,9 @@ func (c *Cache) live(ctx context.Context, k Key) (r Rendered, ok bool, err error
 	if _, growable := e.sess.Reach(k.View); !growable || e.rev != k.Revision {
 		return Rendered{}, false, nil
 	}
-	c.grow.Lock()
-	defer c.grow.Unlock()
+	mu := c.growLock(k.Session, k.View)
+	mu.Lock()
+	defer mu.Unlock()
 	if r, ok := c.lru.view(k.Session, k.Revision, k.View); ok {
 		r.Identity = k.Revision.Identity
 		return r, true, nil // another reader extended it meanwhile
@@ -177,6 +180,14 @@ func (c *Cache) live(ctx context.Context, k Key) (r Rendered, ok bool, err error
 	}
 	c.work.rendered(w.n)
 	return c.keepGrowing(e, k, g)
+}
+
+// growLock is the stripe of c.grow that orders the growing rendering of a session's view.
+func (c *Cache) growLock(id string, view views.View) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	h.Write([]byte(view.String()))
+	return &c.grow[h.Sum32()%uint32(len(c.grow))]
 }
 
 // keepGrowing keeps g's bytes now as the view's rendering at k.Revision.

@@ -3,6 +3,7 @@ package viewcache
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"testing"
@@ -342,4 +343,80 @@ func BenchmarkLiveBatch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestLiveViewsConcurrentReaders: readers of the growing events.jsonl at whatever revision they see,
+// while batches land, each get bytes that are exactly a whole-line prefix of the final view — never a mix
+// (run with -race; the view is past blobMin, so it grows in its file).
+func TestLiveViewsConcurrentReaders(t *testing.T) {
+	ctx := context.Background()
+	st, w, c := liveFixture(t, "readers")
+	grow(t, w, 1, 1500)
+	type read struct {
+		n   int
+		sum [32]byte
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	var seen [4][]read
+	for i := range 4 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				r, err := c.Get(ctx, liveKey(w, views.Events))
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, err := io.ReadAll(io.NewSectionReader(readerOf(r), 0, r.Size()))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(b) == 0 || b[len(b)-1] != '\n' {
+					errs <- fmt.Errorf("a reader got %d bytes, not whole lines", len(b))
+					return
+				}
+				seen[i] = append(seen[i], read{len(b), sha256.Sum256(b)})
+			}
+		}()
+	}
+	for n := 1500; n < 1530; n += 3 {
+		grow(t, w, n, n+3)
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	final := fresh(t, st, w, views.Events)
+	if len(final) < blobMin {
+		t.Fatalf("events.jsonl is %d bytes: the test needs it past blobMin", len(final))
+	}
+	reads := 0
+	for _, rs := range seen {
+		for _, r := range rs {
+			reads++
+			if r.n > len(final) || sha256.Sum256(final[:r.n]) != r.sum {
+				t.Fatalf("a reader got %d bytes that are not a prefix of the final view", r.n)
+			}
+		}
+	}
+	if reads == 0 {
+		t.Fatal("no reader read")
+	}
+}
+
+// readerOf is a rendering's bytes as a ReaderAt.
+func readerOf(r Rendered) io.ReaderAt {
+	if r.Blob != nil {
+		return r.Blob
+	}
+	return bytes.NewReader(r.Data)
 }
