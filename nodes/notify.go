@@ -7,12 +7,16 @@ import (
 )
 
 // NotifyGrown tells the kernel what an append to a live session this process writes may have changed
-// below the session's directory dir, and nothing more: the kernel keeps the pages a growing file already
-// had. A view that only grows by appends (views.GrowsByAppend: events.jsonl, a turn's file) is invalidated
-// from the size the kernel was last told on, so `tail -f` of a large live session costs the kernel the
-// appended range, not a reread of the file; a per-event file never changes and is left alone; a file
-// served with direct I/O (status.json) has only its attributes dropped; every other file — a view a
-// compaction may rewrite — and every directory is invalidated whole, as any change is.
+// below the session's directory dir, and nothing more. A view that only grows by appends
+// (views.GrowsByAppend: events.jsonl, a turn's file) is invalidated from the size the kernel was last told
+// on — its attributes, and its pages from the one holding the old end; a per-event file never changes and
+// is left alone; a file served with direct I/O (status.json) has only its attributes dropped; every other
+// file — a view a compaction may rewrite — and every directory is invalidated whole, as any change is.
+//
+// The kernel itself still drops a file's cached pages when a GETATTR shows it a new size (the mount does not
+// ask for FUSE_EXPLICIT_INVAL_DATA, under which every size change would have to be notified before a page
+// could go stale), so a growing file's prefix is read again by whoever reads it whole — from the growing
+// rendering, never rendered again (viewcache/grow.go); `tail -f` reads only past its offset.
 func NotifyGrown(dir *fs.Inode) {
 	for _, kid := range dir.Children() {
 		if kid.IsDir() {
