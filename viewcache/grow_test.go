@@ -250,6 +250,27 @@ func TestLiveViewsMatchWholeRenderings(t *testing.T) {
 			}
 		}
 	}
+	// a turn's file follows its turn across batches: extended while it is open, by nothing once it ended
+	open := turnLines(13)
+	for i, part := range [][][]byte{open[:3], open[3:5], open[5:], turnLines(14)} {
+		if err := w.Accept(part); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int64{13, 1} {
+			v := views.Turn(n)
+			was := c.Work()
+			r, err := c.Get(ctx, liveKey(w, v))
+			if err != nil {
+				t.Fatalf("turn %d after part %d: %v", n, i, err)
+			}
+			if got, want := bytesOf(t, r), fresh(t, st, w, v); !bytes.Equal(got, want) {
+				t.Fatalf("turn %d after part %d differs from a whole rendering:\n%s\nwant\n%s", n, i, got, want)
+			}
+			if now := c.Work(); i > 0 && (now.Renders != was.Renders || now.Extends != was.Extends+1) {
+				t.Fatalf("turn %d after part %d: %d whole renderings and %d extensions, want none and one", n, i, now.Renders-was.Renders, now.Extends-was.Extends)
+			}
+		}
+	}
 	live := map[views.View][]byte{}
 	for _, v := range growViews {
 		r, err := c.Get(ctx, liveKey(w, v))
@@ -283,7 +304,7 @@ func TestLiveViewsMatchWholeRenderings(t *testing.T) {
 	}
 	for i, wantWhole := range []bool{true, false} {
 		if i > 0 {
-			grow(t, w2, 13, 15)
+			grow(t, w2, 15, 17)
 		}
 		was := c.Work()
 		r, err := c.Get(ctx, liveKey(w2, views.Events))

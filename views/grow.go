@@ -31,9 +31,9 @@ func (r Reach) Events() int { return r.events }
 func (r Reach) Of(s *Session) bool { return s.Lineage != nil && r.lineage == s.Lineage }
 
 // Growable reports whether view can grow by appends as a live session's events are accepted (Extend may
-// continue it): events.jsonl, surface.jsonl, messages.jsonl.
+// continue it): events.jsonl, surface.jsonl, messages.jsonl and a turn's file.
 func Growable(view View) bool {
-	return view == Events || view == Surface || view == Messages
+	return view == Events || view == Surface || view == Messages || view.Kind == KindTurn
 }
 
 // GrowsByAppend reports whether an accepted event can only add bytes at the end of view, never change the
@@ -92,7 +92,23 @@ func (s *Session) Extend(w io.Writer, view View, from Reach) (next Reach, ok boo
 			out = append(out, line)
 		}
 	default:
-		return Reach{}, false, nil
+		if view.Kind != KindTurn {
+			return Reach{}, false, nil
+		}
+		// a turn's events are one contiguous run of the log, and a live log's seqs are its indexes: the
+		// turn gains the events it holds past from (none once it has ended)
+		var evs []event.Event
+		found := false
+		if !s.withTurns(func(ts *eventstore.TurnScan) { evs, found = ts.TurnEvents(s.Events, view.N) }) || !found || len(evs) == 0 {
+			return Reach{}, false, nil
+		}
+		lo := int(evs[0].Seq)
+		if lo < 0 || lo > from.events || s.Events[lo].Seq != evs[0].Seq {
+			return Reach{}, false, nil // the turn began after the rendering (which then failed), or seqs are not indexes
+		}
+		for _, e := range evs[min(from.events-lo, len(evs)):] {
+			out = append(out, e.Raw)
+		}
 	}
 	if err := writeLines(w, out); err != nil {
 		return Reach{}, true, err
