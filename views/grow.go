@@ -13,7 +13,8 @@ import (
 // Incremental views of a live session (issue: the write path at scale). A live engine's event list only
 // grows, so a later snapshot of the same engine holds an earlier one's events as its prefix. The views
 // that are lists of the log's lines in log order then grow by appends alone: events.jsonl always (one line
-// per event), surface.jsonl and messages.jsonl while the new events only append to the surface. Extend
+// per event), a turn's file (its turn's events, while it is open), surface.jsonl and messages.jsonl while
+// the new events only append to the surface. Extend
 // writes just what an appended batch adds, so that following a large live session (`tail -f`) costs
 // O(batch) rather than a rendering of the whole view per batch.
 
