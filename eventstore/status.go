@@ -1,7 +1,9 @@
 package eventstore
 
 import (
+	"bytes"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -26,6 +28,9 @@ type StatusInput struct {
 	LastError, LastCommand *Result
 	// ActiveCompaction is the open compaction's record (null when none holds the lock).
 	ActiveCompaction event.Value
+	// Scan, when set, is the scan of exactly Events (Scan.Len() == len(Events)): the open turn and the
+	// unknown outcomes are taken from it instead of reading every event again.
+	Scan *StatusScan
 }
 
 // SessionStatus renders the session status.json object of DESIGN.md §4, every key present and in order.
@@ -44,7 +49,15 @@ func SessionStatus(in StatusInput) event.Value {
 	}
 	n := int64(len(in.Events))
 	openTurn := null
-	if t, ok := OpenTurn(in.Events); ok && in.Refusal == nil {
+	t, open := int64(0), false
+	if in.Refusal == nil {
+		if in.Scan != nil {
+			t, open = in.Scan.OpenTurn()
+		} else {
+			t, open = OpenTurn(in.Events)
+		}
+	}
+	if open {
 		openTurn = event.Number(float64(t))
 	}
 	preview := make([]event.Value, 0, len(in.Closers))
@@ -66,7 +79,13 @@ func SessionStatus(in StatusInput) event.Value {
 	}
 	outcomes := []event.Value{}
 	if in.Refusal == nil {
-		for _, u := range UnknownOutcomes(in.Events) {
+		var unknown []UnknownOutcome
+		if in.Scan != nil {
+			unknown = in.Scan.UnknownOutcomes()
+		} else {
+			unknown = UnknownOutcomes(in.Events)
+		}
+		for _, u := range unknown {
 			outcomes = append(outcomes, u.Value())
 		}
 	}
@@ -82,7 +101,7 @@ func SessionStatus(in StatusInput) event.Value {
 		event.Member{Key: "nextSeq", Value: num(n)},
 		event.Member{Key: "durableSeq", Value: num(n - int64(in.Pending) - 1)},
 		event.Member{Key: "pending", Value: num(int64(in.Pending))},
-		event.Member{Key: "balanced", Value: event.Bool(in.Refusal == nil && Balanced(in.Events))},
+		event.Member{Key: "balanced", Value: event.Bool(in.Refusal == nil && !open)},
 		event.Member{Key: "openTurn", Value: openTurn},
 		event.Member{Key: "repairNeeded", Value: event.Bool(in.Refusal == nil && (len(in.Closers) > 0 || torn > 0))},
 		event.Member{Key: "repairPreview", Value: event.Array(preview...)},
@@ -131,63 +150,128 @@ func (u UnknownOutcome) Value() event.Value {
 // UnknownOutcomes lists the recorded tool calls (tool/call events) without a real result, in log order.
 // A call recorded twice under one id is reported at its last tool/call, the one a repair would cite.
 func UnknownOutcomes(events []event.Event) []UnknownOutcome {
-	type state struct {
-		u       UnknownOutcome
-		settled bool
-	}
-	var order []string
-	calls := map[string]*state{}
+	var t outcomes
 	for _, e := range events {
-		switch e.Type {
-		case "tool/call":
-			rec, err := e.Record()
-			if err != nil {
-				continue
-			}
-			data, _ := rec.Get("data")
-			id, ok := data.Get("callId")
-			if !ok || id.Kind != event.KindString {
-				continue
-			}
-			turn, _ := data.Get("turn")
-			step, _ := data.Get("step")
-			name, _ := data.Get("name")
-			if _, seen := calls[id.Str]; !seen {
-				order = append(order, id.Str)
-			}
-			calls[id.Str] = &state{u: UnknownOutcome{CallID: id.Str, CallSeq: e.Seq, Turn: turn, Step: step, Name: name, ResolvedBySeq: -1}}
-		case "tool/result":
-			rec, err := e.Record()
-			if err != nil {
-				continue
-			}
-			data, _ := rec.Get("data")
-			msg, _ := data.Get("message")
-			src, _ := msg.Get("source")
-			id, ok := src.Get("callId")
-			if !ok || id.Kind != event.KindString {
-				continue
-			}
-			st := calls[id.Str]
-			if st == nil || st.settled {
-				continue
-			}
-			errv, _ := data.Get("error")
-			if code, _ := errv.Get("code"); code.Kind == event.KindString && code.Str == "TOOL_OUTCOME_UNKNOWN" {
-				st.u.ResolvedBySeq = e.Seq
-				continue
-			}
-			st.settled = true
-		}
+		t.add(e)
 	}
-	var out []UnknownOutcome
-	for _, id := range order {
-		if st := calls[id]; !st.settled {
-			out = append(out, st.u)
+	return t.unknown()
+}
+
+// outcomes follows a log's tool calls event by event: every call id seen, and the ones without a real
+// result in the order their id was first seen (UnknownOutcomes's order).
+type outcomes struct {
+	calls map[string]*outcome
+	seen  int        // ids seen so far: the next one's rank
+	open  []*outcome // the calls without a real result, by rank
+}
+
+type outcome struct {
+	u       UnknownOutcome
+	rank    int // when its id was first seen
+	settled bool
+}
+
+func (t *outcomes) add(e event.Event) {
+	switch e.Type {
+	case "tool/call":
+		rec, err := e.Record()
+		if err != nil {
+			return
 		}
+		data, _ := rec.Get("data")
+		id, ok := data.Get("callId")
+		if !ok || id.Kind != event.KindString {
+			return
+		}
+		turn, _ := data.Get("turn")
+		step, _ := data.Get("step")
+		name, _ := data.Get("name")
+		if t.calls == nil {
+			t.calls = map[string]*outcome{}
+		}
+		st := t.calls[id.Str]
+		if st == nil {
+			st = &outcome{rank: t.seen, settled: true}
+			t.seen++
+			t.calls[id.Str] = st
+		}
+		if st.settled {
+			t.reopen(st)
+		}
+		st.u = UnknownOutcome{CallID: id.Str, CallSeq: e.Seq, Turn: turn, Step: step, Name: name, ResolvedBySeq: -1}
+	case "tool/result":
+		rec, err := e.Record()
+		if err != nil {
+			return
+		}
+		data, _ := rec.Get("data")
+		msg, _ := data.Get("message")
+		src, _ := msg.Get("source")
+		id, ok := src.Get("callId")
+		if !ok || id.Kind != event.KindString {
+			return
+		}
+		st := t.calls[id.Str]
+		if st == nil || st.settled {
+			return
+		}
+		errv, _ := data.Get("error")
+		if code, _ := errv.Get("code"); code.Kind == event.KindString && code.Str == "TOOL_OUTCOME_UNKNOWN" {
+			st.u.ResolvedBySeq = e.Seq
+			return
+		}
+		st.settled = true
+		i, _ := slices.BinarySearchFunc(t.open, st.rank, func(o *outcome, rank int) int { return o.rank - rank })
+		t.open = slices.Delete(t.open, i, i+1)
+	}
+}
+
+// reopen puts a settled call (or a new one) back among the open ones, at its rank.
+func (t *outcomes) reopen(st *outcome) {
+	st.settled = false
+	i, _ := slices.BinarySearchFunc(t.open, st.rank, func(o *outcome, rank int) int { return o.rank - rank })
+	t.open = slices.Insert(t.open, i, st)
+}
+
+func (t *outcomes) unknown() []UnknownOutcome {
+	var out []UnknownOutcome
+	for _, st := range t.open {
+		out = append(out, st.u)
 	}
 	return out
 }
+
+// StatusScan is what status.json reads of a log's events — the turn it ends inside and its tool calls
+// without a real result — kept up to date as events are added, so that the status of a log that only grows
+// (a live session's) costs the events added since it was last rendered, not a pass over all of them.
+// It is not safe for concurrent use.
+type StatusScan struct {
+	n        int
+	boundary []event.Event // the last turn/start or turn/end, the only event OpenTurn's answer depends on
+	outcomes outcomes
+}
+
+// Len is the number of events scanned.
+func (s *StatusScan) Len() int { return s.n }
+
+// Add scans events, which continue the ones scanned before.
+func (s *StatusScan) Add(events []event.Event) {
+	for _, e := range events {
+		if e.Type == "turn/start" || e.Type == "turn/end" {
+			// a copy: the scan outlives snapshots, and must not keep a log's array or frame buffer alive
+			e.Raw = bytes.Clone(e.Raw)
+			s.boundary = []event.Event{e}
+		}
+		s.outcomes.add(e)
+	}
+	s.n += len(events)
+}
+
+// OpenTurn is OpenTurn of the events scanned.
+func (s *StatusScan) OpenTurn() (int64, bool) { return OpenTurn(s.boundary) }
+
+// UnknownOutcomes is UnknownOutcomes of the events scanned.
+func (s *StatusScan) UnknownOutcomes() []UnknownOutcome { return s.outcomes.unknown() }
 
 // StoreState is what the store status.json reports beside the listing: the write side's live sessions,
 // their pending events and the last failed store command.

@@ -32,31 +32,94 @@ type turnSpan struct {
 }
 
 func turnSpans(events []event.Event) []turnSpan {
-	var out []turnSpan
-	open := -1 // index into out of the open turn
-	for i, e := range events {
+	var s TurnScan
+	s.Add(events)
+	return s.resolved()
+}
+
+// TurnScan keeps a log's turn brackets (Turn) up to date as events are added, so that the turns of a log
+// that only grows (a live session's turns/ and turn files) cost the events added since, not a pass over
+// all of them. It is not safe for concurrent use.
+type TurnScan struct {
+	n      int
+	last   int64 // the seq of the last event scanned
+	spans  []turnSpan
+	open   int           // 1 + the index in spans of the open turn; 0 when none
+	firsts map[int64]int // the index of the first turn of each number
+}
+
+// Len is the number of events scanned.
+func (s *TurnScan) Len() int { return s.n }
+
+// Add scans events, which continue the ones scanned before.
+func (s *TurnScan) Add(events []event.Event) {
+	for j, e := range events {
+		i := s.n + j
 		switch e.Type {
 		case "turn/start":
-			if open >= 0 {
-				out[open].hi = i
-				out[open].EndSeq = events[i-1].Seq
+			if s.open > 0 {
+				t := &s.spans[s.open-1]
+				t.hi, t.EndSeq = i, s.last
 			}
-			out = append(out, turnSpan{Turn: Turn{N: turnNumber(e), StartSeq: e.Seq, EndSeq: -1}, lo: i, hi: len(events)})
-			open = len(out) - 1
+			n := turnNumber(e)
+			s.spans = append(s.spans, turnSpan{Turn: Turn{N: n, StartSeq: e.Seq, EndSeq: -1}, lo: i, hi: -1})
+			s.open = len(s.spans)
+			if s.firsts == nil {
+				s.firsts = map[int64]int{}
+			}
+			if _, ok := s.firsts[n]; !ok && n >= 0 {
+				s.firsts[n] = len(s.spans) - 1
+			}
 		case "turn/end":
-			if open < 0 {
-				continue
+			if s.open > 0 {
+				t := &s.spans[s.open-1]
+				t.hi, t.EndSeq = i+1, e.Seq
+				if raw, ok := event.Lookup(e.Raw, "data", "reason"); ok {
+					// Raw is canonical JSON, so a member parses; a failure would leave Reason null.
+					t.Reason, _ = event.Parse(raw)
+				}
+				s.open = 0
 			}
-			t := &out[open]
-			t.hi, t.EndSeq = i+1, e.Seq
-			if raw, ok := event.Lookup(e.Raw, "data", "reason"); ok {
-				// Raw is canonical JSON, so a member parses; a failure would leave Reason null.
-				t.Reason, _ = event.Parse(raw)
-			}
-			open = -1
 		}
+		s.last = e.Seq
+	}
+	s.n += len(events)
+}
+
+// span is spans[i] with its end resolved: an open turn runs to the end of what was scanned.
+func (s *TurnScan) span(i int) turnSpan {
+	t := s.spans[i]
+	if t.hi < 0 {
+		t.hi = s.n
+	}
+	return t
+}
+
+func (s *TurnScan) resolved() []turnSpan {
+	out := make([]turnSpan, len(s.spans))
+	for i := range s.spans {
+		out[i] = s.span(i)
 	}
 	return out
+}
+
+// Turns is Turns of the events scanned.
+func (s *TurnScan) Turns() []Turn {
+	out := make([]Turn, len(s.spans))
+	for i := range s.spans {
+		out[i] = s.spans[i].Turn
+	}
+	return out
+}
+
+// TurnEvents is TurnEvents of events, which must be the events scanned.
+func (s *TurnScan) TurnEvents(events []event.Event, n int64) ([]event.Event, bool) {
+	i, ok := s.firsts[n]
+	if !ok || n < 0 || len(events) != s.n {
+		return nil, false
+	}
+	t := s.span(i)
+	return events[t.lo:t.hi:t.hi], true
 }
 
 func turnNumber(e event.Event) int64 {
@@ -89,10 +152,7 @@ func TurnEvents(events []event.Event, n int64) ([]event.Event, bool) {
 	if n < 0 {
 		return nil, false
 	}
-	for _, s := range turnSpans(events) {
-		if s.N == n {
-			return events[s.lo:s.hi:s.hi], true
-		}
-	}
-	return nil, false
+	var s TurnScan
+	s.Add(events)
+	return s.TurnEvents(events, n)
 }

@@ -187,15 +187,21 @@ func (f *FS) StoreIndex(ctx context.Context, p int) ([]byte, bool) {
 // decodes counts the sessions decoded (loaded and validated); indexHits the stats and verdicts answered
 // from the persistent index instead; readahead the views rendered ahead of a walk; evicted the sessions
 // whose nodes the kernel was asked to drop (out of the working set); primed the views handed to the
-// kernel's page cache after a lookup.
+// kernel's page cache after a lookup; renderedBytes the bytes of views rendered whole, extendedBytes those
+// appended to live sessions' growing views.
 func (f *FS) StoreStats() []byte {
 	n := func(v int64) event.Value { return event.Number(float64(v)) }
+	work := f.cache.Work()
 	return append(event.Stringify(event.Object(
 		event.Member{Key: "decodes", Value: n(f.cache.Decodes())},
 		event.Member{Key: "indexHits", Value: n(f.cache.IndexHits())},
 		event.Member{Key: "readahead", Value: n(f.ahead.done.Load())},
 		event.Member{Key: "evicted", Value: n(f.evicted.Load())},
 		event.Member{Key: "primed", Value: n(f.primed.Load())},
+		// the bytes of views rendered whole, and those added to a live session's growing views by its
+		// batches (viewcache/grow.go): following a live session should move the second, not the first
+		event.Member{Key: "renderedBytes", Value: n(work.RenderedBytes)},
+		event.Member{Key: "extendedBytes", Value: n(work.ExtendedBytes)},
 		// which process serves the mount: a second `dshfs mount` onto it names it (a mount's property, so
 		// here and not in status.json, which a copy of the mount must find unchanged)
 		event.Member{Key: "pid", Value: n(int64(os.Getpid()))},
@@ -243,7 +249,9 @@ func (f *FS) Identity(ctx context.Context, id string) string { return f.revision
 // load decodes session id as it is now, for the cache (viewcache.Loader).
 func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
 	if w := f.opts.Store.Live(id); w != nil {
-		return views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions()), nil
+		s := views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions())
+		s.Lineage = w // the engine's list only grows: its views are extended batch by batch (viewcache)
+		return s, nil
 	}
 	l := f.Listing()
 	if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {

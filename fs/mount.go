@@ -276,7 +276,15 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 		return
 	}
 	sessions := root.GetChild("sessions")
+	grown := map[string]bool{}
 	for _, id := range c.changed {
+		if f.opts.Store.Live(id) != nil && !slices.Contains(c.replaced, id) {
+			// a session this process writes: its views come from the engine, whose list only grows, and
+			// are keyed by its revision, so nothing kept is dropped (the growing renderings are extended,
+			// viewcache/grow.go) and the kernel is told only about what an append can change
+			grown[id] = true
+			continue
+		}
 		f.cache.Drop(id)
 	}
 	if sessions == nil {
@@ -294,6 +302,10 @@ func (f *FS) apply(c changes, root *gofs.Inode) {
 		dir := sessions.GetChild(l.Names[i])
 		if dir == nil {
 			continue // the kernel never looked it up: nothing cached
+		}
+		if grown[id] {
+			nodes.NotifyGrown(dir)
+			continue
 		}
 		invalidateTree(dir, slices.Contains(c.replaced, id))
 	}

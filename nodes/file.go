@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -390,6 +391,9 @@ func (b body) extends(next body) bool {
 	if next.size() < n {
 		return false
 	}
+	if sameStart(b, next) {
+		return true
+	}
 	if b.blob == nil && next.blob == nil {
 		return bytes.HasPrefix(next.data, b.data)
 	}
@@ -399,6 +403,43 @@ func (b body) extends(next body) bool {
 	}
 	theirs, err := next.prefixSum(n)
 	return err == nil && mine == theirs
+}
+
+// sameStart reports whether a and b are views of the same bytes from the same start: one array in
+// memory, or one open file from offset 0. The bytes a rendering was served with are never written again —
+// a live session's growing rendering (viewcache/grow.go) only appends past every length it served, and a
+// view file is renamed over, never rewritten — so the shorter is then the longer's prefix without a
+// comparison: `tail -f` of a large live session on one descriptor costs each read its new bytes, not a
+// pass over all of them.
+func sameStart(a, b body) bool {
+	switch {
+	case a.blob == nil && b.blob == nil:
+		return len(a.data) > 0 && len(b.data) > 0 && &a.data[0] == &b.data[0]
+	case a.blob != nil && b.blob != nil:
+		fa, fb := blobFile(a.blob), blobFile(b.blob)
+		return fa != nil && fa == fb
+	}
+	return false
+}
+
+// blobFile is the open file a Blob reads from offset 0 of, through sections each from 0; nil when it is
+// anything else.
+func blobFile(b Blob) *os.File {
+	var r io.ReaderAt = b
+	for {
+		switch s := r.(type) {
+		case *os.File:
+			return s
+		case *io.SectionReader:
+			outer, off, _ := s.Outer()
+			if off != 0 {
+				return nil
+			}
+			r = outer
+		default:
+			return nil
+		}
+	}
 }
 
 // readAt returns up to len(dest) bytes from off (fewer at the end).

@@ -37,6 +37,9 @@ type foldState struct {
 	pos   map[int64]int
 	posOK bool // pos maps every node to its index
 	reps  []Replacement
+	// shared: a Result (Folder.Result) holds nodes[:len(nodes)], so a replace, which writes inside it,
+	// works on a copy; an append writes past every Result's end and needs none
+	shared bool
 
 	srcBuf, sortBuf []int64 // scratch for sourceEventSeqs checks
 }
@@ -124,6 +127,32 @@ func (s *foldState) plan(e event.Event, origin originFunc) (plan, error) {
 		}
 	}
 	return plan{kind: planReplace, seq: e.Seq, start: start, end: end, startIdx: si, endIdx: ei}, nil
+}
+
+// Appends reports what an event the fold accepted does to the surface: appends is true when it joins
+// the surface at its end (surfaceOp "append"), replaces when it rewrites part of it (any other surfaceOp:
+// a compaction's checkpoint, a prune); neither for a log-only event. It reads the same markers the fold
+// reads, so a view that grows with the surface can follow an accepted event without folding again.
+func Appends(e event.Event) (appends, replaces bool) {
+	if !event.IsSurfaceType(e.Type) {
+		return false, false
+	}
+	op, _, _, found := tailMarkers(e.Raw)
+	if !found {
+		event.EachMember(e.Raw, func(name, value []byte) bool {
+			if string(name) == "surfaceOp" {
+				op, found = value, true
+			}
+			return true
+		})
+	}
+	if !found {
+		return false, false // the fold refuses it: nothing a view follows
+	}
+	if string(op) == `"append"` {
+		return true, false
+	}
+	return false, true
 }
 
 // tailMarkers reads an event's surface markers where the harness writes them, without walking its
@@ -410,6 +439,9 @@ func (s *foldState) apply(p plan) *Replacement {
 			s.pos[p.seq] = len(s.nodes) - 1
 		}
 	case planReplace:
+		if s.shared {
+			s.nodes, s.shared = slices.Clone(s.nodes), false
+		}
 		shadowed := slices.Clone(s.nodes[p.startIdx : p.endIdx+1])
 		if p.startIdx == p.endIdx {
 			// A one-node rewrite (a prune) moves nothing: the map stays valid.
@@ -512,18 +544,22 @@ func (f *Folder) origin(seq int64) (event.Event, bool) {
 // the commit that follows a successful append).
 func (f *Folder) Next(e event.Event) error { return f.Push(e) }
 
-// Result returns a snapshot of the fold so far; later pushes never change it.
+// Result returns a snapshot of the fold so far; later pushes never change it. It costs nothing in the
+// surface's length: the snapshot shares the folder's nodes and replacements (a live session takes one per
+// accepted batch), and the folder copies its nodes before the next replace writes inside them. Its slices
+// must not be changed.
 func (f *Folder) Result() *Result {
-	reps := make([]Replacement, len(f.s.reps))
-	for i, r := range f.s.reps {
-		r.ShadowedSeqs = slices.Clone(r.ShadowedSeqs)
-		reps[i] = r
-	}
-	nodes := slices.Clone(f.s.nodes)
+	n, m := len(f.s.nodes), len(f.s.reps)
+	nodes := f.s.nodes[:n:n]
 	if nodes == nil {
 		nodes = []int64{}
 	}
-	return &Result{Nodes: nodes, Replacements: reps, Generation: len(reps)}
+	f.s.shared = true
+	reps := f.s.reps[:m:m]
+	if reps == nil {
+		reps = []Replacement{}
+	}
+	return &Result{Nodes: nodes, Replacements: reps, Generation: m}
 }
 
 // NextSeq is the seq the next pushed event must carry.

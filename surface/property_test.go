@@ -190,29 +190,39 @@ func TestPropertyIncrementalEqualsFold(t *testing.T) {
 	}
 }
 
-// TestFolderSnapshot: a Result is a copy, unaffected by later pushes or by callers mutating it.
+// TestFolderSnapshot: a Result is a snapshot that later pushes never change — appends past its end, and
+// replaces (which write inside the nodes it shares, and so work on a copy: a one-node prune in place, a
+// range replace that moves the nodes after it) — and a fold of every prefix, taken while the folder moves
+// on, reads as Fold of that prefix.
 func TestFolderSnapshot(t *testing.T) {
-	f := NewFolder(0)
-	for _, e := range []event.Event{
+	events := []event.Event{
 		userMsg(t, 0, "a", "a", "surfaceOp", `"append"`),
 		userMsg(t, 1, "b", "b", "sourceEventSeqs", "[0]", "surfaceOp", replaceOpJSON(0, 0)),
-	} {
+		userMsg(t, 2, "c", "c", "surfaceOp", `"append"`),
+		userMsg(t, 3, "d", "d", "surfaceOp", `"append"`),
+		userMsg(t, 4, "e", "e", "sourceEventSeqs", "[2]", "surfaceOp", replaceOpJSON(2, 2)),
+		userMsg(t, 5, "f", "f", "surfaceOp", `"append"`),
+		userMsg(t, 6, "g", "g", "sourceEventSeqs", "[1,4]", "surfaceOp", replaceOpJSON(1, 4)),
+		userMsg(t, 7, "h", "h", "surfaceOp", `"append"`),
+	}
+	f := NewFolder(0)
+	var held []*Result
+	var want []string
+	for i, e := range events {
 		if err := f.Push(e); err != nil {
 			t.Fatal(err)
 		}
+		r := f.Result()
+		whole, err := Fold(events[:i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, want = append(held, r), append(want, string(whole.JSON()))
 	}
-	snap := f.Result()
-	snap.Nodes[0] = 99
-	snap.Replacements[0].ShadowedSeqs[0] = 99
-	if got := string(f.Result().JSON()); got != `{"nodes":[1],"replacements":[{"seq":1,"start":0,"end":0,"shadowedSeqs":[0]}]}` {
-		t.Fatalf("mutating a snapshot changed the folder: %s", got)
-	}
-	held := f.Result()
-	if err := f.Push(userMsg(t, 2, "c", "c", "surfaceOp", `"append"`)); err != nil {
-		t.Fatal(err)
-	}
-	if len(held.Nodes) != 1 {
-		t.Fatalf("held snapshot grew: %v", held.Nodes)
+	for i, r := range held {
+		if got := string(r.JSON()); got != want[i] {
+			t.Fatalf("the snapshot after event %d changed as the folder moved on: %s, want %s", i, got, want[i])
+		}
 	}
 }
 

@@ -85,11 +85,16 @@ type Cache struct {
 	// the same view at once render it once
 	renders flights
 	decodes atomic.Int64 // loads, which the index exists to avoid (stats.json "decodes")
+	work    work         // what was rendered (grow.go)
+	// grow orders the extensions of growing renderings (grow.go): each is extended by one batch at a time,
+	// under the stripe of its session and view, so that one session's whole rendering holds up no other's
+	grow     [64]sync.Mutex
+	spoolDir string // where a growing rendering past blobMin keeps its bytes ("" for the system's)
 }
 
 // New makes a cache.
 func New(cfg Config) *Cache {
-	c := &Cache{load: cfg.Load, lru: newLRU(cfg.SessionsBytes, cfg.ViewsBytes)}
+	c := &Cache{load: cfg.Load, lru: newLRU(cfg.SessionsBytes, cfg.ViewsBytes), spoolDir: cfg.IndexDir}
 	if cfg.Index {
 		c.index = newIndex(cfg.IndexDir, cfg.Store.salt())
 	}
@@ -135,6 +140,11 @@ func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 			defer c.renders.leave(fk)
 		}
 	}
+	if k.Live && views.Growable(k.View) {
+		if r, ok, err := c.live(ctx, k); ok {
+			return r, err
+		}
+	}
 	e, err := c.entry(ctx, k)
 	if err != nil {
 		return Rendered{}, err
@@ -148,12 +158,16 @@ func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 			if err != nil {
 				return Rendered{}, err
 			}
+			c.work.rendered(r.Size())
 			r.Revision, r.Identity = k.Revision.String(), k.Revision.Identity
 			c.lru.keep(k.Session, k.View, k.Revision, r)
 			return r, nil
 		}
 	}
 	r, err := c.lru.render(ctx, e, k.View, k.View.Volatile())
+	if err == nil {
+		c.work.rendered(r.Size())
+	}
 	r.Identity = k.Revision.Identity
 	if err == nil && indexable {
 		c.index.remember(k.Session, irev, k.View, r.Data, r.ModTime)

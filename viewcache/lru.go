@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -56,6 +57,7 @@ type rendered struct {
 	rev  eventstore.Revision // what r was rendered at (r.Revision spells it)
 	r    Rendered
 	elem *list.Element
+	grow *growing // the growing rendering r is a moment of (grow.go); nil for any other
 }
 
 func newLRU(maxSessions, maxViews int64) *lru {
@@ -88,7 +90,10 @@ func (c *lru) get(ctx context.Context, id string, rev eventstore.Revision, load 
 			c.mu.Unlock()
 			return e, nil
 		}
+		var prev *views.Session // the snapshot replaced, whose estimate a later one of its lineage extends
+		var prevSize int64
 		if e != nil {
+			prev, prevSize = e.sess, e.size
 			c.dropSessionLocked(e)
 		}
 		e = &cached{id: id, rev: rev, loading: make(chan struct{})}
@@ -112,7 +117,14 @@ func (c *lru) get(ctx context.Context, id string, rev eventstore.Revision, load 
 			c.verdicts[id] = verdict{rev: rev, refusal: sess.Refusal}
 		}
 		e.mtime = sess.ModTime()
-		e.size = estimate(sess)
+		if prev != nil && sess.Lineage != nil && prev.Lineage == sess.Lineage && len(prev.Events) <= len(sess.Events) {
+			// a later snapshot of the same live engine: only its new events are counted, and its status
+			// scans only them (a batch appended to a large live session must not cost a walk over all of it)
+			e.size = prevSize + eventsSize(sess.Events[len(prev.Events):])
+			sess.Continue(prev)
+		} else {
+			e.size = estimate(sess)
+		}
 		c.sessionBytes += e.size
 		c.evictSessionsLocked(e)
 		c.mu.Unlock()
@@ -185,6 +197,35 @@ func (c *lru) keep(id string, view views.View, rev eventstore.Revision, r Render
 	}
 }
 
+// growing is the growing rendering kept for a view of id (at whatever revision), nil when none is kept.
+func (c *lru) growing(id string, view views.View) *growing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.views[viewKey{id, view}]; v != nil {
+		return v.grow
+	}
+	return nil
+}
+
+// keepGrowing keeps r, a moment of the growing rendering g, as the view's rendering at rev.
+func (c *lru) keepGrowing(id string, view views.View, rev eventstore.Revision, r Rendered, g *growing) {
+	c.keep(id, view, rev, r)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.views[viewKey{id, view}]; v != nil && v.rev == rev {
+		v.grow = g
+	}
+}
+
+// dropGrowing forgets the view's growing rendering (its bytes no longer match its reach).
+func (c *lru) dropGrowing(id string, view views.View) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.views[viewKey{id, view}]; v != nil {
+		c.dropViewLocked(v)
+	}
+}
+
 // blobWeight is what a view served from its index file (a Blob) counts against the views budget: not its
 // size, which is in the kernel's page cache rather than the heap, but enough that the budget bounds the
 // files the LRU keeps open.
@@ -252,8 +293,13 @@ func (c *lru) evictSessionsLocked(keep *cached) {
 // Measured against the live heap of a mount holding 10k cached sessions, counting the bytes once
 // undercounted by about a third.
 func estimate(s *views.Session) int64 {
-	var n int64 = 4096
-	for _, e := range s.Events {
+	return 4096 + eventsSize(s.Events)
+}
+
+// eventsSize is estimate's share of events.
+func eventsSize(events []event.Event) int64 {
+	var n int64
+	for _, e := range events {
 		n += 2*int64(len(e.Raw)) + 96
 	}
 	return n

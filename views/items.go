@@ -138,7 +138,11 @@ func (s *Session) Items(d Dir) ([]Item, error) {
 func (s *Session) turnItems() []Item {
 	seen := map[int64]bool{}
 	var out []Item
-	for _, turn := range eventstore.Turns(s.Events) {
+	var turns []eventstore.Turn
+	if !s.withTurns(func(ts *eventstore.TurnScan) { turns = ts.Turns() }) {
+		turns = eventstore.Turns(s.Events)
+	}
+	for _, turn := range turns {
 		if turn.N < 0 || seen[turn.N] {
 			continue
 		}

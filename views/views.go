@@ -58,6 +58,13 @@ type Session struct {
 	Refusal    error // why the session cannot be shown; only header, status and raw work then
 	Live       bool  // this process writes the session (its engine is the source of the snapshot)
 	Pending    int   // the last Pending events are accepted but not durable yet
+	// Lineage names the live engine a snapshot came from (nil for any other): the engine's event list
+	// only grows, so a later snapshot of the same lineage holds this one's events as its prefix, and a
+	// rendering of this one can be extended (Extend) instead of rendered again.
+	Lineage any
+	// carry is what status.json and turns/ have scanned of the lineage's events (grow.go), shared along it
+	carry     *carry
+	carryOnce sync.Once
 	// Generation is the log's format generation (0, or 2 and 3 for the later ones the harness writes);
 	// surfaceEvents are what the v0 projections read of a v3 log (its system messages and replacements as
 	// the harness's released restore validates them), nil when they read Events
@@ -479,7 +486,11 @@ func (s *Session) logLines(view View) (evs []event.Event, ok bool, err error) {
 		evs, err := s.Shadowed()
 		return evs, true, err
 	case KindTurn:
-		evs, found := eventstore.TurnEvents(s.Events, view.N)
+		var evs []event.Event
+		found := false
+		if !s.withTurns(func(ts *eventstore.TurnScan) { evs, found = ts.TurnEvents(s.Events, view.N) }) {
+			evs, found = eventstore.TurnEvents(s.Events, view.N)
+		}
 		if !found {
 			return nil, true, fmt.Errorf("%w: turn %d", ErrNotFound, view.N)
 		}
@@ -603,22 +614,32 @@ func (s *Session) SpillRoots() *spill.Roots {
 	return s.opts.Spill
 }
 
-// Status renders status.json.
+// Status renders status.json. A live session's scans only the events accepted since the previous
+// snapshot's (statusScan).
 func (s *Session) Status() []byte {
 	in := eventstore.StatusInput{ID: s.ID, Backend: s.Backend, Location: s.Location, Header: s.Header,
 		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal,
 		Live: s.Live, Pending: s.Pending}
 	in.LastCommand, in.LastError, _ = s.store.Results(s.ID)
-	if s.Refusal == nil {
-		if recs, _, err := s.Compactions(); err == nil {
-			if a := compaction.Active(recs); a != nil {
-				if v, err := event.Parse(a.JSON()); err == nil {
-					in.ActiveCompaction = v
-				}
+	if unlock, ok := s.statusScan(&in); ok {
+		defer unlock()
+	} else if s.Refusal == nil {
+		in.ActiveCompaction = s.activeCompaction()
+	}
+	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
+}
+
+// activeCompaction is the open compaction's record, null when none holds the lock (or the records
+// cannot be read).
+func (s *Session) activeCompaction() event.Value {
+	if recs, _, err := s.Compactions(); err == nil {
+		if a := compaction.Active(recs); a != nil {
+			if v, err := event.Parse(a.JSON()); err == nil {
+				return v
 			}
 		}
 	}
-	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
+	return event.Value{}
 }
 
 func (s *Session) pick(seqs []int64) []event.Event {
