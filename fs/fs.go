@@ -190,12 +190,19 @@ func (f *FS) StoreIndex(ctx context.Context, p int) ([]byte, bool) {
 // kernel's page cache after a lookup.
 func (f *FS) StoreStats() []byte {
 	n := func(v int64) event.Value { return event.Number(float64(v)) }
+	live := f.opts.Store.LiveMemory()
 	return append(event.Stringify(event.Object(
 		event.Member{Key: "decodes", Value: n(f.cache.Decodes())},
 		event.Member{Key: "indexHits", Value: n(f.cache.IndexHits())},
 		event.Member{Key: "readahead", Value: n(f.ahead.done.Load())},
 		event.Member{Key: "evicted", Value: n(f.evicted.Load())},
 		event.Member{Key: "primed", Value: n(f.primed.Load())},
+		// the live engines' logs in memory ([writer] live_bytes): how many hold theirs, their estimated
+		// bytes, and how many times an idle one released its log and one read it back
+		event.Member{Key: "liveResident", Value: n(int64(live.Resident))},
+		event.Member{Key: "liveBytes", Value: n(live.Bytes)},
+		event.Member{Key: "liveReleased", Value: n(live.Shed)},
+		event.Member{Key: "liveReloaded", Value: n(live.Reloaded)},
 		// which process serves the mount: a second `dshfs mount` onto it names it (a mount's property, so
 		// here and not in status.json, which a copy of the mount must find unchanged)
 		event.Member{Key: "pid", Value: n(int64(os.Getpid()))},
@@ -243,7 +250,11 @@ func (f *FS) Identity(ctx context.Context, id string) string { return f.revision
 // load decodes session id as it is now, for the cache (viewcache.Loader).
 func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
 	if w := f.opts.Store.Live(id); w != nil {
-		return views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions()), nil
+		snap, err := w.SnapshotContext(ctx) // an idle engine that released its log reads it back
+		if err != nil {
+			return nil, err
+		}
+		return views.FromSnapshot(f.opts.Store, snap, f.viewOptions()), nil
 	}
 	l := f.Listing()
 	if i, ok := l.ByID[id]; ok && l.Entries[i].Refusal != nil {

@@ -357,6 +357,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	st := eventstore.New(b)
 	st.Window, st.MaxLine = cfg.Writer.BatchWindow, cfg.Writer.MaxLineBytes
 	st.ForeignQuiet = cfg.Writer.ForeignQuiet
+	st.LiveBytes, st.LiveIdle = cfg.Writer.LiveBytes, cfg.Writer.LiveIdle
 	if st.Window == 0 {
 		st.Window = time.Nanosecond // batch_window = 0: each accepted request is written at once
 	}
