@@ -18,7 +18,9 @@ import (
 // against the fold and appended in memory, visible at once in every snapshot, and written by a
 // write-behind batch (or Flush). While live it holds the backend's writer lock, so no other dshfs
 // instance writes the session meanwhile; before every write the backend checks that the artifact is
-// still what this engine last saw, so a foreign writer (the harness) is detected, never overwritten.
+// still what this engine last saw, so a foreign writer (the harness) is detected, never overwritten. While
+// idle it may release its log to stay within the Store's live budget, keeping the lock, and read it back
+// when next used (resident.go).
 type Session struct {
 	st *Store
 	id string
