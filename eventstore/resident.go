@@ -170,9 +170,12 @@ func (w *Session) reloadLocked(ins *Inspection, expect Artifact, n int) {
 	}
 	// (closers are no change: a log whose turn this writer left open plans them, as any load does)
 	changed := ins.Prefix.Artifact.Token != expect.Token || len(stored) != n || ins.Prefix.Torn != nil
-	if changed && w.conflict == nil {
+	if !changed {
+		return
+	}
+	w.art = ins.Prefix.Artifact // the events shown are the artifact's now
+	if w.conflict == nil {
 		w.conflict = cmdErr(Busy, CodeConflict, fmt.Sprintf("session %s changed under this writer while it was idle (%d events when it was last written, %d now): another process wrote it; nothing was written, and writes are refused until the store's rescan (mount: echo rescan > ctl)", jsQuote(w.id), n, len(stored)))
-		w.art = ins.Prefix.Artifact
 	}
 }
 

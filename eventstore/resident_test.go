@@ -189,6 +189,7 @@ func TestReleasedEngineFindsAForeignWrite(t *testing.T) {
 	st.LiveIdle = time.Millisecond
 	w := liveWriter(t, st, "a", 1)
 	n := len(w.Snapshot().Events)
+	token := w.Revision().Artifact
 	waitUntil(t, "the idle engine to release its log", func() bool { return !w.Resident() })
 	// a writer without the lease appends a line behind the engine's back
 	matches, _ := filepath.Glob(filepath.Join(root, "*", "a", "session.jsonl"))
@@ -210,6 +211,9 @@ func TestReleasedEngineFindsAForeignWrite(t *testing.T) {
 	}
 	if snap.Conflict == nil || snap.Conflict.Code != eventstore.CodeConflict || len(snap.Events) != n+1 {
 		t.Fatalf("after a foreign write: conflict %v, %d events; want %s and %d", snap.Conflict, len(snap.Events), eventstore.CodeConflict, n+1)
+	}
+	if snap.Revision.Artifact == token {
+		t.Fatalf("the snapshot of the changed artifact kept its old revision %s", token)
 	}
 	if err := w.Accept(turnOf(2)); eventstore.AsCommandError(err) == nil || eventstore.AsCommandError(err).Code != eventstore.CodeConflict {
 		t.Fatalf("an append after the foreign write: %v; want %s", err, eventstore.CodeConflict)

@@ -551,13 +551,7 @@ func (s *Store) lockAndAdopt(ctx context.Context, id string, read func() (*Inspe
 		l.Release()
 		return nil, err
 	}
-	w := s.adopt(id, ins, l)
-	// writeLock has just looked for other writers in /proc (a few milliseconds of readlinks over every
-	// process): the first append's check need not look again
-	w.mu.Lock()
-	w.scanned = time.Now()
-	w.mu.Unlock()
-	return w, nil
+	return s.adopt(id, ins, l), nil
 }
 
 // resumeNeeded says why a stored session cannot be continued without a resume, nil when it can.
