@@ -67,6 +67,10 @@ func indexDefault() (on bool, ok bool) {
 // quiet period only refuses writes long after it stopped.
 const MaxForeignQuiet = 10 * time.Minute
 
+// MinLiveIdle is the shortest non-zero [writer] live_idle: a writer appends several times a second while a
+// turn runs, and a period shorter than that would read the whole log back for every batch.
+const MinLiveIdle = time.Second
+
 // Writer holds the live writer's settings.
 type Writer struct {
 	// BatchWindow is the write-behind window: the first pending event starts it, the batch is written
@@ -85,6 +89,13 @@ type Writer struct {
 	// 0.1.5, which takes no write lease) dshfs still treats the session as live elsewhere and refuses to
 	// write it, unless the change was acknowledged (rescan, --force). 0: only an open descriptor counts.
 	ForeignQuiet time.Duration
+	// LiveBytes is what the logs of the sessions this process writes (their live engines) may hold in
+	// memory together; past it the least recently used idle engines release their logs, keeping the
+	// writer lease, and read them back when next used. 0: no budget.
+	LiveBytes int64
+	// LiveIdle is how long an engine stays idle (every accepted event durable) before it releases its log
+	// whatever the budget; 0: only the budget releases logs.
+	LiveIdle time.Duration
 }
 
 // Compaction holds the summarizer settings of manual compaction (ctl compact, dshfs compact).
@@ -182,6 +193,10 @@ func Default() Config {
 			// small file cannot decode to any number of events, not to refuse real logs
 			MaxSessionBytes: 1 << 30,
 			ForeignQuiet:    2 * time.Second,
+			// the live engines' logs beside the caches' 48 MiB, within the same 256 MiB (tested with 1,000
+			// live sessions)
+			LiveBytes: 32 << 20,
+			LiveIdle:  time.Minute,
 		},
 		Compaction: Compaction{
 			Summarizer: SummarizerExtractive,

@@ -69,7 +69,7 @@ func TestDesignSample(t *testing.T) {
 			AllowOther:      false,
 		},
 		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024, Index: true},
-		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20, MaxSessionBytes: 1 << 30, ForeignQuiet: 2 * time.Second},
+		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20, MaxSessionBytes: 1 << 30, ForeignQuiet: 2 * time.Second, LiveBytes: 32 << 20, LiveIdle: time.Minute},
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute, Provider: "dshfs", Model: "extractive", MaxTokens: 8192},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},
@@ -424,5 +424,38 @@ func TestMaxSessionBytes(t *testing.T) {
 	}
 	if _, err := Parse([]byte("[writer]\nmax_session_bytes = -1\n"), "/etc/dshfs/dshfs.toml"); err == nil {
 		t.Error("a negative max_session_bytes was accepted")
+	}
+}
+
+// TestLiveBudget: writer.live_bytes is a size (32 MiB by default, 0 for no budget) and writer.live_idle a
+// duration (1m by default, 0 for none, else at least a second); bad values are refused by name.
+func TestLiveBudget(t *testing.T) {
+	fakeHome(t)
+	for _, c := range []struct {
+		toml  string
+		bytes int64
+		idle  time.Duration
+	}{
+		{"", 32 << 20, time.Minute},
+		{"[writer]\nlive_bytes = \"128MiB\"\nlive_idle = \"10s\"\n", 128 << 20, 10 * time.Second},
+		{"[writer]\nlive_bytes = 0\nlive_idle = \"0s\"\n", 0, 0},
+		{"[writer]\nlive_idle = \"1s\"\n", 32 << 20, time.Second},
+	} {
+		got, err := Parse([]byte(c.toml), "/etc/dshfs/dshfs.toml")
+		if err != nil || got.Writer.LiveBytes != c.bytes || got.Writer.LiveIdle != c.idle {
+			t.Errorf("%q: %d, %v, %v; want %d, %v", c.toml, got.Writer.LiveBytes, got.Writer.LiveIdle, err, c.bytes, c.idle)
+		}
+	}
+	for _, c := range []struct{ toml, want string }{
+		{"[writer]\nlive_bytes = -1\n", `key "writer.live_bytes" in /etc/dshfs/dshfs.toml: size must not be negative, got -1`},
+		{"[writer]\nlive_bytes = \"32MB\"\n", `key "writer.live_bytes" in /etc/dshfs/dshfs.toml: want a size in bytes or with a binary unit`},
+		{"[writer]\nlive_idle = \"-1s\"\n", `key "writer.live_idle" in /etc/dshfs/dshfs.toml: duration must not be negative, got "-1s"`},
+		{"[writer]\nlive_idle = 60\n", `key "writer.live_idle" in /etc/dshfs/dshfs.toml: want a duration string such as "1s", got integer 60`},
+		{"[writer]\nlive_idle = \"200ms\"\n", `key "writer.live_idle" in /etc/dshfs/dshfs.toml: 0 or at least 1s (a shorter idle period reads a session's whole log back between the batches of one turn), got 200ms`},
+	} {
+		_, err := Parse([]byte(c.toml), "/etc/dshfs/dshfs.toml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.toml, err, c.want)
+		}
 	}
 }

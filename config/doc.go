@@ -20,6 +20,8 @@
 //	writer.max_line_bytes   size      64MiB (>= 0; 0 = no limit)                       longest event line, appended or read
 //	writer.max_frame_bytes  size      256MiB (>= 0; 0 = no limit)                      largest decoded zstd frame read
 //	writer.max_session_bytes size   1GiB (>= 0; 0 = no limit)                         most one session's decoded events may cost
+//	writer.live_bytes       size      32MiB (>= 0; 0 = no budget)                     what the live engines' logs may hold in memory
+//	writer.live_idle        duration  1m (0, or >= 1s; 0 = only the budget)           idle time after which an engine releases its log
 //	compaction.summarizer   string    "extractive" | "command"; default "extractive"  who writes a manual compaction's summary
 //	compaction.command      [string]  []; non-empty when summarizer = "command"       the summarizer program (JSON in, summary out)
 //	compaction.timeout      duration  5m (> 0)                                        how long the summarizer may run

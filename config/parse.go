@@ -71,6 +71,8 @@ type file struct {
 		ForeignQuiet  any `toml:"foreign_quiet"`
 		MaxFrameBytes any `toml:"max_frame_bytes"`
 		MaxSession    any `toml:"max_session_bytes"`
+		LiveBytes     any `toml:"live_bytes"`
+		LiveIdle      any `toml:"live_idle"`
 	} `toml:"writer"`
 	Compaction struct {
 		Summarizer any `toml:"summarizer"`
@@ -106,7 +108,7 @@ var (
 		"store": true, "read_only": true,
 		"fuse.entry_timeout": true, "fuse.attr_timeout": true, "fuse.refresh_interval": true, "fuse.allow_other": true,
 		"cache.sessions_bytes": true, "cache.views_bytes": true, "cache.index": true, "cache.dir": true,
-		"writer.batch_window": true, "writer.compression": true,
+		"writer.batch_window": true, "writer.compression": true, "writer.live_bytes": true, "writer.live_idle": true,
 		"compaction.summarizer": true, "compaction.command": true, "compaction.timeout": true,
 		"compaction.provider": true, "compaction.model": true, "compaction.max_tokens": true,
 		"pruner.threshold_chars": true, "pruner.head_chars": true, "pruner.tail_chars": true,
@@ -179,6 +181,11 @@ func Parse(data []byte, source string) (Config, error) {
 	v.duration("writer.foreign_quiet", f.Writer.ForeignQuiet, &c.Writer.ForeignQuiet, true)
 	if c.Writer.ForeignQuiet > MaxForeignQuiet {
 		v.fail("writer.foreign_quiet", fmt.Sprintf("at most %s (a longer one refuses writes long after a harness stopped), got %s", MaxForeignQuiet, c.Writer.ForeignQuiet))
+	}
+	v.size("writer.live_bytes", f.Writer.LiveBytes, &c.Writer.LiveBytes)
+	v.duration("writer.live_idle", f.Writer.LiveIdle, &c.Writer.LiveIdle, true)
+	if d := c.Writer.LiveIdle; d > 0 && d < MinLiveIdle {
+		v.fail("writer.live_idle", fmt.Sprintf("0 or at least %s (a shorter idle period reads a session's whole log back between the batches of one turn), got %s", MinLiveIdle, d))
 	}
 
 	v.enum("compaction.summarizer", f.Compaction.Summarizer, &c.Compaction.Summarizer, SummarizerExtractive, SummarizerCommand)

@@ -66,7 +66,10 @@ func (s *Store) forkSource(ctx context.Context, id string) ([]event.Event, event
 		if err := w.Flush(ctx); err != nil {
 			return nil, event.Header{}, err
 		}
-		snap := w.Snapshot()
+		snap, err := w.SnapshotContext(ctx)
+		if err != nil {
+			return nil, event.Header{}, AsCommandError(err)
+		}
 		return snap.Events, snap.Header, nil
 	}
 	// A stored parent is read under its writer lock: a writer elsewhere may hold accepted events that

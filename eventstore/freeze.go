@@ -55,6 +55,13 @@ func (w *Session) frozen() Frozen {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fr := Frozen{Token: w.art.Token, Identity: w.art.Identity, Size: w.art.Size, ModTime: time.UnixMilli(w.h.CreatedAt)}
+	if sl := w.shed; sl != nil {
+		// a shed log is all durable
+		if sl.lastTime >= 0 {
+			fr.ModTime = time.UnixMilli(sl.lastTime)
+		}
+		return fr
+	}
 	if w.durable > 0 {
 		if raw, ok := w.events[w.durable-1].Member("time"); ok {
 			if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil {

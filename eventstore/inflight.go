@@ -67,7 +67,7 @@ func (w *Session) endInflightLocked() {
 	w.inflight = nil
 	ce := cmdErr(Busy, CodeNotLive, ErrClosedMidTransaction.Error())
 	ce.Err = ErrClosedMidTransaction
-	if w.bracket >= 0 && w.writableLocked() == nil {
+	if w.bracket >= 0 && w.writableLocked() == nil && w.shed == nil {
 		if err := w.acceptEncodedLocked([]event.Event{t.end(int64(len(w.events)), ErrClosedMidTransaction)}); err != nil {
 			ce.Message += fmt.Sprintf("; its closing event was refused (%v), so its start stays unmatched until a resume", err)
 		}

@@ -144,7 +144,7 @@ func (w *Session) checkElsewhere() error {
 		w.mu.Unlock()
 		return nil // writableLocked refuses
 	}
-	idle := w.durable == len(w.events)
+	idle := w.durable == w.lenLocked()
 	c := LiveCheck{ID: w.id, Path: w.path, Expect: w.art, Quiet: w.st.ForeignQuiet, Scan: idle && w.scanDueLocked()}
 	w.mu.Unlock()
 	err := w.st.probe(context.Background(), c)
@@ -170,7 +170,7 @@ func (w *Session) checkElsewhere() error {
 	ce := AsCommandError(err)
 	if ce.Code == CodeLiveElsewhere && idle {
 		w.mu.Lock()
-		if w.durable == len(w.events) && w.art.Token == c.Expect.Token && w.conflict == nil {
+		if w.durable == w.lenLocked() && w.art.Token == c.Expect.Token && w.conflict == nil {
 			if cur, serr := w.st.b.Stat(context.Background(), w.id, w.path); serr == nil && cur.Token != c.Expect.Token {
 				w.conflict = ce // the artifact changed: this engine's log is stale until a rescan
 			}

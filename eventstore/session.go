@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"strconv"
@@ -17,7 +18,9 @@ import (
 // against the fold and appended in memory, visible at once in every snapshot, and written by a
 // write-behind batch (or Flush). While live it holds the backend's writer lock, so no other dshfs
 // instance writes the session meanwhile; before every write the backend checks that the artifact is
-// still what this engine last saw, so a foreign writer (the harness) is detected, never overwritten.
+// still what this engine last saw, so a foreign writer (the harness) is detected, never overwritten. While
+// idle it may release its log to stay within the Store's live budget, keeping the lock, and read it back
+// when next used (resident.go).
 type Session struct {
 	st *Store
 	id string
@@ -55,6 +58,18 @@ type Session struct {
 	// scanned is when this engine last looked for other processes holding its artifact open for writing
 	// (scanDueLocked).
 	scanned time.Time
+
+	// The log in memory (resident.go). shed is non-nil while the idle engine has released its log
+	// (events, packing, folder and trace are nil then); reloading is closed when a read of it back ends.
+	shed      *shedLog
+	reloading chan struct{}
+	rawBytes  int64       // the text of events, for the resident estimate
+	lastUse   time.Time   // when the log was last used (an append, a snapshot)
+	idleTimer *time.Timer // the end of the idle period ([writer] live_idle), nil when none is running
+	// relem and rsize are the engine's entry in the Store's residency and the cost it was counted at,
+	// guarded by the residency's mutex.
+	relem *list.Element
+	rsize int64
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
@@ -71,6 +86,7 @@ func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
 	}
 	for _, e := range stored {
 		w.noteTime(e)
+		w.rawBytes += int64(len(e.Raw))
 	}
 	return w
 }
@@ -126,19 +142,46 @@ type Snapshot struct {
 	Conflict *CommandError // non-nil while writes are refused until a rescan
 }
 
-// Snapshot returns the current state. The fold result is copied (O(surface)), events are shared.
+// Snapshot returns the current state. The fold result is copied (O(surface)), events are shared. An engine
+// that released its log while idle reads it back first; should that fail, the snapshot holds no events and
+// Conflict says why. Callers that can report the failure use SnapshotContext.
 func (w *Session) Snapshot() Snapshot {
-	w.mu.Lock()
+	s, err := w.SnapshotContext(context.Background())
+	if err != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		s = w.snapshotLocked()
+		s.Conflict = AsCommandError(err)
+	}
+	return s
+}
+
+// SnapshotContext returns the current state, reading the log back when the idle engine released it.
+func (w *Session) SnapshotContext(ctx context.Context) (Snapshot, error) {
+	defer w.st.trimLive(w)
+	err := w.lockResident(ctx, false)
 	defer w.mu.Unlock()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return w.snapshotLocked(), nil
+}
+
+// snapshotLocked is Snapshot (mu held); the events of a shed log are nil.
+func (w *Session) snapshotLocked() Snapshot {
 	_, _, gen := w.st.Results(w.id)
 	n := len(w.events)
 	mt := w.art.ModTime
 	if w.newest >= 0 {
 		mt = time.UnixMilli(w.newest)
 	}
+	var fold *surface.Result
+	if w.folder != nil {
+		fold = w.folder.Result()
+	}
 	return Snapshot{ID: w.id, Header: w.h, Path: w.path, Events: w.events[:n:n], Durable: w.durable,
-		Revision: Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(n - w.durable), Results: gen, Identity: w.art.Identity},
-		ModTime:  mt, Fold: w.folder.Result(), Conflict: w.conflict}
+		Revision: Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(w.lenLocked() - w.durable), Results: gen, Identity: w.art.Identity},
+		ModTime:  mt, Fold: fold, Conflict: w.conflict}
 }
 
 // writableLocked refuses writes to a closed engine or one whose artifact changed under it.
@@ -158,8 +201,12 @@ func (w *Session) Accept(lines [][]byte) error {
 	if err := w.checkElsewhere(); err != nil {
 		return err
 	}
-	w.mu.Lock()
+	defer w.st.trimLive(w)
+	err := w.lockResident(context.Background(), true)
 	defer w.mu.Unlock()
+	if err != nil {
+		return AsCommandError(err)
+	}
 	if err := w.writableLocked(); err != nil {
 		return err
 	}
@@ -175,7 +222,7 @@ func (w *Session) Accept(lines [][]byte) error {
 	now := time.Now().UnixMilli()
 	ins := make([]input, len(lines))
 	// Lines parse independently, and parsing is most of an append's cost: a large request uses every core.
-	err := Parallel(len(lines), 256, func(lo, hi int) error {
+	err = Parallel(len(lines), 256, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			in, err := parseInput(lines[i], next+int64(i), now)
 			if err != nil {
@@ -197,8 +244,12 @@ func (w *Session) AcceptEvents(evs []event.Event) error {
 	if err := w.checkElsewhere(); err != nil {
 		return err
 	}
-	w.mu.Lock()
+	defer w.st.trimLive(w)
+	err := w.lockResident(context.Background(), true)
 	defer w.mu.Unlock()
+	if err != nil {
+		return AsCommandError(err)
+	}
 	if err := w.writableLocked(); err != nil {
 		return err
 	}
@@ -264,7 +315,9 @@ func (w *Session) acceptLocked(ins []input) error {
 		w.events = append(w.events, in.ev)
 		w.packing = append(w.packing, event.PackingOf(in.ev, in.rec))
 		w.noteTime(in.ev)
+		w.rawBytes += int64(len(in.ev.Raw))
 	}
+	w.usedLocked()
 	if w.timer == nil && w.st.Window > 0 {
 		w.timer = time.AfterFunc(w.st.Window, w.batchDue)
 	}
@@ -323,8 +376,12 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 	if err := w.checkElsewhere(); err != nil {
 		return nil, err
 	}
-	w.mu.Lock()
+	defer w.st.trimLive(w)
+	err := w.lockResident(context.Background(), true)
 	defer w.mu.Unlock()
+	if err != nil {
+		return nil, AsCommandError(err)
+	}
 	if err := w.writableLocked(); err != nil {
 		return nil, err
 	}
@@ -418,14 +475,19 @@ func (w *Session) held() {
 func (w *Session) Pending() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.events) - w.durable
+	return w.lenLocked() - w.durable
 }
 
 // Flush makes every event accepted before the call durable, in batches (one zstd frame each); events
 // accepted meanwhile may ride along. On failure the events stay pending and the error says why: a
 // storage failure (Failed; a later flush retries) or a conflict with another writer (Busy; the pending
-// events are kept in a sidecar and writes are refused until a rescan).
-func (w *Session) Flush(ctx context.Context) error { return w.flush(ctx, false) }
+// events are kept in a sidecar and writes are refused until a rescan). An engine idle after it may leave
+// others over the live budget: they are trimmed then.
+func (w *Session) Flush(ctx context.Context) error {
+	err := w.flush(ctx, false)
+	w.st.trimLive(w)
+	return err
+}
 
 // flush is Flush; a draining flush (Quiesce's own) writes while the store is quiesced, any other is
 // refused then.
@@ -442,14 +504,14 @@ func (w *Session) flush(ctx context.Context, draining bool) error {
 	w.mu.Lock()
 	if w.released {
 		// a late flush (a transaction finishing after Close) must not write without the writer lock
-		pending := len(w.events) - w.durable
+		pending := w.lenLocked() - w.durable
 		w.mu.Unlock()
 		if pending == 0 {
 			return nil
 		}
 		return cmdErr(Busy, CodeNotLive, "session "+jsQuote(w.id)+" was released by this writer; write again to reopen it")
 	}
-	target := len(w.events)
+	target := w.lenLocked()
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
@@ -540,6 +602,11 @@ func (w *Session) keepPending(ctx context.Context, h event.Header, pending []eve
 // (see inflight.go for why it is not left to commit later).
 func (w *Session) Close(ctx context.Context) error {
 	w.mu.Lock()
+	if w.inflight != nil && w.shed != nil {
+		// the transaction's end follows the log (a shed log is read back for it; nothing else needs it)
+		w.mu.Unlock()
+		_ = w.lockResident(ctx, true)
+	}
 	w.endInflightLocked()
 	w.mu.Unlock()
 	err := w.Flush(ctx)
@@ -581,6 +648,10 @@ func (w *Session) release() {
 		w.timer.Stop()
 		w.timer = nil
 	}
+	if w.idleTimer != nil {
+		w.idleTimer.Stop()
+		w.idleTimer = nil
+	}
 	w.closed = true
 	w.released = true
 	l := w.lock
@@ -589,13 +660,17 @@ func (w *Session) release() {
 	if l != nil {
 		_ = l.Release()
 	}
+	w.st.forgetResident(w)
 	w.st.release(w)
 }
 
 // resumable refuses a resume of a session this engine holds with an open turn: its writer is alive.
 func (w *Session) resumable() error {
-	w.mu.Lock()
+	err := w.lockResident(context.Background(), true)
 	defer w.mu.Unlock()
+	if err != nil {
+		return AsCommandError(err)
+	}
 	if err := w.writableLocked(); err != nil {
 		return err
 	}
@@ -608,7 +683,10 @@ func (w *Session) resumable() error {
 // endSeed appends the session/end-seed a resume writes (unless the log already ends with one) and
 // flushes.
 func (w *Session) endSeed(ctx context.Context) error {
-	w.mu.Lock()
+	if err := w.lockResident(ctx, true); err != nil {
+		w.mu.Unlock()
+		return AsCommandError(err)
+	}
 	n := len(w.events)
 	ends := n > 0 && w.events[n-1].Type == "session/end-seed"
 	w.mu.Unlock()
@@ -623,8 +701,11 @@ func (w *Session) endSeed(ctx context.Context) error {
 
 // inspection is Store.Load's answer for a live session: refused while its turn is open, as the harness
 // refuses to load a live session mid-turn.
-func (w *Session) inspection() (*Inspection, error) {
-	s := w.Snapshot()
+func (w *Session) inspection(ctx context.Context) (*Inspection, error) {
+	s, err := w.SnapshotContext(ctx)
+	if err != nil {
+		return nil, AsCommandError(err)
+	}
 	if _, open := OpenTurn(s.Events); open {
 		return nil, cmdErr(Busy, CodeLive, "cannot load session "+jsQuote(w.id)+" while its live turn is open; use the live Session or wait for the turn to close")
 	}
@@ -637,5 +718,5 @@ func (w *Session) Revision() Revision {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_, _, gen := w.st.Results(w.id)
-	return Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(len(w.events) - w.durable), Results: gen, Identity: w.art.Identity}
+	return Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(w.lenLocked() - w.durable), Results: gen, Identity: w.art.Identity}
 }

@@ -209,7 +209,14 @@ type Store struct {
 	// without the write lease may be between two of its batches). Zero: only a writer holding the
 	// artifact open, or a change under a live engine, counts.
 	ForeignQuiet time.Duration
+	// LiveBytes is [writer] live_bytes: what the engines' logs may cost in memory together (estimated,
+	// logCost); past it the least recently used idle engines release theirs (resident.go). Zero: no budget.
+	LiveBytes int64
+	// LiveIdle is [writer] live_idle: an engine idle this long releases its log whatever the budget.
+	// Zero: only the budget releases logs.
+	LiveIdle time.Duration
 
+	res     residency
 	mu      sync.Mutex
 	live    map[string]*Session
 	results map[string]*results
@@ -440,7 +447,7 @@ func inspection(id string, p *Prefix, sc SurfaceChecker, events, closers []event
 func (s *Store) Load(ctx context.Context, id string) (*Inspection, error) {
 	defer s.lock(id)()
 	if w := s.Live(id); w != nil {
-		return w.inspection()
+		return w.inspection(ctx)
 	}
 	l, err := s.writeLock(ctx, id, true)
 	if err != nil {
@@ -593,6 +600,10 @@ func (s *Store) adopt(id string, ins *Inspection, l WriterLock) *Session {
 	s.mu.Lock()
 	s.live[id] = w
 	s.mu.Unlock()
+	w.mu.Lock()
+	w.usedLocked()
+	w.mu.Unlock()
+	s.trimLive(w)
 	return w
 }
 

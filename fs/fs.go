@@ -192,6 +192,7 @@ func (f *FS) StoreIndex(ctx context.Context, p int) ([]byte, bool) {
 func (f *FS) StoreStats() []byte {
 	n := func(v int64) event.Value { return event.Number(float64(v)) }
 	work := f.cache.Work()
+	live := f.opts.Store.LiveMemory()
 	return append(event.Stringify(event.Object(
 		event.Member{Key: "decodes", Value: n(f.cache.Decodes())},
 		event.Member{Key: "indexHits", Value: n(f.cache.IndexHits())},
@@ -202,6 +203,12 @@ func (f *FS) StoreStats() []byte {
 		// batches (viewcache/grow.go): following a live session should move the second, not the first
 		event.Member{Key: "renderedBytes", Value: n(work.RenderedBytes)},
 		event.Member{Key: "extendedBytes", Value: n(work.ExtendedBytes)},
+		// the live engines' logs in memory ([writer] live_bytes): how many hold theirs, their estimated
+		// bytes, and how many times an idle one released its log and one read it back
+		event.Member{Key: "liveResident", Value: n(int64(live.Resident))},
+		event.Member{Key: "liveBytes", Value: n(live.Bytes)},
+		event.Member{Key: "liveReleased", Value: n(live.Shed)},
+		event.Member{Key: "liveReloaded", Value: n(live.Reloaded)},
 		// which process serves the mount: a second `dshfs mount` onto it names it (a mount's property, so
 		// here and not in status.json, which a copy of the mount must find unchanged)
 		event.Member{Key: "pid", Value: n(int64(os.Getpid()))},
@@ -249,8 +256,14 @@ func (f *FS) Identity(ctx context.Context, id string) string { return f.revision
 // load decodes session id as it is now, for the cache (viewcache.Loader).
 func (f *FS) load(ctx context.Context, id string) (*views.Session, error) {
 	if w := f.opts.Store.Live(id); w != nil {
-		s := views.FromSnapshot(f.opts.Store, w.Snapshot(), f.viewOptions())
-		s.Lineage = w // the engine's list only grows: its views are extended batch by batch (viewcache)
+		snap, err := w.SnapshotContext(ctx) // an idle engine that released its log reads it back
+		if err != nil {
+			return nil, err
+		}
+		s := views.FromSnapshot(f.opts.Store, snap, f.viewOptions())
+		// the engine's list only grows (a log it released and read back holds the same events): its views
+		// are extended batch by batch (viewcache)
+		s.Lineage = w
 		return s, nil
 	}
 	l := f.Listing()

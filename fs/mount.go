@@ -42,7 +42,7 @@ store/                   the store's artifacts in the harness's layout, each fro
                          (a SQLite store: sessions.db, one consistent copy of the database):
                          "rsync -a MNT/store/ DEST/" copies a store the harness opens (see dshfs backup)
 status.json              store status: sessions, refusals, root errors, quiesce
-stats.json               the mount's cache counters (decodes, index hits, readahead, evictions, primings)
+stats.json               the mount's cache counters (decodes, index hits, readahead, evictions, primings, live logs)
 
 Files report exact sizes and data-derived mtimes, so "rsync -a MNT/sessions/ DEST/" copies exact bytes;
 "tail -f sessions/<id>/events.jsonl" follows appends made by the harness or through this mount. A refused

@@ -26,7 +26,8 @@ var storeStatusKeys = []string{"backend", "root", "formatVersion", "schemaVersio
 	"rootErrors", "lastError", "quiescedUntil", "lastQuiesce"}
 
 // storeStatsKeys is the root stats.json: the mount's cache counters, in order.
-var storeStatsKeys = []string{"decodes", "indexHits", "readahead", "evicted", "primed", "renderedBytes", "extendedBytes", "pid"}
+var storeStatsKeys = []string{"decodes", "indexHits", "readahead", "evicted", "primed", "renderedBytes", "extendedBytes",
+	"liveResident", "liveBytes", "liveReleased", "liveReloaded", "pid"}
 
 // sessionEntries is what a readable session directory holds besides the optional parent link.
 var sessionEntries = []string{"compactions/", "events/", "events.jsonl", "forks/", "header.json", "messages.jsonl",

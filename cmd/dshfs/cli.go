@@ -385,6 +385,7 @@ func newStore(b eventstore.Backend, cfg config.Config) *eventstore.Store {
 	st := eventstore.New(b)
 	st.Window, st.MaxLine = cfg.Writer.BatchWindow, cfg.Writer.MaxLineBytes
 	st.ForeignQuiet = cfg.Writer.ForeignQuiet
+	st.LiveBytes, st.LiveIdle = cfg.Writer.LiveBytes, cfg.Writer.LiveIdle
 	if st.Window == 0 {
 		st.Window = time.Nanosecond // batch_window = 0: each accepted request is written at once
 	}

@@ -405,6 +405,13 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		if b.maxLine > 0 {
 			room = max(rawChunk, min(room, int(b.maxLine)+2-len(carry)))
 		}
+		if size > 0 {
+			// Events alias the buffer, so a small log read into a whole chunk keeps the chunk alive with
+			// them (8 MiB for a 100 KiB session, held by every live engine and cached snapshot of it): read
+			// no more than the rest of the file as stat'ed, plus a byte to find its end. A file that grew
+			// since is read on in the next chunk.
+			room = min(room, max(int(size-total)+1, need+1))
+		}
 		buf := make([]byte, len(carry), len(carry)+room)
 		copy(buf, carry) // the previous chunk is released unless its events keep it
 		n, err := io.ReadFull(r, buf[len(buf):cap(buf)])
