@@ -40,6 +40,7 @@ const usage = `usage:
   dshfs verify [--config FILE] DEST
   dshfs restore [--config FILE] BACKUP DEST
   dshfs convert [--config FILE] [--verify] SRC DST
+  dshfs sync [--config FILE] [--watch] [--release ID] [--host NAME] SRC DST
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
@@ -70,6 +71,9 @@ type opts struct {
 	verify     bool
 	page       string
 	force      bool
+	watch      bool
+	release    string
+	host       string
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
@@ -91,7 +95,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 		if !allowed[name] {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
-		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page"
+		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page" ||
+			name == "release" || name == "host"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -130,6 +135,12 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.verify = true
 		case "force":
 			o.force = true
+		case "watch":
+			o.watch = true
+		case "release":
+			o.release = val
+		case "host":
+			o.host = val
 		}
 	}
 	return o, pos, nil
@@ -188,6 +199,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdRestore(ctx, args[1:], out)
 	case "convert":
 		code, err = cmdConvert(ctx, args[1:], out, stderr)
+	case "sync":
+		code, err = cmdSync(ctx, args[1:], out, stderr)
 	case "help", "-h", "--help":
 		cmd := ""
 		if len(args) > 1 {

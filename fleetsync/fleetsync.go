@@ -1,0 +1,411 @@
+// Package fleetsync copies a host's session store (JSONL raw, JSONL zstd or SQLite) into a fleet store
+// (eventstore/postgres), incrementally and safely against a kill at any moment:
+//
+//   - What is copied is the stored log, line by line as the host's store keeps it: the header line and
+//     every committed line (an event, or a packed chunk row) — never a torn fragment, never a repair. A
+//     live session is copied up to its last complete line (raw) or frame (zstd); an interrupted one as it
+//     is stored. The source is only read.
+//   - Only lines past what the fleet store holds (Holding.NextSeq) are copied, in transactions of at most
+//     MaxLines lines and MaxBytes bytes (Ingest). A transaction commits whole or not at all, and the fleet
+//     store accepts one only where its session's log ends: a rerun after a kill finds where the last
+//     committed one ended, so nothing is lost, duplicated or half-written.
+//   - A session belongs to the host that first synced it. The same id from another host is refused and
+//     reported, never merged or overwritten — unless that host's copy is identical to the fleet store's,
+//     which is nothing to do. A session its host released (sync --release) is no longer followed.
+//   - Sessions of a later format generation (v2, v3) are skipped: their files hold the harness's later
+//     codec, not the v0 lines the fleet store keeps.
+package fleetsync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/eventstore/postgres"
+)
+
+// Fleet is the destination: the fleet store's sync API (*postgres.Backend).
+type Fleet interface {
+	Held(ctx context.Context, id string) (postgres.Holding, error)
+	Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error
+	Release(ctx context.Context, host, id string) error
+}
+
+// loader is a fleet store that reads a session back (an eventstore.Backend): without one, another host's
+// copy cannot be proven identical and is refused.
+type loader interface {
+	LoadStored(ctx context.Context, id string) (*eventstore.Prefix, error)
+}
+
+// Status is what one sync of one session did.
+type Status string
+
+// Statuses.
+const (
+	Copied    Status = "copied"    // lines were copied
+	Unchanged Status = "unchanged" // the fleet store already held everything this host has
+	Identical Status = "identical" // another host's session, whose copy here is identical: nothing to do
+	Released  Status = "released"  // this host released it: no longer followed
+	Refused   Status = "refused"   // another host's session of this id, or a copy that differs: left alone
+	Skipped   Status = "skipped"   // this host's store refuses it, or it is of a later format generation
+	Failed    Status = "failed"    // reading the source or writing the fleet store failed
+)
+
+// Report is one session's result.
+type Report struct {
+	ID     string
+	Status Status
+	Events int64 // events copied
+	Lines  int   // stored lines copied
+	Bytes  int64 // bytes of those lines
+	// From and To are the seqs copied (To exclusive): To is what the fleet store holds after.
+	From, To int64
+	Reason   string // why refused, skipped or failed; for a copied one a note (a torn tail left behind)
+}
+
+// Found reports whether the status is a finding (exit code 1): something was not copied that exists.
+func (r Report) Found() bool { return r.Status == Refused || r.Status == Skipped }
+
+// Options configure a Syncer.
+type Options struct {
+	Host     string // this host's name, recorded on every session it syncs
+	MaxLines int    // lines of one transaction (0: 1000)
+	MaxBytes int64  // bytes of one transaction (0: 4 MiB); a single larger line goes alone
+	// Progress is called after each session of a pass with the sessions done, the total, and the events
+	// and bytes copied so far in the pass.
+	Progress func(done, total int, events, bytes int64)
+}
+
+// Syncer syncs one source store into one fleet store. It remembers what it last saw of each session,
+// so that a pass (Watch) reads only the sessions that changed since.
+type Syncer struct {
+	src  *eventstore.Store
+	dst  Fleet
+	opts Options
+	read lineReader
+
+	mu      sync.Mutex
+	entries map[string]eventstore.Entry // the last listing, by id
+	seen    map[string]string           // id → the source revision whose sync completed
+}
+
+// New returns a Syncer from src to dst.
+func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
+	if opts.MaxLines <= 0 {
+		opts.MaxLines = 1000
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 4 << 20
+	}
+	var rd lineReader = rawReader{st: src}
+	if _, ok := src.Backend().(interface{ Root() string }); !ok {
+		rd = rowReader{b: src.Backend()}
+	}
+	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{}}
+}
+
+// Pass syncs every session of the source. With changedOnly, a session whose source revision is the one
+// a previous complete sync saw is not read again. The reports are in id order; root errors of the source
+// are reported as skipped.
+func (s *Syncer) Pass(ctx context.Context, changedOnly bool) ([]Report, error) {
+	l, err := s.src.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries := append([]eventstore.Entry(nil), l.Entries...)
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	s.mu.Lock()
+	s.entries = make(map[string]eventstore.Entry, len(entries))
+	for _, e := range entries {
+		s.entries[e.ID] = e
+	}
+	s.mu.Unlock()
+	var reports []Report
+	var events, bytes int64
+	for i, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return reports, err
+		}
+		if changedOnly && s.unchangedSince(e.ID, e.Revision) {
+			continue
+		}
+		r := s.one(ctx, e)
+		events += r.Events
+		bytes += r.Bytes
+		reports = append(reports, r)
+		if s.opts.Progress != nil {
+			s.opts.Progress(i+1, len(entries), events, bytes)
+		}
+		if err := ctx.Err(); err != nil {
+			return reports, err
+		}
+	}
+	for _, re := range l.RootErrors {
+		reports = append(reports, Report{ID: re.Path, Status: Skipped, Reason: "root error: " + re.Message})
+	}
+	return reports, nil
+}
+
+// Session syncs one session of the last listing by id, when its source revision changed since its last
+// complete sync; ok is false when there was nothing to do (or the id is not listed: a Pass finds it).
+func (s *Syncer) Session(ctx context.Context, id string) (r Report, ok bool) {
+	s.mu.Lock()
+	e, listed := s.entries[id]
+	s.mu.Unlock()
+	if !listed {
+		return Report{}, false
+	}
+	art, err := s.src.Backend().Stat(ctx, id, e.Path)
+	if err != nil {
+		return Report{}, false // gone or replaced: the next listing pass sees what became of it
+	}
+	if s.unchangedSince(id, art.Token) {
+		return Report{}, false
+	}
+	e.Revision = art.Token
+	return s.one(ctx, e), true
+}
+
+func (s *Syncer) listed(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.entries[id]
+	return ok
+}
+
+func (s *Syncer) unchangedSince(id, rev string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return rev != "" && s.seen[id] == rev
+}
+
+func (s *Syncer) remember(id, rev string, r Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch r.Status {
+	case Copied, Unchanged, Identical, Released, Refused, Skipped:
+		// read in full and settled until the source changes; a failure is retried on the next pass
+		s.seen[id] = rev
+	default:
+		delete(s.seen, id)
+	}
+}
+
+// Release marks a session this host synced as released: the fleet store's writers may take it over, and
+// this host's sync no longer follows it.
+func (s *Syncer) Release(ctx context.Context, id string) error {
+	return s.dst.Release(ctx, s.opts.Host, id)
+}
+
+func (s *Syncer) one(ctx context.Context, e eventstore.Entry) Report {
+	r := s.sync(ctx, e)
+	if ctx.Err() == nil {
+		s.remember(e.ID, e.Revision, r)
+	}
+	return r
+}
+
+// sync copies one session's lines past what the fleet store holds.
+func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
+	r := Report{ID: e.ID}
+	if e.Refusal != nil {
+		r.Status, r.Reason = Skipped, "refused by this host's store: "+e.Refusal.Error()
+		return r
+	}
+	if e.Generation != 0 {
+		r.Status, r.Reason = Skipped, "session artifact "+stringify(e.Path)+" is format generation v"+strconv.Itoa(e.Generation)+
+			", written by "+generation.WrittenBy(e.Generation)+"; the fleet store keeps generation v0 logs only"
+		return r
+	}
+	held, err := s.dst.Held(ctx, e.ID)
+	if err != nil {
+		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+		return r
+	}
+	if held.Exists && held.Host != s.opts.Host {
+		return s.foreign(ctx, e, held)
+	}
+	r.From, r.To = held.NextSeq, held.NextSeq
+	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r}
+	torn, err := s.read.read(ctx, e.ID, c.header, c.line)
+	if err == nil {
+		err = c.flush(ctx, true)
+	}
+	var ce *corruptError
+	switch {
+	case c.refusal != "":
+		r.Status, r.Reason = Refused, c.refusal
+		return r
+	case errors.As(err, &ce):
+		r.Status, r.Reason = Skipped, "refused by this host's store: "+ce.msg
+		if r.Lines > 0 {
+			r.Reason += fmt.Sprintf(" (%d lines before the damage were copied)", r.Lines)
+		}
+		return r
+	case err != nil && c.dstErr:
+		r.Status, r.Reason = refusedOrFailed(err)
+		return r
+	case err != nil:
+		if eventstore.Classify(err) == eventstore.KindIO || ctx.Err() != nil {
+			r.Status, r.Reason = Failed, "this host's store cannot be read: "+err.Error()
+		} else {
+			r.Status, r.Reason = Skipped, "refused by this host's store: "+err.Error()
+		}
+		return r
+	}
+	if c.end < held.NextSeq {
+		r.Status, r.Reason = Refused, fmt.Sprintf("the fleet store holds %d events of this session, this host's store %d: the copy there is not this host's log", held.NextSeq, c.end)
+		return r
+	}
+	if held.Exists && held.SyncHost == "" && c.end > held.NextSeq {
+		r.Status, r.Reason = Refused, fmt.Sprintf("released: this host's store holds %d more events, which are not copied (the session is written through the fleet store now)", c.end-held.NextSeq)
+		return r
+	}
+	switch {
+	case held.Exists && held.SyncHost == "":
+		r.Status = Released
+	case r.Lines > 0 || !held.Exists:
+		r.Status = Copied
+	default:
+		r.Status = Unchanged
+	}
+	if torn > 0 && r.Status == Copied {
+		r.Reason = fmt.Sprintf("%d bytes after the last complete line were left behind (torn or still being written)", torn)
+	}
+	return r
+}
+
+// refusedOrFailed classifies a write the fleet store refused.
+func refusedOrFailed(err error) (Status, string) {
+	var hc *postgres.HostConflictError
+	if errors.As(err, &hc) {
+		return Refused, err.Error()
+	}
+	var ce *eventstore.CommandError
+	if errors.As(err, &ce) && ce.Failure == eventstore.Busy {
+		return Refused, "the fleet store refused the write: " + err.Error()
+	}
+	return Failed, "the fleet store refused the write: " + err.Error()
+}
+
+// copier takes a session's lines as the reader produces them and ingests those past what the fleet store
+// holds, a bounded transaction at a time.
+type copier struct {
+	ctx     context.Context
+	s       *Syncer
+	id      string
+	held    postgres.Holding
+	r       *Report
+	hdr     []byte
+	batch   [][]byte
+	bytes   int64
+	events  int64
+	from    int64 // seq of the batch's first line
+	end     int64 // the seq after the last committed line read
+	created bool  // the session row exists (held, or created by this copy)
+	refusal string
+	dstErr  bool // the error came from the fleet store
+}
+
+func (c *copier) header(h []byte) error {
+	c.hdr = h
+	c.created = c.held.Exists
+	if c.held.Exists && !bytes.Equal(c.held.Header, h) {
+		c.refusal = "the fleet store holds a session of this id with another header: " + string(c.held.Header)
+		return errStop
+	}
+	if c.held.Exists && c.held.SyncHost == "" {
+		// released: read on to count what would be left behind, copy nothing
+		return nil
+	}
+	c.from = c.held.NextSeq
+	return nil
+}
+
+func (c *copier) line(l line) error {
+	c.end = l.last + 1
+	switch {
+	case l.last < c.held.NextSeq:
+		return nil // held already
+	case l.first < c.held.NextSeq:
+		c.refusal = fmt.Sprintf("the fleet store's copy ends at seq %d, inside this host's stored line of seqs %d..%d: the copy there is not this host's log", c.held.NextSeq, l.first, l.last)
+		return errStop
+	case c.held.Exists && c.held.SyncHost == "":
+		return nil // released
+	}
+	if len(c.batch) > 0 && (len(c.batch) >= c.s.opts.MaxLines || c.bytes+int64(len(l.raw)) > c.s.opts.MaxBytes) {
+		if err := c.flush(c.ctx, false); err != nil {
+			return err
+		}
+	}
+	c.batch = append(c.batch, l.raw)
+	c.bytes += int64(len(l.raw))
+	c.events += int64(l.events)
+	return nil
+}
+
+// flush ingests the batch as one transaction; final also creates a session that has no line to copy.
+func (c *copier) flush(ctx context.Context, final bool) error {
+	if c.refusal != "" || c.hdr == nil {
+		return nil
+	}
+	if len(c.batch) == 0 && (!final || c.created) {
+		return nil
+	}
+	if err := c.s.dst.Ingest(ctx, c.s.opts.Host, c.id, c.hdr, c.from, c.batch); err != nil {
+		c.dstErr = true
+		return err
+	}
+	c.created = true
+	c.r.Lines += len(c.batch)
+	c.r.Bytes += c.bytes
+	c.r.Events += c.events
+	c.from += c.events
+	c.r.To = c.from
+	c.batch, c.bytes, c.events = c.batch[:0], 0, 0
+	return nil
+}
+
+// foreign handles a session the fleet store holds from another host: identical copies are nothing to do,
+// anything else is refused.
+func (s *Syncer) foreign(ctx context.Context, e eventstore.Entry, held postgres.Holding) Report {
+	r := Report{ID: e.ID, From: held.NextSeq, To: held.NextSeq}
+	refuse := func(why string) Report {
+		r.Status = Refused
+		r.Reason = "the fleet store holds this session from host " + stringify(held.Host) + "; " + why + ": not merged, not overwritten"
+		return r
+	}
+	// the whole stored log of both sides, read as each backend reads it
+	mine, err := s.src.Backend().LoadStored(ctx, e.ID)
+	if err != nil {
+		return refuse("this host's copy cannot be read (" + err.Error() + ")")
+	}
+	ld, ok := s.dst.(loader)
+	if !ok {
+		return refuse("this fleet store cannot read the session back to compare it")
+	}
+	theirs, err := ld.LoadStored(ctx, e.ID)
+	if err != nil {
+		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+		return r
+	}
+	if !bytes.Equal(mine.Header.WithDepth().Meta(), theirs.Header.WithDepth().Meta()) {
+		return refuse("this host's header differs")
+	}
+	if len(mine.Events) != len(theirs.Events) {
+		return refuse(fmt.Sprintf("this host's copy holds %d events, the fleet store's %d", len(mine.Events), len(theirs.Events)))
+	}
+	for i := range mine.Events {
+		if !bytes.Equal(mine.Events[i].Raw, theirs.Events[i].Raw) {
+			return refuse("event " + strconv.Itoa(i) + " differs")
+		}
+	}
+	r.Status, r.Reason = Identical, "held from host "+stringify(held.Host)+"; this host's copy is identical"
+	return r
+}
