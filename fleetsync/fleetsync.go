@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/generation"
@@ -93,7 +94,13 @@ type Syncer struct {
 	mu      sync.Mutex
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
+	fed     map[string][]byte           // the sessions this host's sync feeds: id → header line
 }
+
+// refreshAfter is how old a session's sync_seen may grow before a sync that has nothing to copy for it
+// refreshes it anyway: a session stays held (not writable through the fleet store) while its host's
+// sync runs, and becomes writable [fleet] release_after (10 minutes by default) after the last run.
+const refreshAfter = time.Minute
 
 // New returns a Syncer from src to dst.
 func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
@@ -107,7 +114,8 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 	if _, ok := src.Backend().(interface{ Root() string }); !ok {
 		rd = rowReader{b: src.Backend()}
 	}
-	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{}}
+	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{},
+		fed: map[string][]byte{}}
 }
 
 // Pass syncs every session of the source. With changedOnly, a session whose source revision is the one
@@ -197,6 +205,28 @@ func (s *Syncer) remember(id, rev string, r Report) {
 	}
 }
 
+// Refresh tells the fleet store that this host's sync still runs for every session it feeds whose
+// sync_seen is older than a minute, so that none becomes writable there while the sync runs (Watch
+// calls it every minute). A session released meanwhile is left released.
+func (s *Syncer) Refresh(ctx context.Context) {
+	s.mu.Lock()
+	fed := make(map[string][]byte, len(s.fed))
+	for id, h := range s.fed {
+		fed[id] = h
+	}
+	s.mu.Unlock()
+	for id, header := range fed {
+		if ctx.Err() != nil {
+			return
+		}
+		held, err := s.dst.Held(ctx, id)
+		if err != nil || !held.Exists || held.SyncHost != s.opts.Host || time.Since(held.SyncSeen) <= refreshAfter {
+			continue
+		}
+		s.dst.Ingest(ctx, s.opts.Host, id, header, held.NextSeq, nil)
+	}
+}
+
 // Release marks a session this host synced as released: the fleet store's writers may take it over, and
 // this host's sync no longer follows it.
 func (s *Syncer) Release(ctx context.Context, id string) error {
@@ -274,7 +304,18 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		r.Status = Copied
 	default:
 		r.Status = Unchanged
+		if time.Since(held.SyncSeen) > refreshAfter {
+			// nothing new, but this run is a sync of its host: the session stays held
+			s.dst.Ingest(ctx, s.opts.Host, e.ID, c.hdr, held.NextSeq, nil)
+		}
 	}
+	s.mu.Lock()
+	if r.Status == Released {
+		delete(s.fed, e.ID)
+	} else {
+		s.fed[e.ID] = c.hdr
+	}
+	s.mu.Unlock()
 	if torn > 0 && r.Status == Copied {
 		r.Reason = fmt.Sprintf("%d bytes after the last complete line were left behind (torn or still being written)", torn)
 	}

@@ -511,3 +511,57 @@ func appendFile(t *testing.T, path, s string) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestRefresh: a sync keeps the sessions it feeds held — their sync_seen refreshed once older than a
+// minute, by a run with nothing to copy and by Refresh — and leaves a released session released.
+func TestRefresh(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "sessions")
+	for _, id := range []string{"a", "b"} {
+		if err := synth.Write(root, jsonl.None, id, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst, dsn := fleet(t, "h")
+	s := fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h"})
+	pass(t, s)
+	if err := s.Release(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	age := func() {
+		if err := pgtest.Shared(t).Exec(dbName(dsn), `UPDATE sessions SET sync_seen = now() - interval '5 minutes' WHERE sync_host IS NOT NULL`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := func(id string) bool {
+		h, err := dst.Held(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.SyncHost == "h" && time.Since(h.SyncSeen) < time.Minute
+	}
+	age()
+	if fresh("a") {
+		t.Fatal("aging did not take")
+	}
+	s.Refresh(ctx)
+	if !fresh("a") {
+		t.Error("Refresh left a's sync_seen old")
+	}
+	age()
+	if r := pass(t, fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h"})); statuses(r)[fleetsync.Unchanged] != 1 {
+		t.Errorf("rerun: %v", statuses(r))
+	}
+	if !fresh("a") {
+		t.Error("a run with nothing to copy left a's sync_seen old")
+	}
+	if h, _ := dst.Held(ctx, "b"); h.SyncHost != "" {
+		t.Errorf("the released session is synced by %q again", h.SyncHost)
+	}
+}
+
+// dbName is the database a pgtest DSN names.
+func dbName(dsn string) string {
+	rest := dsn[strings.Index(dsn, "@/")+2:]
+	return rest[:strings.IndexByte(rest, '?')]
+}

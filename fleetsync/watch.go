@@ -53,6 +53,8 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	refresh := time.NewTicker(refreshAfter)
+	defer refresh.Stop()
 	pending := map[string]bool{}
 	for {
 		if full {
@@ -100,6 +102,8 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 			return nil
 		case <-tick.C:
 			full = true
+		case <-refresh.C:
+			s.Refresh(ctx)
 		case id := <-changes:
 			// let the burst settle, then take everything it brought
 			timer := time.NewTimer(settle)

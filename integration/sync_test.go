@@ -164,12 +164,18 @@ func TestSyncKill(t *testing.T) {
 	// its kill and grows after one that was killed, so the kills keep landing while a run copies.
 	window := 500 * time.Millisecond
 	killed, completed := 0, 0
+	logs := map[string]*eventstore.Prefix{} // the source's stored logs, read again when they grow
+	for _, id := range ids {
+		logs[id] = storedLog(t, root, id)
+	}
 	for cycle := 0; cycle < *syncKills; cycle++ {
 		if cycle > 0 { // the source grows between runs, as a live host's does
 			for range 2 {
-				if err := synth.Append(root, jsonl.Zstd, ids[rng.IntN(len(ids))], 1); err != nil {
+				id := ids[rng.IntN(len(ids))]
+				if err := synth.Append(root, jsonl.Zstd, id, 1); err != nil {
 					t.Fatal(err)
 				}
+				logs[id] = storedLog(t, root, id)
 			}
 		}
 		cmd := exec.Command(dshfs, "sync", "--host", "h1", root, dsn)
@@ -192,7 +198,7 @@ func TestSyncKill(t *testing.T) {
 		}
 		held := fleetRows(t, dsn) // contiguous, no partial batch
 		for id, evs := range held {
-			prefixOf(t, id, evs, storedLog(t, root, id), false)
+			prefixOf(t, id, evs, logs[id], false)
 		}
 	}
 	t.Logf("%d runs killed, %d completed before the kill", killed, completed)
