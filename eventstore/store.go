@@ -28,6 +28,9 @@ type Entry struct {
 	ModTime    time.Time     // when the artifact last changed; zero when it could not be stat'ed
 	Owner      *Owner        // the artifact's owner and permission bits; nil when unknown
 	Refusal    error         // why the harness would not list or open this session; nil when listed
+	// Host is the session's source host in a store of many hosts' sessions (a fleet store: the host that
+	// synced it, or that wrote it there); "" for backends of one host's store.
+	Host string
 	// Generation is the format generation of the artifact (JSONL: 0 for session.jsonl, N for
 	// session.vN.jsonl); only generation 0 is ever written.
 	Generation int

@@ -195,14 +195,37 @@ func (b *Backend) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	var se *SchemaError
-	var ce *eventstore.CommandError
-	var nf *eventstore.NotFoundError
-	if errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &nf) {
+	if !dbFailure(err) {
 		return b.scrub(err)
 	}
 	return b.scrub(&eventstore.IOError{Err: &StoreError{Where: b.where, Err: err}})
 }
+
+// dbFailure tells a failure of the database or the connection to it — an *eventstore.IOError once wrapped
+// — from a refusal or a content error of this package's own, which pass as they are.
+func dbFailure(err error) bool {
+	var (
+		se *SchemaError
+		ce *eventstore.CommandError
+		nf *eventstore.NotFoundError
+		ue *eventstore.UnsupportedError
+		tl *eventstore.TooLargeError
+		io *eventstore.IOError
+		hc *HostConflictError
+		ge *GapError
+		le *LineError
+		ct *contentError
+	)
+	return !(errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &nf) || errors.As(err, &ue) || errors.As(err, &tl) ||
+		errors.As(err, &io) || errors.As(err, &hc) || errors.As(err, &ge) || errors.As(err, &le) || errors.As(err, &ct))
+}
+
+// contentError is stored content the harness would refuse (a corrupt log, a header that does not read):
+// not a failure of the database.
+type contentError struct{ err error }
+
+func (e *contentError) Error() string { return e.err.Error() }
+func (e *contentError) Unwrap() error { return e.err }
 
 // StoreError is a failure of the database itself (connecting, a query); its text names the store without
 // its password.
