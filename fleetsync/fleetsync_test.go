@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/eventstore/postgres"
 	"github.com/dshfs/dshfs/eventstore/sqlite"
@@ -311,12 +312,14 @@ func TestSyncPartialLine(t *testing.T) {
 		n := len(p.Events)
 		frame := jsonl.EncodeFrame(nil, []byte(`{"type":"session/note","seq":`+itoa(n)+`,"time":1,"data":{}}`+"\n"))
 		appendFile(t, path, string(frame[:len(frame)-3]))
+		before := tree(t, root)
 		dst, dsn := fleet(t, "h")
 		s := fleetsync.New(src, dst, fleetsync.Options{Host: "h"})
 		r := pass(t, s)[0]
 		if r.Status != fleetsync.Copied || r.To != int64(n) {
 			t.Errorf("with a torn frame: %+v, want %d events", r, n)
 		}
+		sameTree(t, before, tree(t, root))
 		appendFile(t, path, string(frame[len(frame)-3:]))
 		r = pass(t, s)[0]
 		if r.Status != fleetsync.Copied || r.From != int64(n) || r.To != int64(n+1) {
@@ -564,4 +567,51 @@ func TestRefresh(t *testing.T) {
 func dbName(dsn string) string {
 	rest := dsn[strings.Index(dsn, "@/")+2:]
 	return rest[:strings.IndexByte(rest, '?')]
+}
+
+// TestWatchSQLite follows a SQLite database: a commit by another connection (here the eventstore writer
+// over a read-write handle) is copied as it lands.
+func TestWatchSQLite(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "sessions.db")
+	b, err := os.ReadFile(fixtures.Path(t, "generated/sqlite-native-v17.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const clean = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
+	dst, dsn := fleet(t, "h")
+	src := source(t, db)
+	s := fleetsync.New(src, dst, fleetsync.Options{Host: "h"})
+	pass(t, s)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(wctx, func(fleetsync.Report) {}, func(msg string) { t.Log(msg) }) }()
+	wb, err := sqlite.Open(db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := eventstore.New(wb)
+	p, err := wb.LoadStored(ctx, clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(p.Events))
+	note := event.NewEventFrom("session/note", n, 1778573709000, []byte(`{"text":"appended"}`),
+		event.Member{Key: "ignorable", Value: event.Bool(true)})
+	if err := w.Append(ctx, clean, []event.Event{note}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wb.Close()
+	await(t, func() bool { h, _ := dst.Held(ctx, clean); return h.NextSeq == n+1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	equal(t, src, dst, dsn, true)
 }

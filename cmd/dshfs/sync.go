@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -77,11 +78,16 @@ func cmdSync(ctx context.Context, args []string, out *bufio.Writer, stderr io.Wr
 		writeReport(out, r, false)
 	}
 	out.Flush()
-	if err != nil && ctx.Err() == nil {
+	if ctx.Err() != nil {
+		// a signal before the pass finished: what committed stays, the rest is copied by the next run
+		sum.print(stderr, host, start)
+		return exitUsageErr, errors.New("sync interrupted before every session was synced; run it again to finish")
+	}
+	if err != nil {
 		sum.print(stderr, host, start)
 		return exitUsageErr, err
 	}
-	if o.release != "" && ctx.Err() == nil {
+	if o.release != "" {
 		if err := s.Release(ctx, o.release); err != nil {
 			sum.print(stderr, host, start)
 			return exitFound, fmt.Errorf("sync --release %s: %w", o.release, err)
@@ -89,7 +95,7 @@ func cmdSync(ctx context.Context, args []string, out *bufio.Writer, stderr io.Wr
 		fmt.Fprintf(out, "released\t%s\n", textField(o.release))
 		out.Flush()
 	}
-	if o.watch && ctx.Err() == nil {
+	if o.watch {
 		fmt.Fprintf(stderr, "dshfs: sync: following %s into %s as host %s (SIGINT or SIGTERM stops)\n", pos[0], dst.Location(), host)
 		err := s.Watch(ctx, func(r fleetsync.Report) {
 			sum.add(r)
