@@ -95,6 +95,7 @@ type Syncer struct {
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
 	fed     map[string][]byte           // the sessions this host's sync feeds: id → header line
+	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
 }
 
 // refreshAfter is how old a session's sync_seen may grow before a sync that has nothing to copy for it
@@ -110,12 +111,12 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 4 << 20
 	}
-	var rd lineReader = rawReader{st: src}
-	if _, ok := src.Backend().(interface{ Root() string }); !ok {
-		rd = rowReader{b: src.Backend()}
+	var rd lineReader = rowReader{b: src.Backend()}
+	if b, ok := src.Backend().(artifactOpener); ok {
+		rd = fileReader{b: b}
 	}
 	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{},
-		fed: map[string][]byte{}}
+		fed: map[string][]byte{}, cursors: map[string]*cursor{}}
 }
 
 // Pass syncs every session of the source. With changedOnly, a session whose source revision is the one
@@ -263,7 +264,21 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	}
 	r.From, r.To = held.NextSeq, held.NextSeq
 	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r}
-	torn, err := s.read.read(ctx, e.ID, c.header, c.line)
+	// Where the last read of this artifact ended is where this one starts, as long as the fleet store
+	// holds exactly what that read found: anything else (another writer, a rerun after a failure) reads
+	// the artifact from its start.
+	s.mu.Lock()
+	from := s.cursors[e.ID]
+	delete(s.cursors, e.ID)
+	s.mu.Unlock()
+	if from != nil && !(held.Exists && held.SyncHost == s.opts.Host && held.NextSeq == from.next && bytes.Equal(held.Header, from.header)) {
+		from = nil
+	}
+	if from != nil {
+		c.end = from.next
+	}
+	res, err := s.read.read(ctx, e, from, c.header, c.line)
+	torn := res.torn
 	if err == nil {
 		err = c.flush(ctx, true)
 	}
@@ -314,6 +329,9 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		delete(s.fed, e.ID)
 	} else {
 		s.fed[e.ID] = c.hdr
+		if res.at != nil && res.at.next <= r.To {
+			s.cursors[e.ID] = res.at
+		}
 	}
 	s.mu.Unlock()
 	if torn > 0 && r.Status == Copied {

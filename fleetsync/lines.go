@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"io"
+	"os"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
 )
 
 // A stored line is one record of a session's log as a JSONL store keeps it, without its LF: an event, or
@@ -210,21 +212,63 @@ func sameEvents(got, want []event.Event) bool {
 // stringify quotes a string as JSON for a message.
 func stringify(s string) string { return string(event.Stringify(event.String(s))) }
 
+// cursor is where a read of a JSONL artifact ended cleanly — after a complete frame (zstd) or line (raw),
+// every line before it committed — so that the next read of the same artifact starts there instead of at
+// its beginning: a live session is read once, not once per batch appended to it.
+type cursor struct {
+	identity string // the artifact's storage: a replaced artifact is read from its start
+	offset   int64  // file bytes through the last committed line (raw) or the complete frame ending it (zstd)
+	next     int64  // the seq after the last line before offset
+	lineNo   int    // event lines before offset
+	header   []byte
+}
+
+// readResult is what one read of a session found.
+type readResult struct {
+	torn int64   // bytes left behind after the committed lines
+	at   *cursor // where the next read may start (nil: from the beginning)
+}
+
 // lineReader is where a session's stored lines come from.
 type lineReader interface {
-	// read sends the session's header line and then its committed lines, in order, to emit (returning
-	// errStop from emit ends the read without error); torn is the bytes left behind after them.
-	read(ctx context.Context, id string, header func([]byte) error, emit func(line) error) (torn int64, err error)
+	// read sends the session's header line and then its committed lines past from (nil: all of them), in
+	// order, to header and emit; errStop from either ends the read early without error.
+	read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error)
 }
 
-// rawReader reads a JSONL store's artifact text (zstd: its complete frames decoded) as it streams it.
-type rawReader struct {
-	st *eventstore.Store
+// artifactOpener is a JSONL backend's safe open of an artifact (regular files inside the root only).
+type artifactOpener interface {
+	OpenArtifact(ctx context.Context, path string) (*os.File, eventstore.Artifact, error)
+	Compression() jsonl.Compression
 }
 
-func (r rawReader) read(ctx context.Context, id string, header func([]byte) error, emit func(line) error) (int64, error) {
-	headerSent := false
+// fileReader reads a JSONL store's artifacts: raw mode a line at a time, zstd mode its complete frames
+// (a torn final frame is never decoded), each from where the last clean read ended when the artifact is
+// the same one and has only grown.
+type fileReader struct {
+	b artifactOpener
+}
+
+func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
+	f, art, err := r.b.OpenArtifact(ctx, e.Path)
+	if err != nil {
+		return readResult{}, err
+	}
+	defer f.Close()
+	if from != nil && (from.identity == "" || from.identity != art.Identity || art.Size < from.offset) {
+		from = nil // replaced or cut back: read it whole
+	}
 	s := &lineScanner{}
+	headerSent := false
+	start := int64(0)
+	if from != nil {
+		s.header, s.next, s.lineNo, start = from.header, from.next, from.lineNo, from.offset
+		s.committed, s.input = start, start
+		headerSent = true
+		if err := header(from.header); err != nil {
+			return readResult{}, stopped(err)
+		}
+	}
 	s.emit = func(l line) error {
 		if !headerSent {
 			headerSent = true
@@ -234,29 +278,91 @@ func (r rawReader) read(ctx context.Context, id string, header func([]byte) erro
 		}
 		return emit(l)
 	}
-	err := r.st.WriteRaw(ctx, id, s)
-	if errors.Is(err, errStop) {
-		return 0, nil
+	// at is the cursor after the last clean boundary: nothing pending, nothing damaged
+	var at *cursor
+	zstd := r.b.Compression() == jsonl.Zstd
+	mark := func(offset int64) {
+		// raw: offset is where the committed lines end, a fragment after it is read again next time;
+		// zstd: offset is a frame's end, clean only when its text ended with a complete line
+		if (len(s.frag) == 0 || !zstd) && s.issue == "" && s.header != nil {
+			at = &cursor{identity: art.Identity, offset: offset, next: s.next, lineNo: s.lineNo, header: s.header}
+		}
+	}
+	mark(start)
+	if zstd {
+		err = r.readFrames(f, start, art.Size, s, mark)
+	} else {
+		err = r.readLines(f, start, s, mark)
 	}
 	if err != nil {
-		var we *eventstore.WriteError
-		if errors.As(err, &we) {
-			err = we.Err
-			if errors.Is(err, errStop) {
-				return 0, nil
-			}
-		}
-		return 0, err
+		return readResult{at: at}, stopped(err)
 	}
 	if s.header == nil {
-		return 0, &corruptError{"empty or header-less session log"}
+		return readResult{}, &corruptError{"empty or header-less session log"}
 	}
 	if !headerSent {
-		if err := header(s.header); err != nil && !errors.Is(err, errStop) {
-			return 0, err
+		if err := header(s.header); err != nil {
+			return readResult{}, stopped(err)
 		}
 	}
-	return s.tornBytes(), nil
+	return readResult{torn: s.tornBytes(), at: at}, nil
+}
+
+// stopped is err, or nil when it is errStop (an early end the caller asked for).
+func stopped(err error) error {
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// readLines feeds a raw artifact from offset start to the scanner through a small buffer.
+func (r fileReader) readLines(f *os.File, start int64, s *lineScanner, mark func(int64)) error {
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return &eventstore.IOError{Err: err}
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			if _, err := s.Write(buf[:n]); err != nil {
+				return err
+			}
+			mark(s.committed) // raw: the plaintext offset is the file offset
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return &eventstore.IOError{Err: rerr}
+		}
+	}
+}
+
+// readFrames decodes the complete frames of a zstd artifact from offset start (a frame boundary) with the
+// harness's rules and feeds their text to the scanner, a frame at a time.
+func (r fileReader) readFrames(f *os.File, start, size int64, s *lineScanner, mark func(int64)) error {
+	buf := make([]byte, size-start)
+	n, err := f.ReadAt(buf, start)
+	if err != nil && err != io.EOF {
+		return &eventstore.IOError{Err: err}
+	}
+	buf = buf[:n]
+	frames, _, err := jsonl.ScanFrames(buf, 0)
+	if err != nil {
+		return err
+	}
+	for _, fr := range frames {
+		text, err := jsonl.RawText(buf[fr.Start:fr.End])
+		if err != nil {
+			return err
+		}
+		if _, err := s.Write(text); err != nil {
+			return err
+		}
+		mark(start + fr.End)
+	}
+	return nil
 }
 
 // rowReader reads a backend of rows (SQLite) through its stored prefix.
@@ -264,35 +370,26 @@ type rowReader struct {
 	b eventstore.Backend
 }
 
-func (r rowReader) read(ctx context.Context, id string, header func([]byte) error, emit func(line) error) (int64, error) {
-	p, err := r.b.LoadStored(ctx, id)
+func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
+	p, err := r.b.LoadStored(ctx, e.ID)
 	if err != nil {
-		return 0, err
+		return readResult{}, err
 	}
-	var torn int64
+	var res readResult
 	if p.Torn != nil {
-		torn = p.Torn.Bytes
+		res.torn = p.Torn.Bytes
 	}
 	if err := header(p.Header.Line()); err != nil {
-		if errors.Is(err, errStop) {
-			return torn, nil
-		}
-		return 0, err
+		return res, stopped(err)
 	}
 	lines, err := sqliteLines(p.Events)
 	if err != nil {
-		return 0, &corruptError{"not representable in the fleet store: " + err.Error()}
+		return readResult{}, &corruptError{"not representable in the fleet store: " + err.Error()}
 	}
 	for _, l := range lines {
 		if err := emit(l); err != nil {
-			if errors.Is(err, errStop) {
-				return torn, nil
-			}
-			return 0, err
+			return res, stopped(err)
 		}
 	}
-	return torn, nil
+	return res, nil
 }
-
-// seqText is a seq for a message.
-func seqText(n int64) string { return strconv.FormatInt(n, 10) }
