@@ -28,7 +28,7 @@ type writerLock struct {
 // naming the holder's host and pid when another connection — another host, process or Backend — holds
 // it, or when a host's sync still feeds the session.
 func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
-	if b.opts.ReadOnly || b.pristine {
+	if b.opts.ReadOnly {
 		return nil, b.readOnlyError()
 	}
 	l := &writerLock{b: b, id: id}
@@ -110,6 +110,9 @@ func (l *writerLock) Release() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l.conn.Exec(ctx, `DELETE FROM writers WHERE session_id = $1 AND backend_pid = pg_backend_pid()`, l.id)
+	// unlocked explicitly: the server drops a closed connection's locks only once its backend has ended,
+	// and the next writer must not be refused meanwhile
+	l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, lockNamespace, l.id)
 	err := l.conn.Close(ctx)
 	l.conn = nil
 	return err

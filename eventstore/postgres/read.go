@@ -37,7 +37,7 @@ func scanSession(r pgx.Row) (sessionRow, error) {
 
 // session reads one sessions row; *eventstore.NotFoundError when there is none.
 func (b *Backend) session(ctx context.Context, q queryer, id string) (sessionRow, error) {
-	if b.pristine {
+	if b.empty(ctx) {
 		return sessionRow{}, &eventstore.NotFoundError{ID: id}
 	}
 	s, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
@@ -53,7 +53,7 @@ func (b *Backend) token(s sessionRow) string {
 }
 
 func (b *Backend) identity(s sessionRow) string {
-	return "pg:" + b.storeID + ":incarnation:" + s.incarnation
+	return "pg:" + b.StoreID() + ":incarnation:" + s.incarnation
 }
 
 // owner is who may read fleet sessions through a mount: the mounting user alone (mode 0600). The sessions
@@ -91,7 +91,7 @@ func parseStoredHeader(id string, line []byte) (event.Header, error) {
 // List reads the sessions rows only, in the order they were created; a session whose header the harness
 // would refuse is listed with its refusal.
 func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
-	if b.pristine {
+	if b.empty(ctx) {
 		return eventstore.Listing{}, nil
 	}
 	rows, err := b.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions ORDER BY listed`)
@@ -169,7 +169,7 @@ func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) error {
 
 // snapshot runs fn in a read-only repeatable-read transaction: one consistent view of the store.
 func (b *Backend) snapshot(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if b.pristine {
+	if b.empty(ctx) {
 		return fn(nil)
 	}
 	return pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
@@ -210,7 +210,7 @@ var loadBlock = 4096
 // LoadStoredProgress is LoadStored reporting the session's events to sink (nil: none) block by block as
 // its rows are decoded (eventstore.ProgressiveBackend).
 func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink eventstore.ProgressSink) (*eventstore.Prefix, error) {
-	if b.pristine {
+	if b.empty(ctx) {
 		return nil, &eventstore.NotFoundError{ID: id}
 	}
 	var p *eventstore.Prefix

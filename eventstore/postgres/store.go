@@ -54,7 +54,11 @@ type Backend struct {
 	opts     Options
 	pool     *pgxpool.Pool
 	storeID  string
-	pristine bool // read-only over a database without the schema: no sessions
+	pristine bool      // read-only over a database without the schema (yet): no sessions; guarded by mu
+	checked  time.Time // when empty last looked for the schema
+
+	forcePoll bool                 // tests: Watch polls as it does where LISTEN cannot be used
+	watches   []context.CancelFunc // guarded by mu: the Watch goroutines, ended by Close
 
 	mu    sync.Mutex
 	locks map[string]*writerLock // the writer locks this Backend holds, by session id
@@ -153,7 +157,7 @@ func (b *Backend) start(ctx context.Context) error {
 		if err != nil {
 			return b.wrap(err)
 		}
-		b.pristine, b.storeID = pristine, id
+		b.pristine, b.storeID, b.checked = pristine, id, time.Now()
 		return nil
 	}
 	id, err := ensureSchema(ctx, conn.Conn(), b.where)
@@ -269,10 +273,39 @@ func (b *Backend) Path() string { return b.where }
 
 // StoreID is the store's identity (dshfs_fleet.store_id), part of every revision token; "" for a
 // read-only Backend over a database without the schema.
-func (b *Backend) StoreID() string { return b.storeID }
+func (b *Backend) StoreID() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.storeID
+}
+
+// empty reports whether a read-only Backend opened over a database without the schema still finds none:
+// it looks again at most once a PollInterval, so a reader started before the first writer sees the store
+// once a writer has created it.
+func (b *Backend) empty(ctx context.Context) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.pristine {
+		return false
+	}
+	if time.Since(b.checked) < PollInterval {
+		return true
+	}
+	b.checked = time.Now()
+	pristine, id, err := inspectSchema(ctx, b.pool, b.where)
+	if err != nil || pristine {
+		return true
+	}
+	b.pristine, b.storeID = false, id
+	return false
+}
 
 // SchemaVersion is the fleet schema version status.json reports.
 func (b *Backend) SchemaVersion() int { return SchemaVersion }
+
+// ReleaseAfter is how long a synced session stays unwritable here after its sync last ran ([fleet]
+// release_after), for status.json to say when it becomes writable.
+func (b *Backend) ReleaseAfter() time.Duration { return b.opts.ReleaseAfter }
 
 // Host is this host's name as the store records it.
 func (b *Backend) Host() string { return b.opts.Host }
@@ -291,6 +324,12 @@ func (b *Backend) Close() error {
 	for _, l := range locks {
 		l.Release()
 	}
+	b.mu.Lock()
+	for _, cancel := range b.watches {
+		cancel()
+	}
+	b.watches = nil
+	b.mu.Unlock()
 	b.pool.Close()
 	return nil
 }
@@ -319,9 +358,6 @@ func (b *Backend) readOnlyError() error {
 // tx runs fn in one read-write transaction: committed when fn succeeds, rolled back otherwise.
 func (b *Backend) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if b.opts.ReadOnly {
-		return b.readOnlyError()
-	}
-	if b.pristine || b.storeID == "" {
 		return b.readOnlyError()
 	}
 	return b.wrap(pgx.BeginFunc(ctx, b.pool, fn))

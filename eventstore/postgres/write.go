@@ -21,7 +21,7 @@ import (
 // the lock (convert, a foreign writer) is caught, as the harness's are, by the revision and next-seq
 // checks. A session a host's sync still feeds is refused. On any failure nothing is written.
 func (b *Backend) commit(ctx context.Context, id string, fn func(tx pgx.Tx) error) (eventstore.Artifact, error) {
-	if b.opts.ReadOnly || b.pristine {
+	if b.opts.ReadOnly {
 		return eventstore.Artifact{}, b.readOnlyError()
 	}
 	var s sessionRow
@@ -261,7 +261,7 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 	for _, e := range events {
 		body = append(append(body, e.Raw...), '\n')
 	}
-	if !b.opts.ReadOnly && !b.pristine {
+	if !b.opts.ReadOnly {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var id int64
 		err := b.pool.QueryRow(tctx, `INSERT INTO kept (session_id, kind, host, body) VALUES ($1, 'pending', $2, $3) RETURNING id`, h.ID, b.opts.Host, body).Scan(&id)
