@@ -68,6 +68,8 @@ type Report struct {
 	// From and To are the seqs copied (To exclusive): To is what the fleet store holds after.
 	From, To int64
 	Reason   string // why refused, skipped or failed; for a copied one a note (a torn tail left behind)
+	// busy: refused because a writer of the fleet store held the session; tried again by the next pass
+	busy bool
 }
 
 // Found reports whether the status is a finding (exit code 1): something was not copied that exists.
@@ -199,7 +201,12 @@ func (s *Syncer) remember(id, rev string, r Report) {
 	defer s.mu.Unlock()
 	switch r.Status {
 	case Copied, Unchanged, Identical, Released, Refused, Skipped:
-		// read in full and settled until the source changes; a failure is retried on the next pass
+		// read in full and settled until the source changes; a failure, or a writer holding the session,
+		// is tried again by the next pass
+		if r.busy {
+			delete(s.seen, id)
+			return
+		}
 		s.seen[id] = rev
 	default:
 		delete(s.seen, id)
@@ -294,7 +301,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		}
 		return r
 	case err != nil && c.dstErr:
-		r.Status, r.Reason = refusedOrFailed(err)
+		r.Status, r.Reason, r.busy = refusedOrFailed(err)
 		return r
 	case err != nil:
 		if eventstore.Classify(err) == eventstore.KindIO || ctx.Err() != nil {
@@ -340,17 +347,17 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	return r
 }
 
-// refusedOrFailed classifies a write the fleet store refused.
-func refusedOrFailed(err error) (Status, string) {
+// refusedOrFailed classifies a write the fleet store refused; busy when a writer there held the session.
+func refusedOrFailed(err error) (Status, string, bool) {
 	var hc *postgres.HostConflictError
 	if errors.As(err, &hc) {
-		return Refused, err.Error()
+		return Refused, err.Error(), false
 	}
 	var ce *eventstore.CommandError
 	if errors.As(err, &ce) && ce.Failure == eventstore.Busy {
-		return Refused, "the fleet store refused the write: " + err.Error()
+		return Refused, "the fleet store refused the write: " + err.Error(), true
 	}
-	return Failed, "the fleet store refused the write: " + err.Error()
+	return Failed, "the fleet store refused the write: " + err.Error(), false
 }
 
 // copier takes a session's lines as the reader produces them and ingests those past what the fleet store

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
@@ -614,4 +616,52 @@ func TestWatchSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	equal(t, src, dst, dsn, true)
+}
+
+// TestSyncBusy: while a fleet store writer holds a session's writer lock, its new lines are refused
+// (nothing written) and copied by the next pass once the lock is gone, though the source did not change.
+func TestSyncBusy(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "sessions")
+	if err := synth.Write(root, jsonl.None, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	dst, dsn := fleet(t, "h")
+	s := fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h"})
+	pass(t, s)
+	if err := synth.Append(root, jsonl.None, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	// the fleet store's writer lock, as a writer on another host holds it (eventstore/postgres: an
+	// advisory lock in the fleet namespace on hashtext(id))
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(x'64736866'::int, hashtext('s'))`); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := dst.Held(ctx, "s")
+	r, err := s.Pass(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r) != 1 || r[0].Status != fleetsync.Refused || r[0].Events != 0 {
+		t.Fatalf("while locked: %+v, want refused", r)
+	}
+	if h, _ := dst.Held(ctx, "s"); h.NextSeq != held.NextSeq {
+		t.Fatalf("written while locked: %d, was %d", h.NextSeq, held.NextSeq)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(x'64736866'::int, hashtext('s'))`); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Pass(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r) != 1 || r[0].Status != fleetsync.Copied {
+		t.Fatalf("after the lock: %+v, want copied", r)
+	}
+	equal(t, source(t, root), dst, dsn, true)
 }
