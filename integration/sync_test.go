@@ -365,3 +365,45 @@ func TestSyncSecondHost(t *testing.T) {
 	}
 	prefixOf(t, clean, after[clean], storedLog(t, rootA, clean), true)
 }
+
+// TestSyncReleaseCLI: `sync --release ID` copies what is left and hands the session over (sync_host
+// cleared); lines the host writes to it later are not copied, and reported.
+func TestSyncReleaseCLI(t *testing.T) {
+	dshfs := filepath.Join(binDir(t), "dshfs")
+	dsn := fleetDB(t)
+	root := filepath.Join(t.TempDir(), "sessions")
+	if err := synth.Write(root, jsonl.Zstd, "handed", 30); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "", dshfs, "sync", "--host", "h1", "--release", "handed", root, dsn)
+	if r.code != 0 || !strings.Contains(string(r.stdout), "copied\thanded\t") || !strings.HasSuffix(string(r.stdout), "released\thanded\n") {
+		t.Fatalf("sync --release: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	syncHost := func() *string {
+		ctx := context.Background()
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		var h *string
+		if err := c.QueryRow(ctx, `SELECT sync_host FROM sessions WHERE id = 'handed'`).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := syncHost(); h != nil {
+		t.Fatalf("released, yet synced by %q", *h)
+	}
+	held := len(fleetRows(t, dsn)["handed"])
+	if err := synth.Append(root, jsonl.Zstd, "handed", 1); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "", dshfs, "sync", "--host", "h1", root, dsn)
+	if r.code != 1 || !strings.Contains(string(r.stdout), "refused\thanded\t0\t0\t") {
+		t.Errorf("sync after release: exit %d, want 1 and a refusal\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := len(fleetRows(t, dsn)["handed"]); n != held || syncHost() != nil {
+		t.Errorf("the released session changed: %d events, was %d", n, held)
+	}
+}
