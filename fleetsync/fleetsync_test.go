@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -234,8 +235,12 @@ func TestSyncFixtures(t *testing.T) {
 
 // TestSyncAppended copies only the lines appended to a source session since the last run.
 func TestSyncAppended(t *testing.T) {
-	for _, mode := range []jsonl.Compression{jsonl.None, jsonl.Zstd} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode  jsonl.Compression
+		fresh bool
+	}{{jsonl.None, false}, {jsonl.Zstd, false}, {jsonl.None, true}, {jsonl.Zstd, true}} {
+		mode, fresh := tc.mode, tc.fresh
+		t.Run(fmt.Sprintf("%s-fresh=%v", mode, fresh), func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "sessions")
 			for _, id := range []string{"s1", "s2"} {
 				if err := synth.Write(root, mode, id, 3); err != nil {
@@ -251,6 +256,11 @@ func TestSyncAppended(t *testing.T) {
 			held, _ := dst.Held(context.Background(), "s1")
 			if err := synth.Append(root, mode, "s1", 2); err != nil {
 				t.Fatal(err)
+			}
+			// a new run (another process: nothing remembered) reads past the fleet store's end, the
+			// same run from where its last read ended
+			if fresh {
+				s = fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h", MaxLines: 5})
 			}
 			second := pass(t, s)
 			var r1 fleetsync.Report

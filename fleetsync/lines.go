@@ -308,6 +308,98 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 	return readResult{torn: s.tornBytes(), at: at}, nil
 }
 
+// tailLimit bounds what tail reads backwards for the last line: a longer line is read the long way.
+const tailLimit = 8 << 20
+
+// tail reads only an artifact's header line and its last committed line — the last line of a raw
+// artifact, the last line of the last complete frame of a zstd one — and returns the header and the seq
+// after that line. It is how a rerun sees that the fleet store holds a session whole without reading all
+// of it: the fleet store only ever holds lines a full read accepted, so when it holds the last one, it
+// holds them all. ok is false when the ends do not read cleanly; the caller then reads the artifact.
+func (r fileReader) tail(ctx context.Context, e eventstore.Entry) (header []byte, next int64, ok bool) {
+	f, art, err := r.b.OpenArtifact(ctx, e.Path)
+	if err != nil {
+		return nil, 0, false
+	}
+	defer f.Close()
+	var last []byte
+	if r.b.Compression() == jsonl.Zstd {
+		buf := make([]byte, art.Size)
+		n, err := f.ReadAt(buf, 0)
+		if err != nil && err != io.EOF {
+			return nil, 0, false
+		}
+		frames, _, err := jsonl.ScanFrames(buf[:n], 0)
+		if err != nil || len(frames) == 0 {
+			return nil, 0, false
+		}
+		first, err := jsonl.RawText(buf[frames[0].Start:frames[0].End])
+		if err != nil || bytes.IndexByte(first, '\n') != len(first)-1 {
+			return nil, 0, false // the header frame holds the header line alone
+		}
+		header = first[:len(first)-1]
+		if len(frames) == 1 {
+			return header, 0, true
+		}
+		text, err := jsonl.RawText(buf[frames[len(frames)-1].Start:frames[len(frames)-1].End])
+		if err != nil || len(text) == 0 || text[len(text)-1] != '\n' {
+			return nil, 0, false
+		}
+		text = text[:len(text)-1]
+		last = text[bytes.LastIndexByte(text, '\n')+1:]
+	} else {
+		head := make([]byte, min(art.Size, 1<<20))
+		n, err := f.ReadAt(head, 0)
+		if err != nil && err != io.EOF {
+			return nil, 0, false
+		}
+		nl := bytes.IndexByte(head[:n], '\n')
+		if nl < 0 {
+			return nil, 0, false
+		}
+		header = head[:nl]
+		// the end of the last complete line, then its start
+		end := int64(-1)
+		buf := make([]byte, 64<<10)
+		for hi := art.Size; hi > 0 && end < 0 && art.Size-hi < tailLimit; {
+			lo := max(0, hi-int64(len(buf)))
+			n, err := f.ReadAt(buf[:hi-lo], lo)
+			if err != nil && err != io.EOF {
+				return nil, 0, false
+			}
+			if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+				end = lo + int64(i)
+			}
+			hi = lo
+		}
+		if end < 0 {
+			return nil, 0, false
+		}
+		if end == int64(nl) {
+			return header, 0, true // the header alone
+		}
+		lo := max(0, end-tailLimit)
+		line := make([]byte, end-lo)
+		if _, err := f.ReadAt(line, lo); err != nil && err != io.EOF {
+			return nil, 0, false
+		}
+		i := bytes.LastIndexByte(line, '\n')
+		if i < 0 && lo > 0 {
+			return nil, 0, false
+		}
+		last = line[i+1:]
+	}
+	canon, err := event.Canonical(last)
+	if err != nil {
+		return nil, 0, false
+	}
+	evs, _, err := event.DecodeStored(canon)
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Seq < 0 {
+		return nil, 0, false
+	}
+	return bytes.Clone(header), evs[len(evs)-1].Seq + 1, true
+}
+
 // stopped is err, or nil when it is errStop (an early end the caller asked for).
 func stopped(err error) error {
 	if errors.Is(err, errStop) {
