@@ -80,6 +80,10 @@ type Options struct {
 	Host     string // this host's name, recorded on every session it syncs
 	MaxLines int    // lines of one transaction (0: 1000)
 	MaxBytes int64  // bytes of one transaction (0: 4 MiB); a single larger line goes alone
+	// ReleaseAfter is the fleet store's [fleet] release_after (0: 10 minutes): a session this host's sync
+	// has not fed for longer may have been written through the fleet store meanwhile, so before new lines
+	// are copied onto it its copy there is compared with this host's log.
+	ReleaseAfter time.Duration
 	// Progress is called after each session of a pass with the sessions done, the total, and the events
 	// and bytes copied so far in the pass.
 	Progress func(done, total int, events, bytes int64)
@@ -112,6 +116,9 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 4 << 20
+	}
+	if opts.ReleaseAfter <= 0 {
+		opts.ReleaseAfter = postgres.DefaultReleaseAfter
 	}
 	var rd lineReader = rowReader{b: src.Backend()}
 	if b, ok := src.Backend().(artifactOpener); ok {
@@ -270,7 +277,8 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		return s.foreign(ctx, e, held)
 	}
 	r.From, r.To = held.NextSeq, held.NextSeq
-	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r}
+	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r,
+		stale: held.Exists && held.SyncHost == s.opts.Host && time.Since(held.SyncSeen) > s.opts.ReleaseAfter}
 	// Where the last read of this artifact ended is where this one starts, as long as the fleet store
 	// holds exactly what that read found: anything else (another writer, a rerun after a failure) reads
 	// the artifact from its start.
@@ -397,6 +405,7 @@ type copier struct {
 	created bool  // the session row exists (held, or created by this copy)
 	refusal string
 	dstErr  bool // the error came from the fleet store
+	stale   bool // not fed for longer than ReleaseAfter: compare before copying onto it
 }
 
 func (c *copier) header(h []byte) error {
@@ -424,6 +433,15 @@ func (c *copier) line(l line) error {
 		return errStop
 	case c.held.Exists && c.held.SyncHost == "":
 		return nil // released
+	}
+	if c.stale {
+		// idle long enough to have been taken over: new lines go on only after a copy that is still
+		// exactly this host's log
+		c.stale = false
+		if why := c.s.diverged(c.ctx, c.id, c.held.NextSeq); why != "" {
+			c.refusal = why
+			return errStop
+		}
 	}
 	if len(c.batch) > 0 && (len(c.batch) >= c.s.opts.MaxLines || c.bytes+int64(len(l.raw)) > c.s.opts.MaxBytes) {
 		if err := c.flush(c.ctx, false); err != nil {
@@ -456,6 +474,34 @@ func (c *copier) flush(ctx context.Context, final bool) error {
 	c.r.To = c.from
 	c.batch, c.bytes, c.events = c.batch[:0], 0, 0
 	return nil
+}
+
+// diverged compares the fleet store's copy of a session (its first n events) with this host's stored log
+// and says how they differ ("" when the copy is a prefix of this host's log): a session idle past
+// release_after may have been written through the fleet store, and lines copied after such a write would
+// merge two logs.
+func (s *Syncer) diverged(ctx context.Context, id string, n int64) string {
+	ld, ok := s.dst.(loader)
+	if !ok {
+		return ""
+	}
+	theirs, err := ld.LoadStored(ctx, id)
+	if err != nil {
+		return "the fleet store's copy cannot be read to compare it: " + err.Error()
+	}
+	mine, err := s.src.Backend().LoadStored(ctx, id)
+	if err != nil {
+		return "this host's copy cannot be read to compare it: " + err.Error()
+	}
+	if int64(len(theirs.Events)) != n || int64(len(mine.Events)) < n {
+		return fmt.Sprintf("the fleet store's copy (%d events) is no longer a prefix of this host's log (%d events): written through the fleet store since this host's last sync; not merged", len(theirs.Events), len(mine.Events))
+	}
+	for i := range theirs.Events {
+		if !bytes.Equal(theirs.Events[i].Raw, mine.Events[i].Raw) {
+			return fmt.Sprintf("the fleet store's event %d differs from this host's: written through the fleet store since this host's last sync; not merged", i)
+		}
+	}
+	return ""
 }
 
 // foreign handles a session the fleet store holds from another host: identical copies are nothing to do,

@@ -675,3 +675,50 @@ func TestSyncBusy(t *testing.T) {
 	}
 	equal(t, source(t, root), dst, dsn, true)
 }
+
+// TestSyncTakenOver: a session its host's sync has not fed for release_after is writable through the
+// fleet store; once written there, the host's later lines are refused, never merged onto it.
+func TestSyncTakenOver(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "sessions")
+	if err := synth.Write(root, jsonl.None, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	dst, dsn := fleet(t, "h")
+	s := fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h", ReleaseAfter: time.Minute})
+	pass(t, s)
+	if err := pgtest.Shared(t).Exec(dbName(dsn), `UPDATE sessions SET sync_seen = now() - interval '20 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	// an operator on another host writes the idle session through the fleet store
+	op, err := postgres.Open(ctx, dsn, postgres.Options{Host: "operator", ReleaseAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	held, _ := dst.Held(ctx, "s")
+	w := eventstore.New(op)
+	note := event.NewEventFrom("session/note", held.NextSeq, 1778573709000, []byte(`{"by":"operator"}`),
+		event.Member{Key: "ignorable", Value: event.Bool(true)})
+	if err := w.Append(ctx, "s", []event.Event{note}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	written, _ := dst.Held(ctx, "s")
+	if written.NextSeq != held.NextSeq+1 {
+		t.Fatalf("the operator's write: next seq %d, want %d", written.NextSeq, held.NextSeq+1)
+	}
+	// the host goes on writing its own copy, past the operator's
+	if err := synth.Append(root, jsonl.None, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	r := pass(t, s)[0]
+	if r.Status != fleetsync.Refused || r.Events != 0 || !strings.Contains(r.Reason, "not merged") {
+		t.Errorf("after the takeover: %+v, want refused", r)
+	}
+	if h, _ := dst.Held(ctx, "s"); h.NextSeq != written.NextSeq || h.Revision != written.Revision {
+		t.Errorf("the taken-over session changed: %+v, was %+v", h, written)
+	}
+}

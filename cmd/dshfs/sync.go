@@ -39,6 +39,9 @@ func cmdSync(ctx context.Context, args []string, out *bufio.Writer, stderr io.Wr
 	}
 	host := o.host
 	if host == "" {
+		host = cfg.Fleet.Host
+	}
+	if host == "" {
 		if host, err = os.Hostname(); err != nil {
 			return exitUsageErr, fmt.Errorf("sync: this host's name: %w (give --host NAME)", err)
 		}
@@ -53,7 +56,7 @@ func cmdSync(ctx context.Context, args []string, out *bufio.Writer, stderr io.Wr
 	}
 	defer closeBackend(src.Backend())
 	dst, err := postgres.Open(ctx, pos[1], postgres.Options{Host: host, MaxData: cfg.Writer.MaxLineBytes,
-		MaxSession: cfg.Writer.MaxSessionBytes})
+		MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -62,7 +65,7 @@ func cmdSync(ctx context.Context, args []string, out *bufio.Writer, stderr io.Wr
 	start := time.Now()
 	var bar *progress
 	sum := syncSummary{}
-	s := fleetsync.New(src, dst, fleetsync.Options{Host: host, Progress: func(done, total int, events, bytes int64) {
+	s := fleetsync.New(src, dst, fleetsync.Options{Host: host, ReleaseAfter: cfg.Fleet.ReleaseAfter, Progress: func(done, total int, events, bytes int64) {
 		if bar == nil {
 			bar = newProgress(os.Stderr, "syncing", total)
 		}
