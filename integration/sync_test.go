@@ -65,8 +65,14 @@ func fleetRows(t *testing.T, dsn string) map[string][]event.Event {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
+	// one snapshot: a sync may be committing meanwhile
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
 	next := map[string]int64{}
-	rows, err := c.Query(ctx, `SELECT id, next_seq FROM sessions`)
+	rows, err := tx.Query(ctx, `SELECT id, next_seq FROM sessions`)
 	if err != nil {
 		if strings.Contains(err.Error(), "does not exist") {
 			return nil // no schema yet: the first run was killed before creating it
@@ -88,7 +94,7 @@ func fleetRows(t *testing.T, dsn string) map[string][]event.Event {
 	}
 	dec, _ := zstd.NewReader(nil)
 	defer dec.Close()
-	rows, err = c.Query(ctx, `SELECT session_id, seq, last_seq, line, compressed FROM events ORDER BY session_id, seq`)
+	rows, err = tx.Query(ctx, `SELECT session_id, seq, last_seq, line, compressed FROM events ORDER BY session_id, seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
