@@ -119,7 +119,7 @@ func equal(t *testing.T, src *eventstore.Store, dst *postgres.Backend, dsn strin
 		if err != nil {
 			t.Fatalf("%s: source: %v", e.ID, err)
 		}
-		got, ok := loadFleet(t, dst, dsn, e.ID)
+		got, ok := loadFleet(t, dst, e.ID)
 		if !ok {
 			t.Errorf("%s: not in the fleet store", e.ID)
 			continue
