@@ -42,6 +42,7 @@ const usage = `usage:
   dshfs verify [--config FILE] DEST
   dshfs restore [--config FILE] BACKUP DEST
   dshfs convert [--config FILE] [--verify] [--session ID]... SRC DST
+  dshfs sync [--config FILE] [--watch] [--release ID] [--host NAME] SRC DST
   dshfs pg init [--config FILE] DSN
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
@@ -75,6 +76,9 @@ type opts struct {
 	page       string
 	force      bool
 	sessions   []string // --session ID, repeatable
+	watch      bool
+	release    string
+	host       string
 }
 
 // parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
@@ -96,7 +100,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 		if !allowed[name] {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
-		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page" || name == "session"
+		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page" ||
+			name == "session" || name == "release" || name == "host"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -137,6 +142,12 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.force = true
 		case "session":
 			o.sessions = append(o.sessions, val)
+		case "watch":
+			o.watch = true
+		case "release":
+			o.release = val
+		case "host":
+			o.host = val
 		}
 	}
 	return o, pos, nil
@@ -197,6 +208,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdRestore(ctx, args[1:], out)
 	case "convert":
 		code, err = cmdConvert(ctx, args[1:], out, stderr)
+	case "sync":
+		code, err = cmdSync(ctx, args[1:], out, stderr)
 	case "pg":
 		code, err = cmdPg(ctx, args[1:], out)
 	case "help", "-h", "--help":

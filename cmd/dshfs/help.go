@@ -100,6 +100,24 @@ and compares events and the surface a resume derives. --session ID (repeatable, 
 postgres://…/db?session=ID) converts only that session — a handover: the harness resumes it in DST; an ID
 SRC lacks is reported "missing". A progress bar on a terminal. Exit 0: all converted; 1: something was
 skipped or differs; 2: an I/O or connection error, or a missing session.`,
+
+	"sync": `dshfs sync [--config FILE] [--watch] [--release ID] [--host NAME] SRC DST
+Copies every session of this host's store SRC (a JSONL root, raw or zstd, or a SQLite database; only ever
+read, never repaired) into the fleet store DST (postgres://… or postgresql://…): its header and its stored
+lines past what DST holds, in transactions of at most 1,000 lines or 4 MiB, so that a run killed at any
+moment and run again leaves no gap, no duplicate and no partial batch. A live session is copied up to its last
+complete line or zstd frame, an interrupted one as stored (a torn tail is left behind and reported). Sessions
+are recorded as this host's (--host, default [fleet] host or the host name): the same id held from another host is refused
+unless the copies are identical, never merged or overwritten. Sessions SRC refuses, and those of a later
+format generation (v2, v3), are skipped. One line per session on stdout (status, id, events and bytes copied,
+the events DST holds, a reason): copied | unchanged | identical | released | refused | skipped | failed; a
+summary on stderr; a progress bar on a terminal.
+--watch: then follows SRC (inotify, and a pass every 30 s) and copies new lines as they land, one line per
+copy (led by the time), until SIGINT or SIGTERM.
+--release ID: after the pass, releases session ID (this host's): it is no longer synced, and becomes writable
+through the fleet store.
+Exit 0: everything copied or already there; 1: something was refused or skipped; 2: a usage or I/O error, a
+session failed, or a signal ended the run before its first pass did.`,
 	"pg": `dshfs pg init [--config FILE] DSN
 Creates the fleet store's schema in the PostgreSQL database DSN (postgres://… or postgresql://…, libpq rules:
 PG* environment variables and ~/.pgpass apply), or checks the one there: idempotent. Any write to a fleet

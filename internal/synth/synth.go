@@ -64,10 +64,19 @@ func Write(root string, mode jsonl.Compression, id string, n int) error {
 	cwd := event.String("/home/dev/bench")
 	h := event.Header{ID: id, CreatedAt: 1778573701000, Cwd: &cwd}
 	if err := st.Create(context.Background(), h); err != nil {
-		return err
+		return closed(st, err)
 	}
 	g := &gen{st: st, id: id, time: 1778573701000, limit: int64(n)}
-	return g.turns(1)
+	return closed(st, g.turns(1))
+}
+
+// closed closes the store — releasing the session's write lease, so that another writer in the same
+// process (a test appending next) can take it — and returns the first error.
+func closed(st *eventstore.Store, err error) error {
+	if cerr := st.Close(context.Background()); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Append adds turns whole turns to an existing session (loading it first, as the harness does when it
@@ -81,7 +90,7 @@ func Append(root string, mode jsonl.Compression, id string, turns int) error {
 	st := eventstore.New(b)
 	ins, err := st.Load(context.Background(), id)
 	if err != nil {
-		return err
+		return closed(st, err)
 	}
 	next := 1
 	for _, t := range eventstore.Turns(ins.Events) {
@@ -93,11 +102,11 @@ func Append(root string, mode jsonl.Compression, id string, turns int) error {
 	g.limit = g.seq + 1
 	for i := 0; i < turns; i++ {
 		if err := g.turns(next + i); err != nil {
-			return err
+			return closed(st, err)
 		}
 		g.limit = g.seq + 1
 	}
-	return nil
+	return closed(st, nil)
 }
 
 // turns writes whole turns numbered from first until the log holds at least g.limit events.

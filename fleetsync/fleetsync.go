@@ -1,0 +1,543 @@
+// Package fleetsync copies a host's session store (JSONL raw, JSONL zstd or SQLite) into a fleet store
+// (eventstore/postgres), incrementally and safely against a kill at any moment:
+//
+//   - What is copied is the stored log, line by line as the host's store keeps it: the header line and
+//     every committed line (an event, or a packed chunk row) — never a torn fragment, never a repair. A
+//     live session is copied up to its last complete line (raw) or frame (zstd); an interrupted one as it
+//     is stored. The source is only read.
+//   - Only lines past what the fleet store holds (Holding.NextSeq) are copied, in transactions of at most
+//     MaxLines lines and MaxBytes bytes (Ingest). A transaction commits whole or not at all, and the fleet
+//     store accepts one only where its session's log ends: a rerun after a kill finds where the last
+//     committed one ended, so nothing is lost, duplicated or half-written.
+//   - A session belongs to the host that first synced it. The same id from another host is refused and
+//     reported, never merged or overwritten — unless that host's copy is identical to the fleet store's,
+//     which is nothing to do. A session its host released (sync --release) is no longer followed.
+//   - Sessions of a later format generation (v2, v3) are skipped: their files hold the harness's later
+//     codec, not the v0 lines the fleet store keeps.
+package fleetsync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/eventstore/postgres"
+)
+
+// Fleet is the destination: the fleet store's sync API (*postgres.Backend).
+type Fleet interface {
+	Held(ctx context.Context, id string) (postgres.Holding, error)
+	Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error
+	Release(ctx context.Context, host, id string) error
+}
+
+// loader is a fleet store that reads a session back (an eventstore.Backend): without one, another host's
+// copy cannot be proven identical and is refused.
+type loader interface {
+	LoadStored(ctx context.Context, id string) (*eventstore.Prefix, error)
+}
+
+// Status is what one sync of one session did.
+type Status string
+
+// Statuses.
+const (
+	Copied    Status = "copied"    // lines were copied
+	Unchanged Status = "unchanged" // the fleet store already held everything this host has
+	Identical Status = "identical" // another host's session, whose copy here is identical: nothing to do
+	Released  Status = "released"  // this host released it: no longer followed
+	Refused   Status = "refused"   // another host's session of this id, or a copy that differs: left alone
+	Skipped   Status = "skipped"   // this host's store refuses it, or it is of a later format generation
+	Failed    Status = "failed"    // reading the source or writing the fleet store failed
+)
+
+// Report is one session's result.
+type Report struct {
+	ID     string
+	Status Status
+	Events int64 // events copied
+	Lines  int   // stored lines copied
+	Bytes  int64 // bytes of those lines
+	// From and To are the seqs copied (To exclusive): To is what the fleet store holds after.
+	From, To int64
+	Reason   string // why refused, skipped or failed; for a copied one a note (a torn tail left behind)
+	// busy: refused because a writer of the fleet store held the session; tried again by the next pass
+	busy bool
+}
+
+// Found reports whether the status is a finding (exit code 1): something was not copied that exists.
+func (r Report) Found() bool { return r.Status == Refused || r.Status == Skipped }
+
+// Options configure a Syncer.
+type Options struct {
+	Host     string // this host's name, recorded on every session it syncs
+	MaxLines int    // lines of one transaction (0: 1000)
+	MaxBytes int64  // bytes of one transaction (0: 4 MiB); a single larger line goes alone
+	// ReleaseAfter is the fleet store's [fleet] release_after (0: 10 minutes): a session this host's sync
+	// has not fed for longer may have been written through the fleet store meanwhile, so before new lines
+	// are copied onto it its copy there is compared with this host's log.
+	ReleaseAfter time.Duration
+	// Progress is called after each session of a pass with the sessions done, the total, and the events
+	// and bytes copied so far in the pass.
+	Progress func(done, total int, events, bytes int64)
+}
+
+// Syncer syncs one source store into one fleet store. It remembers what it last saw of each session,
+// so that a pass (Watch) reads only the sessions that changed since.
+type Syncer struct {
+	src  *eventstore.Store
+	dst  Fleet
+	opts Options
+	read lineReader
+
+	mu      sync.Mutex
+	entries map[string]eventstore.Entry // the last listing, by id
+	seen    map[string]string           // id → the source revision whose sync completed
+	fed     map[string][]byte           // the sessions this host's sync feeds: id → header line
+	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
+}
+
+// refreshAfter is how old a session's sync_seen may grow before a sync that has nothing to copy for it
+// refreshes it anyway: a session stays held (not writable through the fleet store) while its host's
+// sync runs, and becomes writable [fleet] release_after (10 minutes by default) after the last run.
+const refreshAfter = time.Minute
+
+// New returns a Syncer from src to dst.
+func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
+	if opts.MaxLines <= 0 {
+		opts.MaxLines = 1000
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 4 << 20
+	}
+	if opts.ReleaseAfter <= 0 {
+		opts.ReleaseAfter = postgres.DefaultReleaseAfter
+	}
+	var rd lineReader = rowReader{b: src.Backend()}
+	if b, ok := src.Backend().(artifactOpener); ok {
+		rd = fileReader{b: b}
+	}
+	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{},
+		fed: map[string][]byte{}, cursors: map[string]*cursor{}}
+}
+
+// Pass syncs every session of the source. With changedOnly, a session whose source revision is the one
+// a previous complete sync saw is not read again. The reports are in id order; root errors of the source
+// are reported as skipped.
+func (s *Syncer) Pass(ctx context.Context, changedOnly bool) ([]Report, error) {
+	l, err := s.src.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries := append([]eventstore.Entry(nil), l.Entries...)
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	s.mu.Lock()
+	s.entries = make(map[string]eventstore.Entry, len(entries))
+	for _, e := range entries {
+		s.entries[e.ID] = e
+	}
+	s.mu.Unlock()
+	var reports []Report
+	var events, bytes int64
+	for i, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return reports, err
+		}
+		if changedOnly && s.unchangedSince(e.ID, e.Revision) {
+			continue
+		}
+		r := s.one(ctx, e)
+		events += r.Events
+		bytes += r.Bytes
+		reports = append(reports, r)
+		if s.opts.Progress != nil {
+			s.opts.Progress(i+1, len(entries), events, bytes)
+		}
+		if err := ctx.Err(); err != nil {
+			return reports, err
+		}
+	}
+	for _, re := range l.RootErrors {
+		reports = append(reports, Report{ID: re.Path, Status: Skipped, Reason: "root error: " + re.Message})
+	}
+	return reports, nil
+}
+
+// Session syncs one session of the last listing by id, when its source revision changed since its last
+// complete sync; ok is false when there was nothing to do (or the id is not listed: a Pass finds it).
+func (s *Syncer) Session(ctx context.Context, id string) (r Report, ok bool) {
+	s.mu.Lock()
+	e, listed := s.entries[id]
+	s.mu.Unlock()
+	if !listed {
+		return Report{}, false
+	}
+	art, err := s.src.Backend().Stat(ctx, id, e.Path)
+	if err != nil {
+		return Report{}, false // gone or replaced: the next listing pass sees what became of it
+	}
+	if s.unchangedSince(id, art.Token) {
+		return Report{}, false
+	}
+	e.Revision = art.Token
+	return s.one(ctx, e), true
+}
+
+func (s *Syncer) listed(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.entries[id]
+	return ok
+}
+
+func (s *Syncer) unchangedSince(id, rev string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return rev != "" && s.seen[id] == rev
+}
+
+func (s *Syncer) remember(id, rev string, r Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch r.Status {
+	case Copied, Unchanged, Identical, Released, Refused, Skipped:
+		// read in full and settled until the source changes; a failure, or a writer holding the session,
+		// is tried again by the next pass
+		if r.busy {
+			delete(s.seen, id)
+			return
+		}
+		s.seen[id] = rev
+	default:
+		delete(s.seen, id)
+	}
+}
+
+// Refresh tells the fleet store that this host's sync still runs for every session it feeds whose
+// sync_seen is older than a minute, so that none becomes writable there while the sync runs (Watch
+// calls it every minute). A session released meanwhile is left released.
+func (s *Syncer) Refresh(ctx context.Context) {
+	s.mu.Lock()
+	fed := make(map[string][]byte, len(s.fed))
+	for id, h := range s.fed {
+		fed[id] = h
+	}
+	s.mu.Unlock()
+	for id, header := range fed {
+		if ctx.Err() != nil {
+			return
+		}
+		held, err := s.dst.Held(ctx, id)
+		if err != nil || !held.Exists || held.SyncHost != s.opts.Host || time.Since(held.SyncSeen) <= refreshAfter {
+			continue
+		}
+		s.dst.Ingest(ctx, s.opts.Host, id, header, held.NextSeq, nil)
+	}
+}
+
+// Release marks a session this host synced as released: the fleet store's writers may take it over, and
+// this host's sync no longer follows it.
+func (s *Syncer) Release(ctx context.Context, id string) error {
+	return s.dst.Release(ctx, s.opts.Host, id)
+}
+
+func (s *Syncer) one(ctx context.Context, e eventstore.Entry) Report {
+	r := s.sync(ctx, e)
+	if ctx.Err() == nil {
+		s.remember(e.ID, e.Revision, r)
+	}
+	return r
+}
+
+// sync copies one session's lines past what the fleet store holds.
+func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
+	r := Report{ID: e.ID}
+	if e.Refusal != nil {
+		r.Status, r.Reason = Skipped, "refused by this host's store: "+e.Refusal.Error()
+		return r
+	}
+	if e.Generation != 0 {
+		r.Status, r.Reason = Skipped, "session artifact "+stringify(e.Path)+" is format generation v"+strconv.Itoa(e.Generation)+
+			", written by "+generation.WrittenBy(e.Generation)+"; the fleet store keeps generation v0 logs only"
+		return r
+	}
+	held, err := s.dst.Held(ctx, e.ID)
+	if err != nil {
+		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+		return r
+	}
+	if held.Exists && held.Host != s.opts.Host {
+		return s.foreign(ctx, e, held)
+	}
+	r.From, r.To = held.NextSeq, held.NextSeq
+	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r,
+		stale: held.Exists && held.SyncHost == s.opts.Host && time.Since(held.SyncSeen) > s.opts.ReleaseAfter}
+	// Where the last read of this artifact ended is where this one starts, as long as the fleet store
+	// holds exactly what that read found: anything else (another writer, a rerun after a failure) reads
+	// the artifact from its start.
+	s.mu.Lock()
+	from := s.cursors[e.ID]
+	delete(s.cursors, e.ID)
+	s.mu.Unlock()
+	if from != nil && !(held.Exists && held.SyncHost == s.opts.Host && held.NextSeq == from.next && bytes.Equal(held.Header, from.header)) {
+		from = nil
+	}
+	if from != nil {
+		c.end = from.next
+	}
+	var res readResult
+	if hdr, next, ok := s.whole(ctx, e, held, from); ok {
+		err = c.header(hdr) // the fleet store holds it all: nothing to read
+		c.end = next
+	} else {
+		res, err = s.read.read(ctx, e, from, c.header, c.line)
+	}
+	torn := res.torn
+	if err == nil {
+		err = c.flush(ctx, true)
+	}
+	var ce *corruptError
+	switch {
+	case c.refusal != "":
+		r.Status, r.Reason = Refused, c.refusal
+		return r
+	case errors.As(err, &ce):
+		r.Status, r.Reason = Skipped, "refused by this host's store: "+ce.msg
+		if r.Lines > 0 {
+			r.Reason += fmt.Sprintf(" (%d lines before the damage were copied)", r.Lines)
+		}
+		return r
+	case err != nil && c.dstErr:
+		r.Status, r.Reason, r.busy = refusedOrFailed(err)
+		return r
+	case err != nil:
+		if eventstore.Classify(err) == eventstore.KindIO || ctx.Err() != nil {
+			r.Status, r.Reason = Failed, "this host's store cannot be read: "+err.Error()
+		} else {
+			r.Status, r.Reason = Skipped, "refused by this host's store: "+err.Error()
+		}
+		return r
+	}
+	if c.end < held.NextSeq {
+		r.Status, r.Reason = Refused, fmt.Sprintf("the fleet store holds %d events of this session, this host's store %d: the copy there is not this host's log", held.NextSeq, c.end)
+		return r
+	}
+	if held.Exists && held.SyncHost == "" && c.end > held.NextSeq {
+		r.Status, r.Reason = Refused, fmt.Sprintf("released: this host's store holds %d more events, which are not copied (the session is written through the fleet store now)", c.end-held.NextSeq)
+		return r
+	}
+	switch {
+	case held.Exists && held.SyncHost == "":
+		r.Status = Released
+	case r.Lines > 0 || !held.Exists:
+		r.Status = Copied
+	default:
+		r.Status = Unchanged
+		if time.Since(held.SyncSeen) > refreshAfter {
+			// nothing new, but this run is a sync of its host: the session stays held
+			s.dst.Ingest(ctx, s.opts.Host, e.ID, c.hdr, held.NextSeq, nil)
+		}
+	}
+	s.mu.Lock()
+	if r.Status == Released {
+		delete(s.fed, e.ID)
+	} else {
+		s.fed[e.ID] = c.hdr
+		if res.at != nil && res.at.next <= r.To {
+			s.cursors[e.ID] = res.at
+		}
+	}
+	s.mu.Unlock()
+	if torn > 0 && r.Status == Copied {
+		r.Reason = fmt.Sprintf("%d bytes after the last complete line were left behind (torn or still being written)", torn)
+	}
+	return r
+}
+
+// whole reports, from the two ends of a session's artifact alone, that the fleet store holds all of it
+// as this host's sync left it (tail); a session read before in this run (from) is read from there instead.
+func (s *Syncer) whole(ctx context.Context, e eventstore.Entry, held postgres.Holding, from *cursor) ([]byte, int64, bool) {
+	fr, isFile := s.read.(fileReader)
+	if from != nil || !isFile || !held.Exists || held.SyncHost != s.opts.Host {
+		return nil, 0, false
+	}
+	hdr, next, ok := fr.tail(ctx, e)
+	if !ok || next != held.NextSeq || !bytes.Equal(hdr, held.Header) {
+		return nil, 0, false
+	}
+	return hdr, next, true
+}
+
+// refusedOrFailed classifies a write the fleet store refused; busy when a writer there held the session.
+func refusedOrFailed(err error) (Status, string, bool) {
+	var hc *postgres.HostConflictError
+	if errors.As(err, &hc) {
+		return Refused, err.Error(), false
+	}
+	var ce *eventstore.CommandError
+	if errors.As(err, &ce) && ce.Failure == eventstore.Busy {
+		return Refused, "the fleet store refused the write: " + err.Error(), true
+	}
+	return Failed, "the fleet store refused the write: " + err.Error(), false
+}
+
+// copier takes a session's lines as the reader produces them and ingests those past what the fleet store
+// holds, a bounded transaction at a time.
+type copier struct {
+	ctx     context.Context
+	s       *Syncer
+	id      string
+	held    postgres.Holding
+	r       *Report
+	hdr     []byte
+	batch   [][]byte
+	bytes   int64
+	events  int64
+	from    int64 // seq of the batch's first line
+	end     int64 // the seq after the last committed line read
+	created bool  // the session row exists (held, or created by this copy)
+	refusal string
+	dstErr  bool // the error came from the fleet store
+	stale   bool // not fed for longer than ReleaseAfter: compare before copying onto it
+}
+
+func (c *copier) header(h []byte) error {
+	c.hdr = h
+	c.created = c.held.Exists
+	if c.held.Exists && !bytes.Equal(c.held.Header, h) {
+		c.refusal = "the fleet store holds a session of this id with another header: " + string(c.held.Header)
+		return errStop
+	}
+	if c.held.Exists && c.held.SyncHost == "" {
+		// released: read on to count what would be left behind, copy nothing
+		return nil
+	}
+	c.from = c.held.NextSeq
+	return nil
+}
+
+func (c *copier) line(l line) error {
+	c.end = l.last + 1
+	switch {
+	case l.last < c.held.NextSeq:
+		return nil // held already
+	case l.first < c.held.NextSeq:
+		c.refusal = fmt.Sprintf("the fleet store's copy ends at seq %d, inside this host's stored line of seqs %d..%d: the copy there is not this host's log", c.held.NextSeq, l.first, l.last)
+		return errStop
+	case c.held.Exists && c.held.SyncHost == "":
+		return nil // released
+	}
+	if c.stale {
+		// idle long enough to have been taken over: new lines go on only after a copy that is still
+		// exactly this host's log
+		c.stale = false
+		if why := c.s.diverged(c.ctx, c.id, c.held.NextSeq); why != "" {
+			c.refusal = why
+			return errStop
+		}
+	}
+	if len(c.batch) > 0 && (len(c.batch) >= c.s.opts.MaxLines || c.bytes+int64(len(l.raw)) > c.s.opts.MaxBytes) {
+		if err := c.flush(c.ctx, false); err != nil {
+			return err
+		}
+	}
+	c.batch = append(c.batch, l.raw)
+	c.bytes += int64(len(l.raw))
+	c.events += int64(l.events)
+	return nil
+}
+
+// flush ingests the batch as one transaction; final also creates a session that has no line to copy.
+func (c *copier) flush(ctx context.Context, final bool) error {
+	if c.refusal != "" || c.hdr == nil {
+		return nil
+	}
+	if len(c.batch) == 0 && (!final || c.created) {
+		return nil
+	}
+	if err := c.s.dst.Ingest(ctx, c.s.opts.Host, c.id, c.hdr, c.from, c.batch); err != nil {
+		c.dstErr = true
+		return err
+	}
+	c.created = true
+	c.r.Lines += len(c.batch)
+	c.r.Bytes += c.bytes
+	c.r.Events += c.events
+	c.from += c.events
+	c.r.To = c.from
+	c.batch, c.bytes, c.events = c.batch[:0], 0, 0
+	return nil
+}
+
+// diverged compares the fleet store's copy of a session (its first n events) with this host's stored log
+// and says how they differ ("" when the copy is a prefix of this host's log): a session idle past
+// release_after may have been written through the fleet store, and lines copied after such a write would
+// merge two logs.
+func (s *Syncer) diverged(ctx context.Context, id string, n int64) string {
+	ld, ok := s.dst.(loader)
+	if !ok {
+		return ""
+	}
+	theirs, err := ld.LoadStored(ctx, id)
+	if err != nil {
+		return "the fleet store's copy cannot be read to compare it: " + err.Error()
+	}
+	mine, err := s.src.Backend().LoadStored(ctx, id)
+	if err != nil {
+		return "this host's copy cannot be read to compare it: " + err.Error()
+	}
+	if int64(len(theirs.Events)) != n || int64(len(mine.Events)) < n {
+		return fmt.Sprintf("the fleet store's copy (%d events) is no longer a prefix of this host's log (%d events): written through the fleet store since this host's last sync; not merged", len(theirs.Events), len(mine.Events))
+	}
+	for i := range theirs.Events {
+		if !bytes.Equal(theirs.Events[i].Raw, mine.Events[i].Raw) {
+			return fmt.Sprintf("the fleet store's event %d differs from this host's: written through the fleet store since this host's last sync; not merged", i)
+		}
+	}
+	return ""
+}
+
+// foreign handles a session the fleet store holds from another host: identical copies are nothing to do,
+// anything else is refused.
+func (s *Syncer) foreign(ctx context.Context, e eventstore.Entry, held postgres.Holding) Report {
+	r := Report{ID: e.ID, From: held.NextSeq, To: held.NextSeq}
+	refuse := func(why string) Report {
+		r.Status = Refused
+		r.Reason = "the fleet store holds this session from host " + stringify(held.Host) + "; " + why + ": not merged, not overwritten"
+		return r
+	}
+	// the whole stored log of both sides, read as each backend reads it
+	mine, err := s.src.Backend().LoadStored(ctx, e.ID)
+	if err != nil {
+		return refuse("this host's copy cannot be read (" + err.Error() + ")")
+	}
+	ld, ok := s.dst.(loader)
+	if !ok {
+		return refuse("this fleet store cannot read the session back to compare it")
+	}
+	theirs, err := ld.LoadStored(ctx, e.ID)
+	if err != nil {
+		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+		return r
+	}
+	if !bytes.Equal(mine.Header.WithDepth().Meta(), theirs.Header.WithDepth().Meta()) {
+		return refuse("this host's header differs")
+	}
+	if len(mine.Events) != len(theirs.Events) {
+		return refuse(fmt.Sprintf("this host's copy holds %d events, the fleet store's %d", len(mine.Events), len(theirs.Events)))
+	}
+	for i := range mine.Events {
+		if !bytes.Equal(mine.Events[i].Raw, theirs.Events[i].Raw) {
+			return refuse("event " + strconv.Itoa(i) + " differs")
+		}
+	}
+	r.Status, r.Reason = Identical, "held from host "+stringify(held.Host)+"; this host's copy is identical"
+	return r
+}
