@@ -36,6 +36,7 @@ type Fleet interface {
 	Held(ctx context.Context, id string) (postgres.Holding, error)
 	Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error
 	Release(ctx context.Context, host, id string) error
+	Touch(ctx context.Context, host string, fresh time.Duration) error
 }
 
 // loader is a fleet store that reads a session back (an eventstore.Backend): without one, another host's
@@ -100,7 +101,6 @@ type Syncer struct {
 	mu      sync.Mutex
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
-	fed     map[string][]byte           // the sessions this host's sync feeds: id → header line
 	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
 }
 
@@ -125,7 +125,7 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 		rd = fileReader{b: b}
 	}
 	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{},
-		fed: map[string][]byte{}, cursors: map[string]*cursor{}}
+		cursors: map[string]*cursor{}}
 }
 
 // Pass syncs every session of the source. With changedOnly, a session whose source revision is the one
@@ -222,24 +222,9 @@ func (s *Syncer) remember(id, rev string, r Report) {
 
 // Refresh tells the fleet store that this host's sync still runs for every session it feeds whose
 // sync_seen is older than a minute, so that none becomes writable there while the sync runs (Watch
-// calls it every minute). A session released meanwhile is left released.
+// calls it every minute): one statement for all of them. A session released meanwhile is left released.
 func (s *Syncer) Refresh(ctx context.Context) {
-	s.mu.Lock()
-	fed := make(map[string][]byte, len(s.fed))
-	for id, h := range s.fed {
-		fed[id] = h
-	}
-	s.mu.Unlock()
-	for id, header := range fed {
-		if ctx.Err() != nil {
-			return
-		}
-		held, err := s.dst.Held(ctx, id)
-		if err != nil || !held.Exists || held.SyncHost != s.opts.Host || time.Since(held.SyncSeen) <= refreshAfter {
-			continue
-		}
-		s.dst.Ingest(ctx, s.opts.Host, id, header, held.NextSeq, nil)
-	}
+	s.dst.Touch(ctx, s.opts.Host, refreshAfter)
 }
 
 // Release marks a session this host synced as released: the fleet store's writers may take it over, and
@@ -346,13 +331,8 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		}
 	}
 	s.mu.Lock()
-	if r.Status == Released {
-		delete(s.fed, e.ID)
-	} else {
-		s.fed[e.ID] = c.hdr
-		if res.at != nil && res.at.next <= r.To {
-			s.cursors[e.ID] = res.at
-		}
+	if r.Status != Released && res.at != nil && res.at.next <= r.To {
+		s.cursors[e.ID] = res.at
 	}
 	s.mu.Unlock()
 	if torn > 0 && r.Status == Copied {
@@ -378,7 +358,8 @@ func (s *Syncer) whole(ctx context.Context, e eventstore.Entry, held postgres.Ho
 // refusedOrFailed classifies a write the fleet store refused; busy when a writer there held the session.
 func refusedOrFailed(err error) (Status, string, bool) {
 	var hc *postgres.HostConflictError
-	if errors.As(err, &hc) {
+	var rel *postgres.ReleasedError
+	if errors.As(err, &hc) || errors.As(err, &rel) {
 		return Refused, err.Error(), false
 	}
 	var ce *eventstore.CommandError

@@ -41,6 +41,15 @@ func (e *HostConflictError) Error() string {
 	return fmt.Sprintf("session %q from host %q has another header than the fleet store's copy of it; refused (nothing was written)", e.ID, e.Host)
 }
 
+// ReleasedError refuses an Ingest of a session its sync no longer feeds: released (`dshfs sync --release`)
+// or written through the fleet store, which took it over. Taking it back would merge two writers' events;
+// nothing was written.
+type ReleasedError struct{ ID, Host string }
+
+func (e *ReleasedError) Error() string {
+	return fmt.Sprintf("session %q was released by host %q's sync or taken over by a fleet writer: it is written through the fleet store now, and this copy is refused (nothing was written)", e.ID, e.Host)
+}
+
 // GapError refuses an Ingest that does not start where the stored session ends: copying it would leave
 // a gap (From > NextSeq) or a duplicate (From < NextSeq). Nothing was written.
 type GapError struct {
@@ -176,8 +185,9 @@ func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, fr
 		}
 		var have, stored []byte
 		var haveHost string
+		var syncHost *string
 		var next int64
-		err := tx.QueryRow(ctx, `SELECT host, header, next_seq FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&haveHost, &stored, &next)
+		err := tx.QueryRow(ctx, `SELECT host, header, next_seq, sync_host FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&haveHost, &stored, &next, &syncHost)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			if from != 0 {
@@ -197,6 +207,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version,
 			have = stored
 			if haveHost != host || !bytes.Equal(have, header) {
 				return &HostConflictError{ID: id, Host: host, Have: haveHost, HeaderDiffers: !bytes.Equal(have, header), StoredHeader: have, IngestingHeader: header}
+			}
+			if syncHost == nil {
+				return &ReleasedError{ID: id, Host: host}
 			}
 			if from != next {
 				return &GapError{ID: id, From: from, NextSeq: next}
@@ -230,7 +243,8 @@ func insertRows(ctx context.Context, tx pgx.Tx, id string, recs []storedLine) er
 }
 
 // advance records appended rows on the session row: next seq, counts, last time, and (bump) a new
-// revision; with syncHost, the sync that fed them.
+// revision; with syncHost, the sync that fed them; without, a fleet writer's rows: the session is no longer
+// a sync's (one whose sync went idle is taken over), so that its host's sync sees it released.
 func advance(ctx context.Context, tx pgx.Tx, id string, recs []storedLine, syncHost *string, bump bool) error {
 	var size int64
 	for i := range recs {
@@ -251,7 +265,19 @@ updated_at = now()`
 		_, err := tx.Exec(ctx, q, id, next, int64(len(recs)), size, last, *syncHost)
 		return err
 	}
-	_, err := tx.Exec(ctx, q+` WHERE id = $1`, id, next, int64(len(recs)), size, last)
+	_, err := tx.Exec(ctx, q+`, sync_host = NULL, sync_seen = NULL WHERE id = $1`, id, next, int64(len(recs)), size, last)
+	return err
+}
+
+// Touch tells the store that host's sync still runs: every session it feeds whose sync_seen is older
+// than fresh is marked seen now, in one statement (a per-session refresh costs a query per session a
+// minute). Released sessions are left as they are.
+func (b *Backend) Touch(ctx context.Context, host string, fresh time.Duration) error {
+	if b.opts.ReadOnly {
+		return b.readOnlyError()
+	}
+	_, err := b.pool.Exec(ctx, `UPDATE sessions SET sync_seen = now() WHERE sync_host = $1 AND (sync_seen IS NULL OR sync_seen < now() - make_interval(secs => $2))`,
+		host, fresh.Seconds())
 	return err
 }
 

@@ -132,8 +132,10 @@ func TestIngestRefusedWhileWriterHoldsLock(t *testing.T) {
 		t.Fatalf("ingest under a writer's lock: %v", err)
 	}
 	l.Release()
-	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 1, lines(1, 1)); err != nil {
-		t.Fatal(err)
+	// released, the session is the fleet writers' now: the sync does not take it back
+	var rel *ReleasedError
+	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 1, lines(1, 1)); !errors.As(err, &rel) {
+		t.Fatalf("ingest of a released session: %v", err)
 	}
 }
 
@@ -241,5 +243,82 @@ func TestKeepPendingWithoutDatabase(t *testing.T) {
 	}
 	if string(body) != want {
 		t.Fatalf("kept %q", body)
+	}
+}
+
+// TestSyncNeverTakesBack: a session released, or written through the fleet store once its sync went idle,
+// is no longer its host's sync's — a later Ingest is refused (nothing written), never merged — and Touch
+// keeps only the sessions a sync still feeds held.
+func TestSyncNeverTakesBack(t *testing.T) {
+	s, db, dsn := newDB(t)
+	sync := open(t, dsn, Options{Host: "ci-1"})
+	fleet := open(t, dsn, Options{Host: "operator", ReleaseAfter: time.Hour})
+	ctx := context.Background()
+	log := eventtest.Log(t, append(turnSpecs(1), turnSpecs(2)...)...)
+	raw := func(from, to int) [][]byte {
+		var out [][]byte
+		for _, e := range log[from:to] {
+			out = append(out, e.Raw)
+		}
+		return out
+	}
+	h := contractHeader("taken").Line()
+	for _, id := range []string{"taken", "fed", "released"} {
+		hd := contractHeader(id).Line()
+		if id == "taken" {
+			hd = h
+		}
+		if err := sync.Ingest(ctx, "ci-1", id, hd, 0, raw(0, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sync.Release(ctx, "ci-1", "released"); err != nil {
+		t.Fatal(err)
+	}
+	var rel *ReleasedError
+	if err := sync.Ingest(ctx, "ci-1", "released", contractHeader("released").Line(), 3, raw(3, 6)); !errors.As(err, &rel) {
+		t.Fatalf("ingest after release: %v", err)
+	}
+	if n := query[int64](t, dsn, `SELECT next_seq FROM sessions WHERE id = 'released'`); n != 3 {
+		t.Fatalf("a refused ingest wrote: next_seq %d", n)
+	}
+
+	// the sync of "taken" goes idle; an operator writes it through the fleet store
+	if err := s.Exec(db, `UPDATE sessions SET sync_seen = now() - interval '2 hours' WHERE id <> 'released'`); err != nil {
+		t.Fatal(err)
+	}
+	st := eventstore.New(fleet)
+	w, err := st.Writer(ctx, "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AcceptEvents(log[3:6]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hd, _ := fleet.Held(ctx, "taken"); hd.SyncHost != "" || hd.NextSeq != 6 {
+		t.Fatalf("after a fleet write: %+v", hd)
+	}
+	if err := sync.Ingest(ctx, "ci-1", "taken", h, 6, nil); !errors.As(err, &rel) {
+		t.Fatalf("the idle sync coming back: %v", err)
+	}
+
+	// Touch refreshes the sessions ci-1 still feeds, and only those
+	if err := sync.Touch(ctx, "ci-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if hd, _ := fleet.Held(ctx, "fed"); hd.SyncHost != "ci-1" || time.Since(hd.SyncSeen) > time.Minute {
+		t.Fatalf("fed after Touch: %+v", hd)
+	}
+	for _, id := range []string{"taken", "released"} {
+		if hd, _ := fleet.Held(ctx, id); hd.SyncHost != "" || !hd.SyncSeen.IsZero() {
+			t.Fatalf("%s after Touch: %+v", id, hd)
+		}
+	}
+	ro := open(t, dsn, Options{Host: "ci-1", ReadOnly: true})
+	if err := ro.Touch(ctx, "ci-1", time.Minute); err == nil {
+		t.Fatal("Touch through a read-only store")
 	}
 }
