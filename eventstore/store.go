@@ -36,6 +36,9 @@ type Entry struct {
 	// in the other encoding, for which the session is refused). They are never read as the session; store/
 	// and backups carry them byte for byte. Nil where a backend has none.
 	Beside []string
+	// Host is the session's source host in a store fed by many hosts (a fleet store: the host that synced
+	// it, or wrote it there); "" where a backend has no hosts.
+	Host string
 }
 
 // RootError is a problem of the store root itself (mixed encodings, flat-layout files). It is reported beside

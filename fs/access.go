@@ -221,7 +221,13 @@ func (f *FS) PermitSession(ctx context.Context, id string) syscall.Errno {
 		return 0 // gone: the lookup answers ENOENT
 	}
 	e := l.Entries[i]
-	if e.Path == "" {
+	if e.Owner == nil || !filepath.IsAbs(e.Path) {
+		// no artifact file to judge by (a fleet store's session): the owner and mode it is served with are
+		// the whole rule (Owner)
+		o := f.Owner(id)
+		if o == nil || !(perm{uid: o.UID, gid: o.GID, mode: o.Perm}).allows(c, 4) {
+			return syscall.EACCES
+		}
 		return 0
 	}
 	var self *perm
