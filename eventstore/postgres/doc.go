@@ -1,0 +1,26 @@
+// Package postgres is the fleet store: every host's sessions in one PostgreSQL database, behind the
+// eventstore backend seam, fed by `dshfs sync` and written by fleet mounts (docs/fleet.md).
+//
+// The schema (SchemaVersion, DDL) is modeled on the harness's SQLite schema 17 — a sessions row with its
+// header and revision, one events row per stored line with packed chunk rows and compressed data — but a
+// row holds the JSONL line itself, verbatim: the line the JSONL backend writes (event.PackRecords for a
+// batch, unbounded like the JSONL codec) or the line `dshfs sync` read from a host's store. So every
+// event's bytes come back exactly as stored, ReadRaw is the very JSONL text a JSONL store would hold, and
+// a load decodes the rows with the event-package functions the JSONL scan uses. A line of CompressFrom
+// bytes or more is kept as a zstd frame when that is smaller, as the SQLite codec keeps its data.
+//
+// Every committed write (Materialize, AppendBatch, CommitRepair, Ingest, Release) is one transaction that
+// bumps the session's revision — part of the artifact token, so a mount or writer sees the change — and
+// announces the session id on the NOTIFY channel dshfs_fleet, delivered at commit (Watch).
+//
+// One writer across hosts: Lock takes a session-level advisory lock on a connection held for the lock's
+// life, and records the holder in the `writers` table so that a refusal names it. The server drops the
+// lock with the connection; a write checks, in its transaction, that its connection still holds the lock
+// and re-takes it when it can, so an engine's batch is written or refused, never dropped. A session a
+// host's `dshfs sync` still feeds (sync_host set, sync_seen within Options.ReleaseAfter) is not writable
+// here; Release (sync --release) or the idle period hands it over.
+//
+// Reading never writes: a read-only Open runs no DDL (a read-only role suffices), and a database without
+// the schema reads as an empty store. A database holding another schema version, or tables of these
+// names laid out otherwise, is refused before anything is written.
+package postgres

@@ -1,0 +1,310 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/jackc/pgx/v5"
+)
+
+// Holding is what the fleet store holds of one session, for `dshfs sync` to copy only what is past it.
+type Holding struct {
+	Exists   bool
+	Host     string    // the session's source host
+	NextSeq  int64     // the seq after its last stored event
+	Header   []byte    // its header line verbatim (no LF)
+	SyncHost string    // the host whose sync still feeds it; "" when released or written here
+	SyncSeen time.Time // when that sync last ran for it
+	Revision int64
+}
+
+// HostConflictError refuses an Ingest of a session the store already holds from another host, or with
+// another header: the same id with different events is never merged or overwritten.
+type HostConflictError struct {
+	ID              string
+	Host, Have      string // the ingesting host, and the host the store holds the session from
+	HeaderDiffers   bool
+	StoredHeader    []byte
+	IngestingHeader []byte
+}
+
+func (e *HostConflictError) Error() string {
+	if e.Host != e.Have {
+		return fmt.Sprintf("session %q is already in the fleet store from host %q; the copy from host %q is refused (nothing was written)", e.ID, e.Have, e.Host)
+	}
+	return fmt.Sprintf("session %q from host %q has another header than the fleet store's copy of it; refused (nothing was written)", e.ID, e.Host)
+}
+
+// GapError refuses an Ingest that does not start where the stored session ends: copying it would leave
+// a gap (From > NextSeq) or a duplicate (From < NextSeq). Nothing was written.
+type GapError struct {
+	ID            string
+	From, NextSeq int64
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("session %q: ingest starts at seq %d, but the fleet store's next seq is %d; nothing was written", e.ID, e.From, e.NextSeq)
+}
+
+// LineError is a line Ingest cannot store: it does not decode to events with seqs contiguous from the
+// batch's start. Nothing was written.
+type LineError struct {
+	ID    string
+	Index int // the line's index in the batch
+	Err   error
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("session %q: line %d of the batch cannot be stored: %v; nothing was written", e.ID, e.Index, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// headerFields are a header line's columns.
+type headerFields struct {
+	version   float64
+	createdAt int64
+	cwd       *string
+	parent    *string
+}
+
+// parseHeader reads a header line (no LF) for its columns; a header of an unsupported format version is
+// stored (and listed refused, as the harness refuses it), anything else that is not a header is not.
+func parseHeader(id string, line []byte) (headerFields, error) {
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return headerFields{}, fmt.Errorf("session %q: the header holds a line feed", id)
+	}
+	h, err := event.ParseHeaderLine(append(bytes.Clone(line), '\n'))
+	var uv *event.UnsupportedVersionError
+	if errors.As(err, &uv) {
+		if uv.ID != id {
+			return headerFields{}, fmt.Errorf("session %q: the header names session %q", id, uv.ID)
+		}
+		return headerFields{version: uv.Version}, nil
+	}
+	if err != nil {
+		return headerFields{}, fmt.Errorf("session %q: the header does not read: %w", id, err)
+	}
+	if h.ID != id {
+		return headerFields{}, fmt.Errorf("session %q: the header names session %q", id, h.ID)
+	}
+	f := headerFields{version: h.Version, createdAt: h.CreatedAt}
+	if h.Cwd != nil && h.Cwd.Kind == event.KindString {
+		f.cwd = &h.Cwd.Str
+	}
+	if h.ParentSession != nil && h.ParentSession.Kind == event.KindString {
+		f.parent = &h.ParentSession.Str
+	}
+	return f, nil
+}
+
+// encodeBatch describes lines as rows, checking that their seqs run contiguously from from.
+func encodeBatch(id string, from int64, lines [][]byte) ([]storedLine, error) {
+	out := make([]storedLine, len(lines))
+	next := from
+	for i, l := range lines {
+		if bytes.IndexByte(l, '\n') >= 0 {
+			return nil, &LineError{ID: id, Index: i, Err: errors.New("it holds a line feed")}
+		}
+		s, err := encodeLine(l)
+		if err != nil {
+			return nil, &LineError{ID: id, Index: i, Err: err}
+		}
+		if s.seq != next || s.lastSeq < s.seq {
+			return nil, &LineError{ID: id, Index: i, Err: fmt.Errorf("it starts at seq %d, expected %d", s.seq, next)}
+		}
+		next = s.lastSeq + 1
+		out[i] = s
+	}
+	return out, nil
+}
+
+// Held returns what the store holds of session id (Exists false when nothing).
+func (b *Backend) Held(ctx context.Context, id string) (Holding, error) {
+	if b.pristine {
+		return Holding{}, nil
+	}
+	var h Holding
+	var syncHost *string
+	var seen *time.Time
+	err := b.pool.QueryRow(ctx, `SELECT host, next_seq, header, sync_host, sync_seen, revision FROM sessions WHERE id = $1`, id).
+		Scan(&h.Host, &h.NextSeq, &h.Header, &syncHost, &seen, &h.Revision)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Holding{}, nil
+	}
+	if err != nil {
+		return Holding{}, b.wrap(err)
+	}
+	h.Exists = true
+	if syncHost != nil {
+		h.SyncHost = *syncHost
+	}
+	if seen != nil {
+		h.SyncSeen = *seen
+	}
+	return h, nil
+}
+
+// Ingest stores lines — complete stored lines (no LF) whose seqs run contiguously from from — as session
+// id of host, in ONE transaction: the session row is created (source host and sync host: host) or locked
+// (SELECT … FOR UPDATE); another host or another header is a *HostConflictError, a from other than the
+// stored next seq a *GapError, a session a dshfs writer holds a busy *eventstore.CommandError — each with
+// nothing written. Otherwise the rows are inserted, the session's next seq, size and revision advanced,
+// sync_host set to host and sync_seen to now, and the change announced. With no lines, an existing
+// session's sync_seen is refreshed alone (its content, and so its revision, is unchanged).
+func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error {
+	if host == "" || id == "" {
+		return errors.New("ingest: host and session id must not be empty")
+	}
+	hf, err := parseHeader(id, header)
+	if err != nil {
+		return err
+	}
+	recs, err := encodeBatch(id, from, lines)
+	if err != nil {
+		return err
+	}
+	return b.tx(ctx, func(tx pgx.Tx) error {
+		if err := b.tryXactLock(ctx, tx, id); err != nil {
+			return err
+		}
+		var have, stored []byte
+		var haveHost string
+		var next int64
+		err := tx.QueryRow(ctx, `SELECT host, header, next_seq FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&haveHost, &stored, &next)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if from != 0 {
+				return &GapError{ID: id, From: from, NextSeq: 0}
+			}
+			inc, err := newUUID()
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, header, version, created_at, cwd, parent_session, host, incarnation, bytes, sync_host, sync_seen)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version, hf.createdAt, hf.cwd, hf.parent, host, inc, int64(len(header)+1)); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			have = stored
+			if haveHost != host || !bytes.Equal(have, header) {
+				return &HostConflictError{ID: id, Host: host, Have: haveHost, HeaderDiffers: !bytes.Equal(have, header), StoredHeader: have, IngestingHeader: header}
+			}
+			if from != next {
+				return &GapError{ID: id, From: from, NextSeq: next}
+			}
+			if len(recs) == 0 {
+				_, err := tx.Exec(ctx, `UPDATE sessions SET sync_host = $2, sync_seen = now() WHERE id = $1`, id, host)
+				return err
+			}
+		}
+		if err := insertRows(ctx, tx, id, recs); err != nil {
+			return err
+		}
+		if err := advance(ctx, tx, id, recs, &host); err != nil {
+			return err
+		}
+		return notify(ctx, tx, id)
+	})
+}
+
+// insertRows inserts events rows (COPY: a sync batch can be thousands of lines).
+func insertRows(ctx context.Context, tx pgx.Tx, id string, recs []storedLine) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"session_id", "seq", "last_seq", "type", "time", "line", "compressed"},
+		pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) {
+			r := &recs[i]
+			return []any{id, r.seq, r.lastSeq, r.typ, r.time, r.line, r.compressed}, nil
+		}))
+	return err
+}
+
+// advance records appended rows on the session row: next seq, counts, last time, a new revision; with
+// syncHost, the sync that fed them.
+func advance(ctx context.Context, tx pgx.Tx, id string, recs []storedLine, syncHost *string) error {
+	var size int64
+	for i := range recs {
+		size += recs[i].size + 1
+	}
+	var next, last *int64
+	if n := len(recs); n > 0 {
+		nx, lt := recs[n-1].lastSeq+1, recs[n-1].last
+		next, last = &nx, &lt
+	}
+	q := `UPDATE sessions SET next_seq = COALESCE($2, next_seq), rows = rows + $3, bytes = bytes + $4, last_time = COALESCE($5, last_time),
+revision = revision + 1, updated_at = now()`
+	if syncHost != nil {
+		q += `, sync_host = $6, sync_seen = now() WHERE id = $1`
+		_, err := tx.Exec(ctx, q, id, next, int64(len(recs)), size, last, *syncHost)
+		return err
+	}
+	_, err := tx.Exec(ctx, q+` WHERE id = $1`, id, next, int64(len(recs)), size, last)
+	return err
+}
+
+// Release hands a synced session over (`dshfs sync --release`): its sync host is cleared, so it is
+// writable through the fleet store at once. host, when not empty, must be the syncing host; a session
+// nobody syncs is left as it is.
+func (b *Backend) Release(ctx context.Context, host, id string) error {
+	return b.tx(ctx, func(tx pgx.Tx) error {
+		var syncHost *string
+		err := tx.QueryRow(ctx, `SELECT sync_host FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&syncHost)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &eventstore.NotFoundError{ID: id}
+		}
+		if err != nil || syncHost == nil {
+			return err
+		}
+		if host != "" && *syncHost != host {
+			return fmt.Errorf("session %q is synced by host %q, not %q; not released", id, *syncHost, host)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE sessions SET sync_host = NULL, sync_seen = NULL, revision = revision + 1, updated_at = now() WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return notify(ctx, tx, id)
+	})
+}
+
+// tryXactLock takes session id's writer lock for the transaction without waiting: a write outside the
+// engine (Ingest) never runs while a dshfs writer holds the session.
+func (b *Backend) tryXactLock(ctx context.Context, tx pgx.Tx, id string) error {
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, hashtext($2))`, lockNamespace, id).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return b.lockedError(ctx, tx, id)
+	}
+	return nil
+}
+
+// lockedError is the refusal of a session whose writer lock another connection holds, naming the holder
+// the writers table records.
+func (b *Backend) lockedError(ctx context.Context, q queryer, id string) error {
+	return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeLocked,
+		Message: "session " + strconv.Quote(id) + " is being written by " + b.holder(ctx, q, id) + "; reads work, writes are refused until it releases the session"}
+}
+
+// holder names who holds a session's writer lock: its host, pid and since when.
+func (b *Backend) holder(ctx context.Context, q queryer, id string) string {
+	var host string
+	var pid int32
+	var since time.Time
+	err := q.QueryRow(ctx, `SELECT w.host, w.pid, w.since FROM writers w JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted
+AND l.classid = $2::oid AND l.objid = hashtext($1)::oid AND l.objsubid = 2 AND l.pid = w.backend_pid
+WHERE w.session_id = $1`, id, int64(uint32(lockNamespace))).Scan(&host, &pid, &since)
+	if err != nil {
+		return "another dshfs writer"
+	}
+	return fmt.Sprintf("dshfs on host %s (pid %d, since %s)", host, pid, since.UTC().Format(time.RFC3339))
+}

@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+func header(id string) []byte {
+	cwd := event.String("/work/p")
+	return event.Header{ID: id, CreatedAt: 1700000000000, Cwd: &cwd}.Line()
+}
+
+// lines are n stored event lines from seq from on.
+func lines(from, n int64) [][]byte {
+	out := make([][]byte, n)
+	for i := range n {
+		out[i] = fmt.Appendf(nil, `{"type":"user/message","seq":%d,"time":%d,"data":{"text":"line %d"}}`, from+i, 1700000000000+from+i, from+i)
+	}
+	return out
+}
+
+func TestIngestAndHeld(t *testing.T) {
+	_, _, dsn := newDB(t)
+	b := open(t, dsn, Options{})
+	ctx := context.Background()
+	big := []byte(`{"type":"user/message","seq":3,"time":5,"data":{"text":"` + strings.Repeat("ab", 5000) + `"}}`)
+	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 0, lines(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 3, [][]byte{big}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := b.Held(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Exists || h.Host != "ci-1" || h.NextSeq != 4 || h.SyncHost != "ci-1" || string(h.Header) != string(header("s1")) || time.Since(h.SyncSeen) > time.Minute || h.Revision != 2 {
+		t.Fatalf("held %+v", h)
+	}
+	if c := query[bool](t, dsn, `SELECT compressed FROM events WHERE session_id = 's1' AND seq = 3`); !c {
+		t.Fatal("a 10 kB line was not compressed")
+	}
+	want := int64(len(header("s1")) + 1 + len(big) + 1)
+	for _, l := range lines(0, 3) {
+		want += int64(len(l) + 1)
+	}
+	if n := query[int64](t, dsn, `SELECT bytes FROM sessions WHERE id = 's1'`); n != want {
+		t.Fatalf("bytes %d, want %d", n, want)
+	}
+	if h, err := b.Held(ctx, "nope"); err != nil || h.Exists {
+		t.Fatalf("held of an absent session: %+v %v", h, err)
+	}
+}
+
+func TestIngestRefusalsWriteNothing(t *testing.T) {
+	_, _, dsn := newDB(t)
+	b := open(t, dsn, Options{})
+	ctx := context.Background()
+	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 0, lines(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	dup := append(lines(2, 2), lines(3, 1)...) // seqs 2, 3, 3
+	other := header("s1")
+	other = append(other[:len(other)-1], `,"x":1}`...)
+	var gap *GapError
+	var conflict *HostConflictError
+	var bad *LineError
+	for _, c := range []struct {
+		name   string
+		host   string
+		header []byte
+		from   int64
+		lines  [][]byte
+		ok     func(error) bool
+	}{
+		{"gap", "ci-1", header("s1"), 3, lines(3, 1), func(err error) bool { return errors.As(err, &gap) && gap.NextSeq == 2 && gap.From == 3 }},
+		{"overlap", "ci-1", header("s1"), 1, lines(1, 2), func(err error) bool { return errors.As(err, &gap) }},
+		{"other host", "laptop", header("s1"), 2, lines(2, 1), func(err error) bool {
+			return errors.As(err, &conflict) && conflict.Have == "ci-1" && strings.Contains(err.Error(), `from host "ci-1"`)
+		}},
+		{"other header", "ci-1", other, 2, lines(2, 1), func(err error) bool { return errors.As(err, &conflict) && conflict.HeaderDiffers }},
+		{"duplicate seq in batch", "ci-1", header("s1"), 2, dup, func(err error) bool { return errors.As(err, &bad) && bad.Index == 2 }},
+		{"not json", "ci-1", header("s1"), 2, [][]byte{lines(2, 1)[0], []byte(`{"type":`)}, func(err error) bool { return errors.As(err, &bad) }},
+		{"header of another id", "ci-1", header("s2"), 2, lines(2, 1), func(err error) bool { return err != nil && strings.Contains(err.Error(), `names session "s2"`) }},
+		{"new session not from 0", "ci-1", nil, 5, lines(5, 1), func(err error) bool { return errors.As(err, &gap) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id, hdr := "s1", c.header
+			if hdr == nil {
+				id, hdr = "s9", header("s9")
+			}
+			before := query[string](t, dsn, `SELECT string_agg(session_id || ':' || seq, ',' ORDER BY session_id, seq) || (SELECT string_agg(id || revision || next_seq, ',') FROM sessions) FROM events`)
+			err := b.Ingest(ctx, c.host, id, hdr, c.from, c.lines)
+			if !c.ok(err) {
+				t.Fatalf("got %T %v", err, err)
+			}
+			after := query[string](t, dsn, `SELECT string_agg(session_id || ':' || seq, ',' ORDER BY session_id, seq) || (SELECT string_agg(id || revision || next_seq, ',') FROM sessions) FROM events`)
+			if before != after {
+				t.Fatalf("a refused ingest changed the store: %s → %s", before, after)
+			}
+		})
+	}
+}
+
+func TestIngestRefusedWhileWriterHoldsLock(t *testing.T) {
+	_, _, dsn := newDB(t)
+	a := open(t, dsn, Options{Host: "fleet-a"})
+	b := open(t, dsn, Options{Host: "ci-1"})
+	ctx := context.Background()
+	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 0, lines(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, "ci-1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Lock(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Ingest(ctx, "ci-1", "s1", header("s1"), 1, lines(1, 1))
+	var ce *eventstore.CommandError
+	if !errors.As(err, &ce) || ce.Failure != eventstore.Busy || !strings.Contains(err.Error(), "fleet-a") {
+		t.Fatalf("ingest under a writer's lock: %v", err)
+	}
+	l.Release()
+	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 1, lines(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReleaseHandsOver(t *testing.T) {
+	_, _, dsn := newDB(t)
+	sync := open(t, dsn, Options{Host: "ci-1"})
+	fleet := open(t, dsn, Options{Host: "operator"})
+	ctx := context.Background()
+	if err := sync.Ingest(ctx, "ci-1", "s1", header("s1"), 0, lines(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fleet.Lock(ctx, "s1")
+	var ce *eventstore.CommandError
+	if !errors.As(err, &ce) || ce.Failure != eventstore.Busy || !strings.Contains(err.Error(), "synced into the fleet store by host ci-1") {
+		t.Fatalf("lock of a synced session: %v", err)
+	}
+	if err := fleet.Release(ctx, "laptop", "s1"); err == nil || !strings.Contains(err.Error(), `synced by host "ci-1"`) {
+		t.Fatalf("release by another host: %v", err)
+	}
+	if err := fleet.Release(ctx, "ci-1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := fleet.Held(ctx, "s1"); h.SyncHost != "" || h.Revision != 2 {
+		t.Fatalf("after release: %+v", h)
+	}
+	l, err := fleet.Lock(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	var nf *eventstore.NotFoundError
+	if err := fleet.Release(ctx, "", "absent"); !errors.As(err, &nf) {
+		t.Fatalf("release of an absent session: %v", err)
+	}
+}
+
+func TestReleaseAfterIdle(t *testing.T) {
+	s, db, dsn := newDB(t)
+	sync := open(t, dsn, Options{Host: "ci-1"})
+	fleet := open(t, dsn, Options{Host: "operator", ReleaseAfter: time.Hour})
+	ctx := context.Background()
+	if err := sync.Ingest(ctx, "ci-1", "s1", header("s1"), 0, lines(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.Lock(ctx, "s1"); err == nil {
+		t.Fatal("a session synced a moment ago was writable")
+	}
+	if err := s.Exec(db, `UPDATE sessions SET sync_seen = now() - interval '61 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	l, err := fleet.Lock(ctx, "s1")
+	if err != nil {
+		t.Fatalf("a session idle past release_after: %v", err)
+	}
+	l.Release()
+}

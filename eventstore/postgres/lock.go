@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// writerLock is a session's writer lock: a session-level advisory lock held by a connection of its own for
+// the lock's life. The server drops it with the connection; the writes of the session run on that very
+// connection, so a write never lands after its lock was lost, and a lost lock is re-taken (or refused
+// busy) by the next write.
+type writerLock struct {
+	b  *Backend
+	id string
+
+	mu   sync.Mutex // one write at a time on conn
+	conn *pgx.Conn  // nil once released
+}
+
+// Lock takes session id's writer lock without waiting: a busy *eventstore.CommandError (CodeLocked)
+// naming the holder's host and pid when another connection — another host, process or Backend — holds
+// it, or when a host's sync still feeds the session.
+func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
+	if b.opts.ReadOnly || b.pristine {
+		return nil, b.readOnlyError()
+	}
+	l := &writerLock{b: b, id: id}
+	conn, err := b.take(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	l.conn = conn
+	b.mu.Lock()
+	b.locks[id] = l
+	b.mu.Unlock()
+	return l, nil
+}
+
+// take opens a connection and takes the lock on it, refusing a session a sync holds, and records the
+// holder; the connection is closed on failure.
+func (b *Backend) take(ctx context.Context, id string) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, b.cfg.ConnConfig.Copy())
+	if err != nil {
+		return nil, b.wrap(err)
+	}
+	fail := func(err error) (*pgx.Conn, error) {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, b.wrap(err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, lockNamespace, id).Scan(&ok); err != nil {
+		return fail(err)
+	}
+	if !ok {
+		return fail(b.lockedError(ctx, conn, id))
+	}
+	if err := b.syncHeld(ctx, conn, id); err != nil {
+		return fail(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO writers (session_id, host, pid, backend_pid) VALUES ($1, $2, $3, pg_backend_pid())
+ON CONFLICT (session_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, backend_pid = EXCLUDED.backend_pid, since = now()`,
+		id, b.opts.Host, int32(os.Getpid())); err != nil {
+		return fail(err)
+	}
+	return conn, nil
+}
+
+// syncHeld refuses a session a host's sync still feeds: sync_host set and sync_seen within ReleaseAfter.
+func (b *Backend) syncHeld(ctx context.Context, q queryer, id string) error {
+	var host *string
+	var seen *time.Time
+	var held bool
+	err := q.QueryRow(ctx, `SELECT sync_host, sync_seen, sync_host IS NOT NULL AND sync_seen > now() - make_interval(secs => $2)
+FROM sessions WHERE id = $1`, id, b.opts.ReleaseAfter.Seconds()).Scan(&host, &seen, &held)
+	if err == pgx.ErrNoRows || err != nil || !held {
+		if err == pgx.ErrNoRows {
+			return nil
+		}
+		return err
+	}
+	return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeLocked,
+		Message: "session " + strconv.Quote(id) + " is being synced into the fleet store by host " + *host + " (last sync " + seen.UTC().Format(time.RFC3339) +
+			"); writes through the fleet store are refused until that host releases it (dshfs sync --release) or no sync of it runs for " + b.opts.ReleaseAfter.String()}
+}
+
+// Release gives the lock up: the holder record is removed and the connection closed (which frees the
+// lock even when the unlock cannot be sent).
+func (l *writerLock) Release() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l.conn.Exec(ctx, `DELETE FROM writers WHERE session_id = $1 AND backend_pid = pg_backend_pid()`, l.id)
+	err := l.conn.Close(ctx)
+	l.conn = nil
+	l.b.mu.Lock()
+	if l.b.locks[l.id] == l {
+		delete(l.b.locks, l.id)
+	}
+	l.b.mu.Unlock()
+	return err
+}
+
+// live returns the lock's connection, re-taking the lock on a new one when the old connection was lost
+// (terminated, or the server restarted): busy when someone else took the session meanwhile. Called with
+// l.mu held.
+func (l *writerLock) live(ctx context.Context) (*pgx.Conn, error) {
+	if l.conn == nil {
+		return nil, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeNotLive,
+			Message: "session " + strconv.Quote(l.id) + ": its writer lock was released; nothing was written"}
+	}
+	if !l.conn.IsClosed() {
+		var mine bool
+		err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
+AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(uint32(lockNamespace)), l.id).Scan(&mine)
+		if err == nil && mine {
+			return l.conn, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	l.conn.Close(context.WithoutCancel(ctx))
+	conn, err := l.b.take(ctx, l.id)
+	if err != nil {
+		l.conn = nil
+		return nil, err
+	}
+	l.conn = conn
+	return conn, nil
+}
+
+// lockOf returns the writer lock this Backend holds for id, nil when none.
+func (b *Backend) lockOf(id string) *writerLock {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.locks[id]
+}

@@ -1,0 +1,311 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Options configure a backend.
+type Options struct {
+	// ReadOnly is for ls, cat, check and read-only mounts: no DDL and no write is ever sent (the
+	// connections' transactions are read-only too), so a role with SELECT only suffices. A database
+	// without the schema reads as an empty store.
+	ReadOnly bool
+	// Host is this host's name, recorded as the source host of the sessions it creates and as the holder
+	// of the writer locks it takes (default os.Hostname()).
+	Host string
+	// MaxData bounds one stored line's decompressed size (config writer.max_line_bytes; 0: no bound), so
+	// that a hostile row cannot make a read allocate without bound.
+	MaxData int64
+	// MaxSession is the load budget of one session's decoded events (config writer.max_session_bytes; 0:
+	// none); a session past it is refused (eventstore.TooLargeError).
+	MaxSession int64
+	// ReleaseAfter is [fleet] release_after: a session a host's sync feeds is writable here once that sync
+	// has not run for this long. Zero: DefaultReleaseAfter.
+	ReleaseAfter time.Duration
+	// PendingDir is where KeepPending writes accepted events when the database cannot take them either
+	// (default: $XDG_STATE_HOME/dshfs/pending, else ~/.local/state/dshfs/pending).
+	PendingDir string
+}
+
+// DefaultReleaseAfter is [fleet] release_after's default.
+const DefaultReleaseAfter = 10 * time.Minute
+
+// Backend is one fleet store database. It is safe for concurrent use; two Backends on one database (two
+// hosts, or two processes) are independent writers that exclude each other by the advisory locks.
+type Backend struct {
+	cfg      *pgxpool.Config
+	where    string // Redact(dsn)
+	password string // the DSN's password, scrubbed from every error text
+	opts     Options
+	pool     *pgxpool.Pool
+	storeID  string
+	pristine bool // read-only over a database without the schema: no sessions
+
+	mu    sync.Mutex
+	locks map[string]*writerLock // the writer locks this Backend holds, by session id
+}
+
+// IsDSN reports whether a STORE names a fleet store: a postgres:// or postgresql:// URL.
+func IsDSN(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+var (
+	kvPassword  = regexp.MustCompile(`(?i)(^|\s+)password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
+	urlPassword = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^:@/?#]*):[^@/?#]*@`)
+)
+
+// Redact returns the DSN without its password — the URL's userinfo password and a password query
+// parameter, or a keyword DSN's password=… — for status.json, logs and error messages.
+func Redact(dsn string) string {
+	if IsDSN(dsn) {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			// an unparsable URL: cut what can be a password by its shape
+			s := urlPassword.ReplaceAllString(dsn, "$1@")
+			return kvURLParam.ReplaceAllString(s, "$1")
+		}
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Del("password")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	return strings.TrimSpace(kvPassword.ReplaceAllString(dsn, ""))
+}
+
+var kvURLParam = regexp.MustCompile(`([?&])password=[^&#]*&?`)
+
+// Open connects to the fleet store at dsn (libpq rules: PG* environment variables, ~/.pgpass, sslmode and
+// client certificates pass through pgx's parser). A writer creates the schema in an empty database; a
+// read-only Open sends no DDL. Another schema version, or a foreign layout, is refused with nothing
+// written. The errors name the DSN without its password.
+func Open(ctx context.Context, dsn string, o Options) (*Backend, error) {
+	b := &Backend{where: Redact(dsn), opts: o, locks: map[string]*writerLock{}}
+	if b.opts.Host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, errors.New("fleet store: this host has no name (" + err.Error() + "); set [fleet] host")
+		}
+		b.opts.Host = h
+	}
+	if b.opts.ReleaseAfter <= 0 {
+		b.opts.ReleaseAfter = DefaultReleaseAfter
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, b.scrub(errors.New("fleet store " + b.where + ": not a valid PostgreSQL DSN: " + parseReason(err)))
+	}
+	b.password = cfg.ConnConfig.Password
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "dshfs " + b.opts.Host + " " + itoa(int64(os.Getpid()))
+	}
+	if o.ReadOnly {
+		// the server itself refuses any write, whatever a bug here would send
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	b.cfg = cfg
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, b.wrap(err)
+	}
+	b.pool = pool
+	if err := b.start(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) start(ctx context.Context) error {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return b.wrap(err)
+	}
+	defer conn.Release()
+	if b.opts.ReadOnly {
+		pristine, id, err := inspectSchema(ctx, conn, b.where)
+		if err != nil {
+			return b.wrap(err)
+		}
+		b.pristine, b.storeID = pristine, id
+		return nil
+	}
+	id, err := ensureSchema(ctx, conn.Conn(), b.where)
+	if err != nil {
+		return b.wrap(err)
+	}
+	b.storeID = id
+	return nil
+}
+
+// Init creates the fleet schema in the database at dsn, or checks the one there (`dshfs pg init`): it is
+// what any writer's Open does, on its own.
+func Init(ctx context.Context, dsn string) error {
+	b, err := Open(ctx, dsn, Options{Host: "init"})
+	if err != nil {
+		return err
+	}
+	return b.Close()
+}
+
+// parseReason is pgx's parse failure without the connection string it quotes (redacted best-effort only).
+func parseReason(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if u := pe.Unwrap(); u != nil {
+			return u.Error()
+		}
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "`: "); i >= 0 {
+		return msg[i+3:]
+	}
+	return "cannot parse it"
+}
+
+// wrap turns a database error into one naming the store (without its password); refusals and schema
+// errors pass as they are.
+func (b *Backend) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *SchemaError
+	var ce *eventstore.CommandError
+	var nf *eventstore.NotFoundError
+	if errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &nf) {
+		return b.scrub(err)
+	}
+	return b.scrub(&eventstore.IOError{Err: &StoreError{Where: b.where, Err: err}})
+}
+
+// StoreError is a failure of the database itself (connecting, a query); its text names the store without
+// its password.
+type StoreError struct {
+	Where string
+	Err   error
+}
+
+func (e *StoreError) Error() string {
+	msg := e.Err.Error()
+	var ce *pgconn.ConnectError
+	if errors.As(e.Err, &ce) {
+		msg = "cannot connect: " + msg
+	}
+	return "fleet store " + e.Where + ": " + msg
+}
+
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// scrub makes sure no error text carries the password, whatever a driver quoted.
+func (b *Backend) scrub(err error) error {
+	if err == nil || b.password == "" || !strings.Contains(err.Error(), b.password) {
+		return err
+	}
+	return &scrubbed{msg: strings.ReplaceAll(err.Error(), b.password, "xxxxx"), err: err}
+}
+
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// Location is the store as status.json and logs show it: the DSN without its password.
+func (b *Backend) Location() string { return b.where }
+
+// Path is Location: a fleet session has no artifact path of its own, so status.json names the store.
+func (b *Backend) Path() string { return b.where }
+
+// StoreID is the store's identity (dshfs_fleet.store_id), part of every revision token; "" for a
+// read-only Backend over a database without the schema.
+func (b *Backend) StoreID() string { return b.storeID }
+
+// SchemaVersion is the fleet schema version status.json reports.
+func (b *Backend) SchemaVersion() int { return SchemaVersion }
+
+// Host is this host's name as the store records it.
+func (b *Backend) Host() string { return b.opts.Host }
+
+// Name is the backend name status.json reports.
+func (b *Backend) Name() string { return "postgres" }
+
+// Close releases every writer lock this Backend holds and closes its connections.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	locks := make([]*writerLock, 0, len(b.locks))
+	for _, l := range b.locks {
+		locks = append(locks, l)
+	}
+	b.mu.Unlock()
+	for _, l := range locks {
+		l.Release()
+	}
+	b.pool.Close()
+	return nil
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+func newUUID() (string, error) {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", err
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	h := hex.EncodeToString(u[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// readOnlyError refuses a write on a read-only Backend.
+func (b *Backend) readOnlyError() error {
+	return &eventstore.CommandError{Failure: eventstore.Refused, Code: eventstore.CodeRefused,
+		Message: "fleet store " + b.where + " was opened read-only; nothing was written"}
+}
+
+// tx runs fn in one read-write transaction: committed when fn succeeds, rolled back otherwise.
+func (b *Backend) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if b.opts.ReadOnly {
+		return b.readOnlyError()
+	}
+	if b.pristine || b.storeID == "" {
+		return b.readOnlyError()
+	}
+	return b.wrap(pgx.BeginFunc(ctx, b.pool, fn))
+}
+
+// notify announces a changed session inside a write's transaction (delivered at its commit).
+func notify(ctx context.Context, tx pgx.Tx, id string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, id)
+	return err
+}
