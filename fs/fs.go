@@ -184,7 +184,11 @@ func (f *FS) StoreStatus() []byte {
 		}
 	}
 	listing := eventstore.Listing{Entries: l.Entries, RootErrors: l.RootErrors}
-	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), f.opts.Root, listing, st)), '\n')
+	root := f.opts.Root
+	if loc, ok := f.opts.Store.Backend().(interface{ Location() string }); ok {
+		root = loc.Location() // a store that is no path (a fleet store's DSN, without its password)
+	}
+	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), root, listing, st)), '\n')
 }
 
 // StoreIndex renders page p of the store's index from the latest listing, each session's row from its

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/backup"
+	"github.com/dshfs/dshfs/internal/pgtest"
 )
 
 // deadline bounds every wait on a condition; generous, because CI machines are slow and -race slows the
@@ -96,6 +97,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("HOME", home)
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
 	code := m.Run()
+	pgtest.StopShared() // the fleet store tests' private server, if one was started
 	os.RemoveAll(home)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
