@@ -28,6 +28,9 @@ type Entry struct {
 	ModTime    time.Time     // when the artifact last changed; zero when it could not be stat'ed
 	Owner      *Owner        // the artifact's owner and permission bits; nil when unknown
 	Refusal    error         // why the harness would not list or open this session; nil when listed
+	// Host is the session's source host in a store of many hosts' sessions (a fleet store: the host that
+	// synced it, or that wrote it there); "" for backends of one host's store.
+	Host string
 	// Generation is the format generation of the artifact (JSONL: 0 for session.jsonl, N for
 	// session.vN.jsonl); only generation 0 is ever written.
 	Generation int
@@ -36,9 +39,6 @@ type Entry struct {
 	// in the other encoding, for which the session is refused). They are never read as the session; store/
 	// and backups carry them byte for byte. Nil where a backend has none.
 	Beside []string
-	// Host is the session's source host in a store fed by many hosts (a fleet store: the host that synced
-	// it, or wrote it there); "" where a backend has no hosts.
-	Host string
 }
 
 // RootError is a problem of the store root itself (mixed encodings, flat-layout files). It is reported beside
