@@ -11,6 +11,7 @@ import (
 	"runtime"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/postgres"
 	dfs "github.com/dshfs/dshfs/fs"
 	"github.com/dshfs/dshfs/internal/demo"
 	"github.com/dshfs/dshfs/spill"
@@ -105,7 +106,11 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitUsageErr, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	log.Info("mounted", "store", storeSpec, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
+	shown := storeSpec
+	if postgres.IsDSN(storeSpec) {
+		shown = postgres.Redact(storeSpec) // a log is no place for the fleet store's password
+	}
+	log.Info("mounted", "store", shown, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
 	go watch()
 	serveErr := dfs.Serve(server, mountpoint, sigs, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
 		func() { f.FlushAll(context.Background()) })
