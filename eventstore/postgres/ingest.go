@@ -127,7 +127,7 @@ func encodeBatch(id string, from int64, lines [][]byte) ([]storedLine, error) {
 
 // Held returns what the store holds of session id (Exists false when nothing).
 func (b *Backend) Held(ctx context.Context, id string) (Holding, error) {
-	if b.pristine {
+	if b.empty(ctx) {
 		return Holding{}, nil
 	}
 	var h Holding
@@ -209,7 +209,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version,
 		if err := insertRows(ctx, tx, id, recs); err != nil {
 			return err
 		}
-		if err := advance(ctx, tx, id, recs, &host); err != nil {
+		if err := advance(ctx, tx, id, recs, &host, true); err != nil {
 			return err
 		}
 		return notify(ctx, tx, id)
@@ -229,9 +229,9 @@ func insertRows(ctx context.Context, tx pgx.Tx, id string, recs []storedLine) er
 	return err
 }
 
-// advance records appended rows on the session row: next seq, counts, last time, a new revision; with
-// syncHost, the sync that fed them.
-func advance(ctx context.Context, tx pgx.Tx, id string, recs []storedLine, syncHost *string) error {
+// advance records appended rows on the session row: next seq, counts, last time, and (bump) a new
+// revision; with syncHost, the sync that fed them.
+func advance(ctx context.Context, tx pgx.Tx, id string, recs []storedLine, syncHost *string, bump bool) error {
 	var size int64
 	for i := range recs {
 		size += recs[i].size + 1
@@ -242,7 +242,10 @@ func advance(ctx context.Context, tx pgx.Tx, id string, recs []storedLine, syncH
 		next, last = &nx, &lt
 	}
 	q := `UPDATE sessions SET next_seq = COALESCE($2, next_seq), rows = rows + $3, bytes = bytes + $4, last_time = COALESCE($5, last_time),
-revision = revision + 1, updated_at = now()`
+updated_at = now()`
+	if bump {
+		q += `, revision = revision + 1`
+	}
 	if syncHost != nil {
 		q += `, sync_host = $6, sync_seen = now() WHERE id = $1`
 		_, err := tx.Exec(ctx, q, id, next, int64(len(recs)), size, last, *syncHost)
@@ -266,7 +269,8 @@ func (b *Backend) Release(ctx context.Context, host, id string) error {
 			return err
 		}
 		if host != "" && *syncHost != host {
-			return fmt.Errorf("session %q is synced by host %q, not %q; not released", id, *syncHost, host)
+			return &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeLocked,
+				Message: fmt.Sprintf("session %q is synced by host %q, not %q; not released", id, *syncHost, host)}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET sync_host = NULL, sync_seen = NULL, revision = revision + 1, updated_at = now() WHERE id = $1`, id); err != nil {
 			return err

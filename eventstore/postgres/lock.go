@@ -19,15 +19,16 @@ type writerLock struct {
 	b  *Backend
 	id string
 
-	mu   sync.Mutex // one write at a time on conn
-	conn *pgx.Conn  // nil once released
+	mu       sync.Mutex // one write at a time on conn
+	conn     *pgx.Conn  // nil once released, or while the lock is lost and not re-taken
+	released bool
 }
 
 // Lock takes session id's writer lock without waiting: a busy *eventstore.CommandError (CodeLocked)
 // naming the holder's host and pid when another connection — another host, process or Backend — holds
 // it, or when a host's sync still feeds the session.
 func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
-	if b.opts.ReadOnly || b.pristine {
+	if b.opts.ReadOnly {
 		return nil, b.readOnlyError()
 	}
 	l := &writerLock{b: b, id: id}
@@ -94,19 +95,26 @@ FROM sessions WHERE id = $1`, id, b.opts.ReleaseAfter.Seconds()).Scan(&host, &se
 func (l *writerLock) Release() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	l.released = true
+	l.b.mu.Lock()
+	if l.b.locks[l.id] == l {
+		delete(l.b.locks, l.id)
+	}
+	l.b.mu.Unlock()
 	if l.conn == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l.conn.Exec(ctx, `DELETE FROM writers WHERE session_id = $1 AND backend_pid = pg_backend_pid()`, l.id)
+	// unlocked explicitly: the server drops a closed connection's locks only once its backend has ended,
+	// and the next writer must not be refused meanwhile
+	l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, lockNamespace, l.id)
 	err := l.conn.Close(ctx)
 	l.conn = nil
-	l.b.mu.Lock()
-	if l.b.locks[l.id] == l {
-		delete(l.b.locks, l.id)
-	}
-	l.b.mu.Unlock()
 	return err
 }
 
@@ -114,11 +122,11 @@ func (l *writerLock) Release() error {
 // (terminated, or the server restarted): busy when someone else took the session meanwhile. Called with
 // l.mu held.
 func (l *writerLock) live(ctx context.Context) (*pgx.Conn, error) {
-	if l.conn == nil {
+	if l.released {
 		return nil, &eventstore.CommandError{Failure: eventstore.Busy, Code: eventstore.CodeNotLive,
 			Message: "session " + strconv.Quote(l.id) + ": its writer lock was released; nothing was written"}
 	}
-	if !l.conn.IsClosed() {
+	if l.conn != nil && !l.conn.IsClosed() {
 		var mine bool
 		err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
 AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(uint32(lockNamespace)), l.id).Scan(&mine)
@@ -129,11 +137,13 @@ AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(ui
 			return nil, ctx.Err()
 		}
 	}
-	l.conn.Close(context.WithoutCancel(ctx))
+	if l.conn != nil {
+		l.conn.Close(context.WithoutCancel(ctx))
+		l.conn = nil
+	}
 	conn, err := l.b.take(ctx, l.id)
 	if err != nil {
-		l.conn = nil
-		return nil, err
+		return nil, err // the next write tries again
 	}
 	l.conn = conn
 	return conn, nil

@@ -24,7 +24,9 @@ const notifyChannel = "dshfs_fleet"
 // lock, so two writers opening an empty database at once create it once).
 //
 // Beside the tables of the shared plan it has `writers` (who holds a session's writer lock, for the
-// refusal and status.json) and `pending` (accepted events a writer could not store, KeepPending).
+// refusal and status.json) and `kept`: what a write could not store or a repair cut, never lost —
+// accepted events a writer could not write (KeepPending, kind pending) and the torn rows a repair deleted
+// (kind torn), each a JSONL text of the header line and the lines.
 // sessions.listed orders the listing by creation, as the harness lists SQLite sessions by rowid.
 const DDL = `CREATE TABLE dshfs_fleet (
   singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -68,9 +70,10 @@ CREATE TABLE writers (
   backend_pid integer NOT NULL,
   since       timestamptz NOT NULL DEFAULT now()
 );
-CREATE TABLE pending (
+CREATE TABLE kept (
   id         bigserial PRIMARY KEY,
   session_id text NOT NULL,
+  kind       text NOT NULL CHECK (kind IN ('pending', 'torn')),
   host       text NOT NULL,
   kept_at    timestamptz NOT NULL DEFAULT now(),
   body       bytea NOT NULL
@@ -84,7 +87,7 @@ var tables = map[string][]string{
 		"parent_session", "revision", "rows", "sync_host", "sync_seen", "updated_at", "version"},
 	"events":  {"compressed", "last_seq", "line", "seq", "session_id", "time", "type"},
 	"writers": {"backend_pid", "host", "pid", "session_id", "since"},
-	"pending": {"body", "host", "id", "kept_at", "session_id"},
+	"kept":    {"body", "host", "id", "kept_at", "kind", "session_id"},
 }
 
 // SchemaError is a database this build will not use: another schema version, or tables of the fleet

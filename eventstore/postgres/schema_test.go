@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dshfs/dshfs/internal/pgtest"
 	"github.com/jackc/pgx/v5"
@@ -112,6 +113,28 @@ func TestReadOnlyOpenWritesNoDDL(t *testing.T) {
 	}
 	if err := b.Ingest(context.Background(), "h", "x", header("x"), 0, nil); err == nil || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("ingest through a read-only backend: %v", err)
+	}
+	// a writer creates the store later: the reader finds it
+	w := open(t, dsn, Options{Host: "w"})
+	if err := w.Ingest(context.Background(), "h", "x", header("x"), 0, lines(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := b.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Entries) == 1 && l.Entries[0].Host == "h" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader never saw the store a writer created: %+v", l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if b.StoreID() != w.StoreID() {
+		t.Fatalf("store ids %q, %q", b.StoreID(), w.StoreID())
 	}
 }
 

@@ -54,7 +54,10 @@ type Backend struct {
 	opts     Options
 	pool     *pgxpool.Pool
 	storeID  string
-	pristine bool // read-only over a database without the schema: no sessions
+	pristine bool      // read-only over a database without the schema (yet): no sessions; guarded by mu
+	checked  time.Time // when empty last looked for the schema
+
+	forcePoll bool // tests: Watch polls as it does where LISTEN cannot be used
 
 	mu    sync.Mutex
 	locks map[string]*writerLock // the writer locks this Backend holds, by session id
@@ -153,7 +156,7 @@ func (b *Backend) start(ctx context.Context) error {
 		if err != nil {
 			return b.wrap(err)
 		}
-		b.pristine, b.storeID = pristine, id
+		b.pristine, b.storeID, b.checked = pristine, id, time.Now()
 		return nil
 	}
 	id, err := ensureSchema(ctx, conn.Conn(), b.where)
@@ -195,14 +198,37 @@ func (b *Backend) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	var se *SchemaError
-	var ce *eventstore.CommandError
-	var nf *eventstore.NotFoundError
-	if errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &nf) {
+	if !dbFailure(err) {
 		return b.scrub(err)
 	}
 	return b.scrub(&eventstore.IOError{Err: &StoreError{Where: b.where, Err: err}})
 }
+
+// dbFailure tells a failure of the database or the connection to it — an *eventstore.IOError once wrapped
+// — from a refusal or a content error of this package's own, which pass as they are.
+func dbFailure(err error) bool {
+	var (
+		se *SchemaError
+		ce *eventstore.CommandError
+		nf *eventstore.NotFoundError
+		ue *eventstore.UnsupportedError
+		tl *eventstore.TooLargeError
+		io *eventstore.IOError
+		hc *HostConflictError
+		ge *GapError
+		le *LineError
+		ct *contentError
+	)
+	return !(errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &nf) || errors.As(err, &ue) || errors.As(err, &tl) ||
+		errors.As(err, &io) || errors.As(err, &hc) || errors.As(err, &ge) || errors.As(err, &le) || errors.As(err, &ct))
+}
+
+// contentError is stored content the harness would refuse (a corrupt log, a header that does not read):
+// not a failure of the database.
+type contentError struct{ err error }
+
+func (e *contentError) Error() string { return e.err.Error() }
+func (e *contentError) Unwrap() error { return e.err }
 
 // StoreError is a failure of the database itself (connecting, a query); its text names the store without
 // its password.
@@ -246,7 +272,32 @@ func (b *Backend) Path() string { return b.where }
 
 // StoreID is the store's identity (dshfs_fleet.store_id), part of every revision token; "" for a
 // read-only Backend over a database without the schema.
-func (b *Backend) StoreID() string { return b.storeID }
+func (b *Backend) StoreID() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.storeID
+}
+
+// empty reports whether a read-only Backend opened over a database without the schema still finds none:
+// it looks again at most once a PollInterval, so a reader started before the first writer sees the store
+// once a writer has created it.
+func (b *Backend) empty(ctx context.Context) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.pristine {
+		return false
+	}
+	if time.Since(b.checked) < PollInterval {
+		return true
+	}
+	b.checked = time.Now()
+	pristine, id, err := inspectSchema(ctx, b.pool, b.where)
+	if err != nil || pristine {
+		return true
+	}
+	b.pristine, b.storeID = false, id
+	return false
+}
 
 // SchemaVersion is the fleet schema version status.json reports.
 func (b *Backend) SchemaVersion() int { return SchemaVersion }
@@ -296,9 +347,6 @@ func (b *Backend) readOnlyError() error {
 // tx runs fn in one read-write transaction: committed when fn succeeds, rolled back otherwise.
 func (b *Backend) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if b.opts.ReadOnly {
-		return b.readOnlyError()
-	}
-	if b.pristine || b.storeID == "" {
 		return b.readOnlyError()
 	}
 	return b.wrap(pgx.BeginFunc(ctx, b.pool, fn))
