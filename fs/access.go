@@ -245,8 +245,8 @@ func (f *FS) PermitSession(ctx context.Context, id string) syscall.Errno {
 // may search every directory above p. The kernel then refuses a stat through a name it cached for another
 // user where the store's directories would; the open, listing and lookup checks (Permit) are exact.
 func (f *FS) narrowed(o *eventstore.Owner, p string) *eventstore.Owner {
-	if o == nil || p == "" || !f.opts.Config.FUSE.AllowOther {
-		return o
+	if o == nil || !filepath.IsAbs(p) || !f.opts.Config.FUSE.AllowOther {
+		return o // no path of this host's above it (a fleet store's session): its own mode is the rule
 	}
 	classes := []struct {
 		c    cred

@@ -161,11 +161,25 @@ func TestOwnerlessSession(t *testing.T) {
 	next.Entries[l.ByID["a"]].Owner = nil
 	next.Entries[l.ByID["a"]].Path = "postgres://db.example/fleet"
 	f.listing.Store(&next)
+	other := fuse.NewContext(context.Background(), &fuse.Caller{Owner: fuse.Owner{Uid: uint32(os.Geteuid()) + 4242, Gid: 4242}})
 	o := f.Owner("a")
 	if o == nil || o.UID != uint32(os.Getuid()) || o.GID != uint32(os.Getgid()) || o.Perm != 0o600 {
 		t.Fatalf("owner %+v, want the mounting user's, 0600", o)
 	}
-	other := fuse.NewContext(context.Background(), &fuse.Caller{Owner: fuse.Owner{Uid: uint32(os.Geteuid()) + 4242, Gid: 4242}})
+	// a backend that names the owner itself, with a location that is no path: that mode, not narrowed
+	// by directories it has none of
+	next.Entries[l.ByID["b"]].Owner = &eventstore.Owner{UID: 7, GID: 8, Perm: 0o640}
+	next.Entries[l.ByID["b"]].Path = "postgres://db.example/fleet"
+	if o := f.Owner("b"); o == nil || *o != (eventstore.Owner{UID: 7, GID: 8, Perm: 0o640}) {
+		t.Errorf("owner %+v, want the backend's", o)
+	}
+	group := fuse.NewContext(context.Background(), &fuse.Caller{Owner: fuse.Owner{Uid: 4243, Gid: 8}})
+	if errno := f.PermitSession(group, "b"); errno != 0 {
+		t.Errorf("a member of the group: %v", errno)
+	}
+	if errno := f.PermitSession(other, "b"); errno != syscall.EACCES {
+		t.Errorf("another user: %v, want EACCES", errno)
+	}
 	if errno := f.PermitSession(other, "a"); errno != syscall.EACCES {
 		t.Errorf("another user: %v, want EACCES", errno)
 	}
