@@ -25,8 +25,8 @@ var sessionStatusKeys = []string{"id", "state", "backend", "location", "formatVe
 var storeStatusKeys = []string{"backend", "root", "formatVersion", "schemaVersion", "sessions", "refused", "live", "pending",
 	"rootErrors", "lastError", "quiescedUntil", "lastQuiesce"}
 
-// storeStatsKeys is the root stats.json: the mount's cache counters, in order.
-var storeStatsKeys = []string{"decodes", "indexHits", "readahead", "evicted", "primed", "pid"}
+// storeStatsKeys is the root stats.json: the mount's cache counters, its pid and how it hears of changes, in order.
+var storeStatsKeys = []string{"decodes", "indexHits", "readahead", "evicted", "primed", "pid", "watch"}
 
 // sessionEntries is what a readable session directory holds besides the optional parent link.
 var sessionEntries = []string{"compactions/", "events/", "events.jsonl", "forks/", "header.json", "messages.jsonl",
