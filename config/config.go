@@ -20,6 +20,7 @@ type Config struct {
 	Pruner     Pruner
 	Spill      Spill
 	SQLite     SQLite
+	Fleet      Fleet
 }
 
 // FUSE holds the kernel-facing timings; they bound how stale a view can look to a reader.
@@ -121,6 +122,20 @@ type SQLite struct {
 	BusyTimeout time.Duration
 }
 
+// Fleet holds the settings of a fleet store (a postgres:// STORE, docs/fleet.md).
+type Fleet struct {
+	// ReleaseAfter is how long a session a host's `dshfs sync` feeds stays unwritable through the fleet
+	// store after that sync last ran for it: past it, the host counts as gone and the session is handed
+	// over to any writer.
+	ReleaseAfter time.Duration
+	// Host is this host's name in the fleet store (the source host of the sessions it creates, the holder
+	// its writer locks name); "" means os.Hostname().
+	Host string
+}
+
+// DefaultReleaseAfter is fleet.release_after's default.
+const DefaultReleaseAfter = 10 * time.Minute
+
 // Enumerated values, spelled as in the TOML file.
 const (
 	CompressionZstd      = "zstd"
@@ -183,6 +198,7 @@ func Default() Config {
 		},
 		Spill:  Spill{Roots: []string{}},
 		SQLite: SQLite{JournalMode: JournalWAL, BusyTimeout: 5 * time.Second},
+		Fleet:  Fleet{ReleaseAfter: DefaultReleaseAfter},
 	}
 }
 

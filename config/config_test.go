@@ -74,6 +74,7 @@ func TestDesignSample(t *testing.T) {
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},
 		SQLite:     SQLite{JournalMode: "wal", BusyTimeout: 5 * time.Second}, // not in DESIGN's sample: the defaults
+		Fleet:      Fleet{ReleaseAfter: 10 * time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("design sample:\n got %+v\nwant %+v", got, want)
@@ -93,7 +94,7 @@ func TestDesignSample(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	home := fakeHome(t)
-	for _, src := range []string{"", "# only a comment\n", "[fuse]\n[cache]\n[writer]\n[compaction]\n[pruner]\n[spill]\n[sqlite]\n"} {
+	for _, src := range []string{"", "# only a comment\n", "[fuse]\n[cache]\n[writer]\n[compaction]\n[pruner]\n[spill]\n[sqlite]\n[fleet]\n"} {
 		got, err := Parse([]byte(src), "dshfs.toml")
 		if err != nil {
 			t.Fatalf("%q: %v", src, err)
@@ -193,6 +194,12 @@ views_bytes = "17KiB"`,
 			func(c Config) bool { return c.Store == "jsonl+raw:"+filepath.Join(home, "s") }},
 		{"store sqlite prefix relative", `store = "sqlite:db/sessions.db"`,
 			func(c Config) bool { return c.Store == "sqlite:/etc/dshfs/db/sessions.db" }},
+		{"store as a fleet DSN", `store = "postgres://alice@db.example/fleet?sslmode=verify-full"`,
+			func(c Config) bool { return c.Store == "postgres://alice@db.example/fleet?sslmode=verify-full" }},
+		{"fleet", "[fleet]\nrelease_after = \"90s\"\nhost = \"ci-runner-4.example\"",
+			func(c Config) bool {
+				return c.Fleet == Fleet{ReleaseAfter: 90 * time.Second, Host: "ci-runner-4.example"}
+			}},
 		{"store ~user is kept as upstream does", `store = "~bob/x"`,
 			func(c Config) bool { return c.Store == "/etc/dshfs/~bob/x" }},
 		{"spill roots", `[spill]
@@ -230,6 +237,10 @@ func TestErrors(t *testing.T) {
 		{"store wrong type", "store = 3", `key "store" in dshfs.toml: want a path string, got integer 3`},
 		{"store empty", `store = ""`, `key "store" in dshfs.toml: path must not be empty`},
 		{"store prefix only", `store = "jsonl:"`, `key "store" in dshfs.toml: path must not be empty`},
+		{"fleet release zero", "[fleet]\nrelease_after = \"0s\"", `key "fleet.release_after" in dshfs.toml: duration must be positive, got "0s"`},
+		{"fleet host with space", "[fleet]\nhost = \"my host\"", `key "fleet.host" in dshfs.toml: want a host name (no whitespace, no '/', at most 255 bytes), got "my host"`},
+		{"fleet host empty", "[fleet]\nhost = \"\"", `key "fleet.host" in dshfs.toml: want a host name (no whitespace, no '/', at most 255 bytes), got ""`},
+		{"fleet host number", "[fleet]\nhost = 7", `key "fleet.host" in dshfs.toml: want a string, got integer 7`},
 		{"duration number", "[fuse]\nattr_timeout = 1", `key "fuse.attr_timeout" in dshfs.toml: want a duration string such as "1s", got integer 1`},
 		{"duration syntax", "[fuse]\nattr_timeout = \"1 second\"", `key "fuse.attr_timeout" in dshfs.toml: want a duration such as "1s" or "200ms", got "1 second"`},
 		{"duration negative", "[fuse]\nentry_timeout = \"-1s\"", `key "fuse.entry_timeout" in dshfs.toml: duration must not be negative, got "-1s"`},

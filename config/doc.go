@@ -32,6 +32,8 @@
 //	spill.roots             [path]    []                                              extra spill roots beside the defaults
 //	sqlite.journal_mode     string    "wal" | "delete" | "truncate" | "persist"       journal mode of a SQLite store's read-write connections
 //	sqlite.busy_timeout     duration  5s (> 0)                                        how long a SQLite statement waits for another's lock
+//	fleet.release_after     duration  10m (> 0)                                       idle time after which a synced session is writable in a fleet store
+//	fleet.host              string    "" = os.Hostname()                              this host's name in a fleet store
 //
 // # Value rules
 //
@@ -48,7 +50,8 @@
 //     harness's expandHomePath does; any other "~user" form is left as it is. A relative path is resolved
 //     against the directory of the configuration file, so a file means the same thing from any working
 //     directory. store may carry a backend prefix ("jsonl:", "jsonl+raw:", "sqlite:") as on the command
-//     line; expansion applies to the path after it.
+//     line; expansion applies to the path after it. A store beginning "postgres://" or "postgresql://"
+//     is a fleet store's DSN and is kept as written.
 //
 // # Errors
 //

@@ -92,12 +92,16 @@ type file struct {
 		JournalMode any `toml:"journal_mode"`
 		BusyTimeout any `toml:"busy_timeout"`
 	} `toml:"sqlite"`
+	Fleet struct {
+		ReleaseAfter any `toml:"release_after"`
+		Host         any `toml:"host"`
+	} `toml:"fleet"`
 }
 
 // tables and leaves are the schema's key paths; a key below a leaf belongs to a mistyped value (reported by
 // the leaf's own check), not to an unknown key.
 var (
-	tables = []string{"fuse", "cache", "writer", "compaction", "pruner", "spill", "sqlite"}
+	tables = []string{"fuse", "cache", "writer", "compaction", "pruner", "spill", "sqlite", "fleet"}
 	leaves = map[string]bool{
 		"store": true, "read_only": true,
 		"fuse.entry_timeout": true, "fuse.attr_timeout": true, "fuse.refresh_interval": true, "fuse.allow_other": true,
@@ -108,6 +112,7 @@ var (
 		"pruner.threshold_chars": true, "pruner.head_chars": true, "pruner.tail_chars": true,
 		"spill.roots":         true,
 		"sqlite.journal_mode": true, "sqlite.busy_timeout": true,
+		"fleet.release_after": true, "fleet.host": true,
 	}
 )
 
@@ -215,6 +220,9 @@ func Parse(data []byte, source string) (Config, error) {
 
 	v.enum("sqlite.journal_mode", f.SQLite.JournalMode, &c.SQLite.JournalMode, JournalWAL, JournalDelete, JournalTruncate, JournalPersist)
 	v.duration("sqlite.busy_timeout", f.SQLite.BusyTimeout, &c.SQLite.BusyTimeout, false)
+
+	v.duration("fleet.release_after", f.Fleet.ReleaseAfter, &c.Fleet.ReleaseAfter, false)
+	v.hostName("fleet.host", f.Fleet.Host, &c.Fleet.Host)
 
 	errs = append(errs, v.errs...)
 	if len(errs) > 0 {
@@ -380,6 +388,24 @@ func (v *validator) name(key string, raw any, dst *string) {
 	}
 }
 
+// hostName reads a host name as the fleet store records it: non-empty, printable, without whitespace (it
+// names a by-host/ directory and appears in refusals).
+func (v *validator) hostName(key string, raw any, dst *string) {
+	if raw == nil {
+		return
+	}
+	s, ok := raw.(string)
+	if !ok {
+		v.wrongType(key, "a string", raw)
+		return
+	}
+	if s == "" || s == "." || s == ".." || len(s) > 255 || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '/' || r == 0x7f }) {
+		v.fail(key, fmt.Sprintf("want a host name (no whitespace, no '/', at most 255 bytes), got %q", s))
+		return
+	}
+	*dst = s
+}
+
 // strings reads an array of strings; it reports whether the key is usable (absent or valid).
 func (v *validator) strings(key string, raw any, dst *[]string) bool {
 	if raw == nil {
@@ -428,6 +454,10 @@ func (v *validator) path(key string, raw any, dst *string, withPrefix bool) {
 	s, ok := raw.(string)
 	if !ok {
 		v.wrongType(key, "a path string", raw)
+		return
+	}
+	if withPrefix && (strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")) {
+		*dst = s // a fleet store's DSN: not a path
 		return
 	}
 	prefix := ""

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/eventstore/postgres"
 	"github.com/dshfs/dshfs/eventstore/sqlite"
 )
 
@@ -40,10 +42,12 @@ const usage = `usage:
   dshfs verify [--config FILE] DEST
   dshfs restore [--config FILE] BACKUP DEST
   dshfs convert [--config FILE] [--verify] SRC DST
+  dshfs pg init [--config FILE] DSN
   dshfs version | dshfs help [CMD] | dshfs CMD --help
 
 STORE: a JSONL root directory (encoding detected; zstd for a new root), or jsonl:PATH (zstd),
-jsonl+raw:PATH (uncompressed), sqlite:PATH or a SQLite database file (the harness's schema 17).
+jsonl+raw:PATH (uncompressed), sqlite:PATH or a SQLite database file (the harness's schema 17), or
+a fleet store: postgres://… or postgresql://… (a PostgreSQL DSN, libpq rules; docs/fleet.md).
 VIEW: events (default) | raw | header | status | surface | messages | shadowed | transcript |
 transcript-html | usage | usage-svg | event:SEQ | turn:N | trace:SEQ | compactions | prunes | spill
 mount's default STORE: the config's store, else $DSH_HOME/sessions, else ~/.dsh/sessions.
@@ -143,6 +147,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	out := bufio.NewWriterSize(stdout, 1<<16)
 	defer out.Flush()
 	ctx := context.Background()
+	defer closeBackends()
 	var code int
 	var err error
 	if _, known := commandHelp[args[0]]; known && wantsHelp(args[1:]) {
@@ -188,6 +193,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code, err = cmdRestore(ctx, args[1:], out)
 	case "convert":
 		code, err = cmdConvert(ctx, args[1:], out, stderr)
+	case "pg":
+		code, err = cmdPg(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		cmd := ""
 		if len(args) > 1 {
@@ -247,7 +254,16 @@ func openExisting(spec string, cfg config.Config) (*eventstore.Store, error) {
 	return st, nil
 }
 
-// storeRoot is the absolute root of a directory store, or the database file of a SQLite store.
+// storeName is how a warning names the store: its root, or a fleet store's DSN without its password.
+func storeName(st *eventstore.Store) string {
+	if b, ok := st.Backend().(*postgres.Backend); ok {
+		return b.Location()
+	}
+	return storeRoot(st)
+}
+
+// storeRoot is the absolute root of a directory store, or the database file of a SQLite store; "" for a
+// fleet store, which is no path.
 func storeRoot(st *eventstore.Store) string {
 	switch b := st.Backend().(type) {
 	case interface{ Root() string }:
@@ -266,10 +282,10 @@ func warnEmpty(stderr io.Writer, st *eventstore.Store, l eventstore.Listing) {
 	}
 	root := storeRoot(st)
 	hint := ""
-	if fi, err := os.Stat(filepath.Join(root, "sessions")); err == nil && fi.IsDir() {
+	if fi, err := os.Stat(filepath.Join(root, "sessions")); root != "" && err == nil && fi.IsDir() {
 		hint = " (did you mean " + filepath.Join(root, "sessions") + "?)"
 	}
-	fmt.Fprintf(stderr, "dshfs: warning: %s holds no sessions%s\n", root, hint)
+	fmt.Fprintf(stderr, "dshfs: warning: %s holds no sessions%s\n", storeName(st), hint)
 }
 
 // jsonlLayout reports whether a directory holds a JSONL store's project directories.
@@ -295,6 +311,9 @@ func isDatabaseName(path string) bool {
 // openStore resolves a STORE argument (DESIGN.md §6) to a Store; a JSONL root holding no session yet gets
 // the configured writer.compression.
 func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
+	if postgres.IsDSN(spec) {
+		return openFleet(spec, cfg)
+	}
 	kind, path := "", spec
 	for _, k := range []string{"jsonl+raw", "jsonl", "sqlite"} {
 		if rest, ok := strings.CutPrefix(spec, k+":"); ok {
@@ -354,13 +373,51 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 		installFaults(jb)
 		b = jb
 	}
+	return newStore(b, cfg), nil
+}
+
+// newStore wraps a backend with the writer settings of cfg.
+func newStore(b eventstore.Backend, cfg config.Config) *eventstore.Store {
 	st := eventstore.New(b)
 	st.Window, st.MaxLine = cfg.Writer.BatchWindow, cfg.Writer.MaxLineBytes
 	st.ForeignQuiet = cfg.Writer.ForeignQuiet
 	if st.Window == 0 {
 		st.Window = time.Nanosecond // batch_window = 0: each accepted request is written at once
 	}
-	return st, nil
+	return st
+}
+
+// openFleet opens a fleet store (docs/fleet.md): read-only wherever nothing may be written (no DDL, a
+// read-only role suffices), else creating the schema in an empty database.
+func openFleet(dsn string, cfg config.Config) (*eventstore.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := postgres.Open(ctx, dsn, postgres.Options{ReadOnly: cfg.ReadOnly, Host: cfg.Fleet.Host,
+		MaxData: cfg.Writer.MaxLineBytes, MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter})
+	if err != nil {
+		return nil, err
+	}
+	opened.Lock()
+	opened.list = append(opened.list, b)
+	opened.Unlock()
+	return newStore(b, cfg), nil
+}
+
+// opened are the backends holding connections (a fleet store's) that this run opened: closed when the
+// command ends, so that a run inside a longer process (the tests) leaves no connection behind.
+var opened struct {
+	sync.Mutex
+	list []io.Closer
+}
+
+func closeBackends() {
+	opened.Lock()
+	list := opened.list
+	opened.list = nil
+	opened.Unlock()
+	for _, c := range list {
+		c.Close()
+	}
 }
 
 // usageHint follows a usage error: the command's synopsis and where its help is, two lines rather than the

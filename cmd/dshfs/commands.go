@@ -47,13 +47,17 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writ
 			if e.Revision != "" {
 				rev = event.String(e.Revision)
 			}
-			line := event.Object(
-				event.Member{Key: "id", Value: event.String(e.ID)},
-				event.Member{Key: "projectDir", Value: event.String(e.ProjectDir)},
-				event.Member{Key: "revision", Value: rev},
-				event.Member{Key: "header", Value: header},
-				event.Member{Key: "refusal", Value: refusalValue(e.Refusal)},
-			)
+			members := []event.Member{
+				{Key: "id", Value: event.String(e.ID)},
+				{Key: "projectDir", Value: event.String(e.ProjectDir)},
+				{Key: "revision", Value: rev},
+				{Key: "header", Value: header},
+				{Key: "refusal", Value: refusalValue(e.Refusal)},
+			}
+			if e.Host != "" { // a fleet store's: the session's source host
+				members = append(members, event.Member{Key: "host", Value: event.String(e.Host)})
+			}
+			line := event.Object(members...)
 			out.Write(append(event.Stringify(line), '\n'))
 			continue
 		}

@@ -27,7 +27,7 @@ Writes a demo store to DIR/sessions (a clean session, a crashed one, a compacted
 spilled tool result) and its spill file under DIR/spill.`,
 	"ls": `dshfs ls [--config FILE] [--json] STORE
 Lists the store's sessions from their headers: id, state (ok|refused), createdAt, cwd, parentSession; --json
-prints {id, projectDir, revision, header, refusal} objects.`,
+prints {id, projectDir, revision, header, refusal} objects (plus host, the source host, in a fleet store).`,
 	"cat": `dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
 Prints one view of a session, byte for byte what the mount's file holds. VIEW: events (default) | raw | header |
 status | surface | messages | shadowed | transcript | transcript-html | usage | usage-svg | event:SEQ | turn:N |
@@ -95,6 +95,13 @@ differs is refused and never overwritten. Sessions SRC refuses or DST cannot hol
 name and reason; a torn tail is not part of the stored log and is left behind (reported). --verify re-reads DST
 and compares. A progress bar on a terminal. Exit 0: all converted; 1: something was skipped or differs; 2: an
 I/O error.`,
+	"pg": `dshfs pg init [--config FILE] DSN
+Creates the fleet store's schema in the PostgreSQL database DSN (postgres://… or postgresql://…, libpq rules:
+PG* environment variables and ~/.pgpass apply), or checks the one there: idempotent. Any write to a fleet
+store (sync, create, append…) does the same on an empty database; this does it explicitly, e.g. as the
+database's owner before granting a read-only role. A database holding another fleet schema version, or
+tables of the fleet schema's names laid out otherwise, is refused (exit 1) with nothing written; a DSN that
+does not parse, a refused login or an unreachable server exit 2. The password never appears in the output.`,
 	"version": `dshfs version
 Prints dshfs's version, the harness release and the session format version it reads and writes.`,
 	"help": `dshfs help [CMD]

@@ -20,6 +20,11 @@
 // host's `dshfs sync` still feeds (sync_host set, sync_seen within Options.ReleaseAfter) is not writable
 // here; Release (sync --release) or the idle period hands it over.
 //
+// Nothing accepted is lost: the rows a repair deletes, and accepted events a writer could not write
+// (KeepPending), are kept as JSONL texts in the `kept` table — or, for pending events while the database is
+// unreachable, in a local file under Options.PendingDir. Fleet sessions are served by a mount as the
+// mounting user's, mode 0600: they are readable with that user's database credentials only.
+//
 // Reading never writes: a read-only Open runs no DDL (a read-only role suffices), and a database without
 // the schema reads as an empty store. A database holding another schema version, or tables of these
 // names laid out otherwise, is refused before anything is written.

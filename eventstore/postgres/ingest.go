@@ -299,6 +299,23 @@ func (b *Backend) lockedError(ctx context.Context, q queryer, id string) error {
 		Message: "session " + strconv.Quote(id) + " is being written by " + b.holder(ctx, q, id) + "; reads work, writes are refused until it releases the session"}
 }
 
+// Holder names who holds session id's writer lock now — "dshfs on host H (pid P, since T)" — or "" when
+// nobody does: for status.json.
+func (b *Backend) Holder(ctx context.Context, id string) (string, error) {
+	if b.empty(ctx) {
+		return "", nil
+	}
+	var held bool
+	if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(uint32(lockNamespace)), id).Scan(&held); err != nil {
+		return "", b.wrap(err)
+	}
+	if !held {
+		return "", nil
+	}
+	return b.holder(ctx, b.pool, id), nil
+}
+
 // holder names who holds a session's writer lock: its host, pid and since when.
 func (b *Backend) holder(ctx context.Context, q queryer, id string) string {
 	var host string

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
 func header(id string) []byte {
@@ -187,4 +189,57 @@ func TestReleaseAfterIdle(t *testing.T) {
 		t.Fatalf("a session idle past release_after: %v", err)
 	}
 	l.Release()
+}
+
+// TestIngestFailsWhole: a batch the database refuses midway — a row of it already stored, which the primary
+// key forbids twice — leaves nothing of the batch behind.
+func TestIngestFailsWhole(t *testing.T) {
+	s, db, dsn := newDB(t)
+	b := open(t, dsn, Options{})
+	ctx := context.Background()
+	if err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 0, lines(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	// a stray row at seq 3, past next_seq: the batch 2..4 collides with it on its second line
+	if err := s.Exec(db, `INSERT INTO events (session_id, seq, last_seq, type, time, line, compressed) VALUES ('s1', 3, 3, 'x', 0, 'x', false)`); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Ingest(ctx, "ci-1", "s1", header("s1"), 2, lines(2, 3))
+	if err == nil || !strings.Contains(err.Error(), "duplicate key") {
+		t.Fatalf("ingest over a stored seq: %v", err)
+	}
+	if n := query[int64](t, dsn, `SELECT count(*) FROM events WHERE session_id = 's1' AND seq IN (2, 4)`); n != 0 {
+		t.Fatalf("%d rows of the refused batch were written", n)
+	}
+	if h, _ := b.Held(ctx, "s1"); h.NextSeq != 2 || h.Revision != 1 {
+		t.Fatalf("the refused batch moved the session: %+v", h)
+	}
+}
+
+// TestKeepPendingWithoutDatabase: events that cannot be written while the server is down are kept in a
+// local file, and the answer says where.
+func TestKeepPendingWithoutDatabase(t *testing.T) {
+	s, _, dsn := newDB(t)
+	dir := t.TempDir()
+	b := open(t, dsn, Options{PendingDir: dir})
+	evs := eventtest.Log(t, turnSpecs(1)...)
+	s.Pause()
+	where, err := b.KeepPending(context.Background(), contractHeader("s/1"), evs)
+	if rerr := s.Resume(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil || !strings.HasPrefix(where, dir+"/pending-s%2F1-") {
+		t.Fatalf("kept in %q: %v", where, err)
+	}
+	body, err := os.ReadFile(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(contractHeader("s/1").Line()) + "\n"
+	for _, e := range evs {
+		want += string(e.Raw) + "\n"
+	}
+	if string(body) != want {
+		t.Fatalf("kept %q", body)
+	}
 }

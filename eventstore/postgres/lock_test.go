@@ -45,6 +45,9 @@ func TestLockBusyNamesHolder(t *testing.T) {
 		!regexp.MustCompile(`being written by dshfs on host build-7 \(pid \d+, since `).MatchString(err.Error()) {
 		t.Fatalf("second lock: %v", err)
 	}
+	if who, err := b.Holder(ctx, "s"); err != nil || !strings.HasPrefix(who, "dshfs on host build-7 (pid ") {
+		t.Fatalf("holder: %q %v", who, err)
+	}
 	// the same Backend, another Store: refused as well
 	if _, err := a.Lock(ctx, "s"); !errors.As(err, &ce) || ce.Code != eventstore.CodeLocked {
 		t.Fatalf("second lock through the same backend: %v", err)
@@ -57,6 +60,9 @@ func TestLockBusyNamesHolder(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	l2.Release()
+	if who, err := b.Holder(ctx, "s"); err != nil || who != "" {
+		t.Fatalf("holder after release: %q %v", who, err)
+	}
 	if n := query[int64](t, dsn, `SELECT count(*) FROM writers`); n != 0 {
 		t.Fatalf("%d writer records left after release", n)
 	}

@@ -57,7 +57,8 @@ type Backend struct {
 	pristine bool      // read-only over a database without the schema (yet): no sessions; guarded by mu
 	checked  time.Time // when empty last looked for the schema
 
-	forcePoll bool // tests: Watch polls as it does where LISTEN cannot be used
+	forcePoll bool                 // tests: Watch polls as it does where LISTEN cannot be used
+	watches   []context.CancelFunc // guarded by mu: the Watch goroutines, ended by Close
 
 	mu    sync.Mutex
 	locks map[string]*writerLock // the writer locks this Backend holds, by session id
@@ -302,6 +303,10 @@ func (b *Backend) empty(ctx context.Context) bool {
 // SchemaVersion is the fleet schema version status.json reports.
 func (b *Backend) SchemaVersion() int { return SchemaVersion }
 
+// ReleaseAfter is how long a synced session stays unwritable here after its sync last ran ([fleet]
+// release_after), for status.json to say when it becomes writable.
+func (b *Backend) ReleaseAfter() time.Duration { return b.opts.ReleaseAfter }
+
 // Host is this host's name as the store records it.
 func (b *Backend) Host() string { return b.opts.Host }
 
@@ -319,6 +324,12 @@ func (b *Backend) Close() error {
 	for _, l := range locks {
 		l.Release()
 	}
+	b.mu.Lock()
+	for _, cancel := range b.watches {
+		cancel()
+	}
+	b.watches = nil
+	b.mu.Unlock()
 	b.pool.Close()
 	return nil
 }

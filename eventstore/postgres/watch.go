@@ -21,8 +21,12 @@ const PollInterval = time.Second
 // (after the listening connection was lost and came back: what changed meanwhile is unknown). The mode
 // says how: WatchListen, or WatchPoll where LISTEN cannot be used (a server or pooler that does not pass
 // notifications, such as a hot standby or a transaction pooler), which the caller should log. The channel
-// is closed when ctx ends.
+// is closed when ctx ends or the Backend is closed.
 func (b *Backend) Watch(ctx context.Context) (<-chan string, string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	b.mu.Lock()
+	b.watches = append(b.watches, cancel)
+	b.mu.Unlock()
 	out := make(chan string, 64)
 	if !b.forcePoll {
 		conn, err := b.listen(ctx)
@@ -31,6 +35,7 @@ func (b *Backend) Watch(ctx context.Context) (<-chan string, string, error) {
 			return out, WatchListen, nil
 		}
 		if ctx.Err() != nil {
+			cancel()
 			return nil, "", ctx.Err()
 		}
 	}
