@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -23,6 +25,8 @@ type announcing struct {
 	feed chan string
 	mode string
 	err  error
+	// failLists fails that many listings to come, as an unreachable server does
+	failLists atomic.Int32
 }
 
 func (a *announcing) Watch(ctx context.Context) (<-chan string, string, error) {
@@ -30,6 +34,9 @@ func (a *announcing) Watch(ctx context.Context) (<-chan string, string, error) {
 }
 
 func (a *announcing) List(ctx context.Context) (eventstore.Listing, error) {
+	if a.failLists.Add(-1) >= 0 {
+		return eventstore.Listing{}, syscall.ECONNREFUSED
+	}
 	l, err := a.Backend.List(ctx)
 	for i := range l.Entries {
 		l.Entries[i].Host = "h-" + l.Entries[i].ID
@@ -117,6 +124,24 @@ func TestFeedInvalidates(t *testing.T) {
 	waitUntil(t, "the ended feed to fall back to polling", func() bool { return f.WatchMode() == "refresh" && !f.feedLive.Load() })
 	if _, ok := f.stats.get("a", path); ok {
 		t.Error("a stat is still trusted after the feed ended")
+	}
+}
+
+// A listing pass the feed asked for that fails (the server is still coming back) is tried again within
+// refresh_interval, not left to the safety net's minute.
+func TestFeedRetriesFailedPass(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := &announcing{feed: make(chan string), mode: "listen"}
+	f, st := feedFS(t, b)
+	f.opts.Config.FUSE.RefreshInterval = 50 * time.Millisecond
+	go f.StartWatch(ctx)()
+	storetest.Add(t, st, "c", `{"type":"feedback/record","seq":0,"time":1000,"data":{"text":"hello"}}`)
+	b.failLists.Store(2)
+	b.feed <- ""
+	waitUntil(t, "the session listed after two failed passes", func() bool { _, ok := f.Listing().ByID["c"]; return ok })
+	if n := b.failLists.Load(); n >= 0 {
+		t.Errorf("%d failures left: the passes did not run", n+1)
 	}
 }
 

@@ -250,6 +250,10 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, covered func
 		f.cache.PurgeAbsent(ids)
 	}
 	wait := poll()
+	// a failed pass is tried again soon, not after the safety net's minute: it may have been asked for (a
+	// change feed back after a reconnect, whose missed changes only a listing finds); the retries back off
+	// to the usual pace while the store stays unreachable
+	retry := interval
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,8 +265,10 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, covered func
 		c, err := f.refresh(ctx)
 		if err != nil {
 			f.log.Warn("store listing failed", "err", err)
+			wait, retry = min(retry, poll()), min(2*retry, poll())
 			continue
 		}
+		retry = interval
 		if len(c.added)+len(c.removed)+len(c.replaced) > 0 {
 			watch() // before the kernel is told: a new session's directory is watched before anyone reads it
 		}
