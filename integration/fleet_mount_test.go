@@ -230,6 +230,11 @@ func TestFleetMountsFollowEachOther(t *testing.T) {
 			if target, err := os.Readlink(filepath.Join(dir, id)); err != nil || target != "../../sessions/"+id {
 				t.Errorf("%s/%s links to %q (%v)", dir, id, target, err)
 			}
+			for _, elsewhere := range []string{"synced-1", "made-here"} {
+				if _, err := os.Lstat(filepath.Join(dir, elsewhere)); elsewhere != id && !os.IsNotExist(err) {
+					t.Errorf("%s/%s: %v, want ENOENT (another host's session)", dir, elsewhere, err)
+				}
+			}
 		}
 		if got := mustRun(t, "cat", filepath.Join(m.dir, "by-host", runner, "synced-1", "events.jsonl")); !bytes.Equal(got, mustRun(t, "cat", filepath.Join(m.dir, "sessions", "synced-1", "events.jsonl"))) {
 			t.Errorf("%s: by-host/%s/synced-1 does not lead to the session", m.dir, runner)
