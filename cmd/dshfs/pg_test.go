@@ -77,8 +77,9 @@ func TestFleetStoreCLIRefusals(t *testing.T) {
 		t.Fatalf("create: %d %q", code, errOut)
 	}
 	const pw = "Secret-77x"
-	s.CreateRole(t, db, "auditor", pw, true)
-	ro := s.TCPDSN(db, "auditor", pw)
+	auditor := "auditor_" + db // roles are the server's, not the database's
+	s.CreateRole(t, db, auditor, pw, true)
+	ro := s.TCPDSN(db, auditor, pw)
 	if code, out, errOut := runCLI("ls", ro); code != 0 || !strings.HasPrefix(out, "s1\tok\t") {
 		t.Fatalf("ls as a read-only role: %d %q %q", code, out, errOut)
 	}
@@ -95,9 +96,9 @@ func TestFleetStoreCLIRefusals(t *testing.T) {
 		code int
 		want string
 	}{
-		{"wrong password", []string{"ls", s.TCPDSN(db, "auditor", pw+"-no")}, 2, "password authentication failed"},
-		{"bad dsn", []string{"ls", "postgres://auditor:" + pw + "@127.0.0.1:port/" + db}, 2, "not a valid PostgreSQL DSN"},
-		{"bad dsn init", []string{"pg", "init", "postgres://auditor:" + pw + "@127.0.0.1:port/" + db}, 2, "not a valid PostgreSQL DSN"},
+		{"wrong password", []string{"ls", s.TCPDSN(db, auditor, pw+"-no")}, 2, "password authentication failed"},
+		{"bad dsn", []string{"ls", "postgres://" + auditor + ":" + pw + "@127.0.0.1:port/" + db}, 2, "not a valid PostgreSQL DSN"},
+		{"bad dsn init", []string{"pg", "init", "postgres://" + auditor + ":" + pw + "@127.0.0.1:port/" + db}, 2, "not a valid PostgreSQL DSN"},
 		{"not a dsn", []string{"pg", "init", "/tmp/x"}, 2, "needs a postgres:// or postgresql:// DSN"},
 	} {
 		code, out, errOut := runCLI(c.args...)
@@ -116,7 +117,7 @@ func TestFleetStoreCLIRefusals(t *testing.T) {
 		t.Fatalf("ls of another schema version: %d %q", code, errOut)
 	}
 	s.Pause()
-	code, _, errOut = runCLI("ls", s.TCPDSN(db, "auditor", pw))
+	code, _, errOut = runCLI("ls", s.TCPDSN(db, auditor, pw))
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,13 @@ func (b *Backend) take(ctx context.Context, id string) (*pgx.Conn, error) {
 	if !ok {
 		return fail(b.lockedError(ctx, conn, id))
 	}
+	// from here a failure unlocks before closing: the server frees a closed connection's locks only once
+	// its backend has ended, and the next Lock must not be refused by this one meanwhile
+	fail = func(err error) (*pgx.Conn, error) {
+		conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext($2))`, lockNamespace, id)
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, b.wrap(err)
+	}
 	if err := b.syncHeld(ctx, conn, id); err != nil {
 		return fail(err)
 	}

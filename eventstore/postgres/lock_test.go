@@ -188,8 +188,9 @@ func TestReadOnlyRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close(ctx)
-	s.CreateRole(t, db, "viewer", "v-pass-91", true)
-	rdsn := s.TCPDSN(db, "viewer", "v-pass-91")
+	viewer := "viewer_" + db // roles are the server's, not the database's
+	s.CreateRole(t, db, viewer, "v-pass-91", true)
+	rdsn := s.TCPDSN(db, viewer, "v-pass-91")
 	r := open(t, rdsn, Options{Host: "h2", ReadOnly: true})
 	l, err := r.List(ctx)
 	if err != nil || len(l.Entries) != 1 || l.Entries[0].Host != "h1" || l.Entries[0].Refusal != nil {

@@ -214,13 +214,14 @@ func TestOpenErrorsAreClearAndSecret(t *testing.T) {
 	s, db, _ := newDB(t)
 	ctx := context.Background()
 	const pw = "pw-Zq81x"
-	s.CreateRole(t, db, "writer1", pw, false)
+	writer := "writer_" + db // roles are the server's, not the database's
+	s.CreateRole(t, db, writer, pw, false)
 	for _, c := range []struct {
 		name, dsn, want string
 	}{
-		{"bad dsn", "postgres://writer1:" + pw + "@127.0.0.1:notaport/" + db, "not a valid PostgreSQL DSN"},
-		{"wrong password", s.TCPDSN(db, "writer1", pw+"-wrong"), "password authentication failed"},
-		{"missing database", s.TCPDSN("nodb_here", "writer1", pw), "does not exist"},
+		{"bad dsn", "postgres://" + writer + ":" + pw + "@127.0.0.1:notaport/" + db, "not a valid PostgreSQL DSN"},
+		{"wrong password", s.TCPDSN(db, writer, pw+"-wrong"), "password authentication failed"},
+		{"missing database", s.TCPDSN("nodb_here", writer, pw), "does not exist"},
 	} {
 		_, err := Open(ctx, c.dsn, Options{Host: "h"})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -235,7 +236,7 @@ func TestOpenErrorsAreClearAndSecret(t *testing.T) {
 		}
 	}
 	s.Pause()
-	_, err := Open(ctx, s.TCPDSN(db, "writer1", pw), Options{Host: "h"})
+	_, err := Open(ctx, s.TCPDSN(db, writer, pw), Options{Host: "h"})
 	if rerr := s.Resume(); rerr != nil {
 		t.Fatal(rerr)
 	}
