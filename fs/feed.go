@@ -95,8 +95,13 @@ func (f *FS) feedChanged(ctx context.Context, ids []string, pass func()) {
 	var changed []string
 	structural := false
 	for _, id := range ids {
+		if id == "" {
+			f.log.Info("the store's change feed may have missed changes (reconnected): listing the store again")
+			structural = true
+			continue
+		}
 		i, ok := l.ByID[id]
-		if id == "" || !ok {
+		if !ok {
 			structural = true
 			continue
 		}

@@ -368,6 +368,9 @@ func TestFleetMountAfterReconnect(t *testing.T) {
 		ls := string(mustRun(t, "ls", filepath.Join(m.dir, "sessions")))
 		return ls == "across\nwhile-away\n", ls
 	})
+	if !strings.Contains(m.log.String(), "listing the store again") {
+		t.Errorf("the mount's log does not say its feed reconnected:\n%s", m.log)
+	}
 	otherFile := filepath.Join(m.dir, "sessions", "while-away", "events.jsonl")
 	if got := readFile(t, otherFile); !bytes.HasPrefix(other.view, got) || len(got) == 0 {
 		t.Errorf("while-away's events.jsonl (%d bytes) is no prefix of the session it was synced from", len(got))
