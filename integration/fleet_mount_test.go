@@ -385,3 +385,34 @@ func TestFleetMountAfterReconnect(t *testing.T) {
 		t.Errorf("a sync after the reconnect reached tail -f after %v, want under %v", latency, followLatency)
 	}
 }
+
+// TestFleetMountReplacedSession: a fleet session deleted and created again (a new incarnation: its
+// artifact replaced, in a JSONL store's terms) gets new inodes on a mount that follows the store, as a
+// replaced JSONL artifact does: a fresh read shows the new session, a reader of the old inode is not mixed
+// with the new bytes.
+func TestFleetMountReplacedSession(t *testing.T) {
+	srv := pgtest.Shared(t)
+	db := srv.NewDatabase(t)
+	dsn := srv.DSN(db)
+	const runner = "ci-runner-7"
+	b := fleetHost(t, dsn, runner)
+	old := syncedLines(t, "again", 150)
+	ingest(t, b, runner, "again", old.header, 0, old.lines)
+	m := startMount(t, "--read-only", dsn)
+	file := filepath.Join(m.dir, "sessions", "again", "events.jsonl")
+	if got := readFile(t, file); !bytes.Equal(got, old.view) {
+		t.Fatalf("events.jsonl differs from the synced session")
+	}
+	inode := strings.TrimSpace(string(mustRun(t, "stat", "-c", "%i", file)))
+
+	if err := srv.Exec(db, "DELETE FROM sessions WHERE id = 'again'"); err != nil {
+		t.Fatal(err)
+	}
+	renewed := syncedLines(t, "again", 60)
+	ingest(t, b, runner, "again", renewed.header, 0, renewed.lines)
+	waitFor(t, "the session created again to show through the mount", func() (bool, string) {
+		got := readFile(t, file)
+		now := strings.TrimSpace(string(mustRun(t, "stat", "-c", "%i", file)))
+		return bytes.Equal(got, renewed.view) && now != inode, fmt.Sprintf("%d bytes (the new session: %d), inode %s (was %s)", len(got), len(renewed.view), now, inode)
+	})
+}
