@@ -150,14 +150,17 @@ func watchMode(t *testing.T, mnt string) string {
 const followLatency = 5 * time.Second
 
 // TestFleetMountsFollowEachOther: two dshfs mounts of one fleet store, one over the unix socket and writable,
-// one over TCP with a password and read-only. A session created and written through the first is followed
+// one read-only over TCP as a read-only role with a password. A session created and written through the first is followed
 // by tail -f on the second; so is a session another host syncs; by-host/ names where each came from; grep
 // -l over every events.jsonl finds what was written; status.json names the store without its password.
 func TestFleetMountsFollowEachOther(t *testing.T) {
 	srv := pgtest.Shared(t)
 	db := srv.NewDatabase(t)
 	socketDSN := srv.DSN(db)
-	tcpDSN := srv.TCPDSN(db, pgtest.Superuser, pgtest.Password)
+	// the reading mount connects as a read-only role, with a password: all a read-only mount needs
+	const readerPassword = "reader-secret-9Kq"
+	srv.CreateRole(t, db, db+"_reader", readerPassword, true)
+	tcpDSN := srv.TCPDSN(db, db+"_reader", readerPassword)
 	hostname, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +264,7 @@ func TestFleetMountsFollowEachOther(t *testing.T) {
 	}
 	for what, text := range map[string]string{"status.json": string(status), "the mount's log": r.log.String(),
 		"the session's status.json": string(readFile(t, filepath.Join(r.dir, "sessions", "synced-1", "status.json")))} {
-		if strings.Contains(text, pgtest.Password) {
+		if strings.Contains(text, readerPassword) {
 			t.Errorf("%s holds the password:\n%s", what, text)
 		}
 	}
