@@ -221,7 +221,13 @@ func (f *FS) PermitSession(ctx context.Context, id string) syscall.Errno {
 		return 0 // gone: the lookup answers ENOENT
 	}
 	e := l.Entries[i]
-	if e.Path == "" {
+	if e.Owner == nil || !filepath.IsAbs(e.Path) {
+		// no artifact file to judge by (a fleet store's session): the owner and mode it is served with are
+		// the whole rule (Owner)
+		o := f.Owner(id)
+		if o == nil || !(perm{uid: o.UID, gid: o.GID, mode: o.Perm}).allows(c, 4) {
+			return syscall.EACCES
+		}
 		return 0
 	}
 	var self *perm
@@ -239,8 +245,8 @@ func (f *FS) PermitSession(ctx context.Context, id string) syscall.Errno {
 // may search every directory above p. The kernel then refuses a stat through a name it cached for another
 // user where the store's directories would; the open, listing and lookup checks (Permit) are exact.
 func (f *FS) narrowed(o *eventstore.Owner, p string) *eventstore.Owner {
-	if o == nil || p == "" || !f.opts.Config.FUSE.AllowOther {
-		return o
+	if o == nil || !filepath.IsAbs(p) || !f.opts.Config.FUSE.AllowOther {
+		return o // no path of this host's above it (a fleet store's session): its own mode is the rule
 	}
 	classes := []struct {
 		c    cred

@@ -69,6 +69,10 @@ type FS struct {
 	// artifact stats it vouches for (stats.go).
 	watcher atomic.Pointer[inotifyWatcher]
 	stats   *statCache
+	// feedLive is true while the store's change feed runs (feed.go): like inotify's watches, it vouches
+	// for artifact stats and stable names. watchMode is how changes are heard of, for stats.json.
+	feedLive  atomic.Bool
+	watchMode atomic.Value // string: watchInotify, watchRefresh, or the feed's mode
 	// perms caches the modes of the store's directories for the checks of a shared mount (access.go)
 	perms permCache
 }
@@ -102,13 +106,26 @@ func New(opts Options) (*FS, error) {
 	return f, nil
 }
 
-// Owner is a listed session's artifact owner and permission bits.
+// Owner is a listed session's artifact owner and permission bits; for a session whose backend names no
+// owner (a fleet store's: no file of the session is on this host), the mounting user's, mode 0600.
 func (f *FS) Owner(id string) *eventstore.Owner {
 	l := f.Listing()
 	if i, ok := l.ByID[id]; ok {
+		if l.Entries[i].Owner == nil {
+			return mountOwner()
+		}
 		return f.narrowed(l.Entries[i].Owner, l.Entries[i].Path)
 	}
 	return nil
+}
+
+// mountOwner is the owner of a session that names none. Who may read it in the store is whoever holds the
+// credentials the mount reads it with — the database's own access control decides, and the DSN, the
+// password file and the client key are the mounting user's — so the mounting user alone reads it through
+// the mount: under --allow-other another user sees its files as 0400 of the mounting user, and is refused
+// (root excepted, as on any file). Another user mounts the store with credentials of their own.
+func mountOwner() *eventstore.Owner {
+	return &eventstore.Owner{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Perm: 0o600}
 }
 
 // Listing is the latest listing.
@@ -131,10 +148,11 @@ const stableTimeout = time.Minute
 // session's names go, a changed one's attributes and pages; trees.go: an evicted one's names). A repeated
 // walk (grep -l of every events.jsonl) then costs no lookup and no attribute request per file. Without
 // inotify, or on a network filesystem, changes are found by polling, and the configured timeouts apply; a
-// configured timeout of 0 (no caching) is kept as it is.
+// configured timeout of 0 (no caching) is kept as it is. A store's change feed (feed.go) counts as inotify
+// on every directory: the mount hears of every committed write there too.
 func (f *FS) StableTimeouts() (time.Duration, time.Duration) {
 	entry, attr := f.Timeouts()
-	if w := f.watcher.Load(); w == nil || !w.complete() {
+	if w := f.watcher.Load(); !f.feedLive.Load() && (w == nil || !w.complete()) {
 		return entry, attr
 	}
 	stretch := func(d time.Duration) time.Duration {
@@ -166,7 +184,11 @@ func (f *FS) StoreStatus() []byte {
 		}
 	}
 	listing := eventstore.Listing{Entries: l.Entries, RootErrors: l.RootErrors}
-	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), f.opts.Root, listing, st)), '\n')
+	root := f.opts.Root
+	if loc, ok := f.opts.Store.Backend().(interface{ Location() string }); ok {
+		root = loc.Location() // a store that is no path (a fleet store's DSN, without its password)
+	}
+	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), root, listing, st)), '\n')
 }
 
 // StoreIndex renders page p of the store's index from the latest listing, each session's row from its
@@ -212,7 +234,17 @@ func (f *FS) StoreStats() []byte {
 		// which process serves the mount: a second `dshfs mount` onto it names it (a mount's property, so
 		// here and not in status.json, which a copy of the mount must find unchanged)
 		event.Member{Key: "pid", Value: n(int64(os.Getpid()))},
+		// how the mount hears of changes: inotify, refresh (listing every refresh_interval), or a store's
+		// change feed — listen (told at each commit) or poll (the store's revisions compared every second)
+		event.Member{Key: "watch", Value: event.String(f.WatchMode())},
 	)), '\n')
+}
+
+// WatchMode is how the mount hears of changes made by others (stats.json's watch): "inotify", "refresh",
+// or the store's change feed, "listen" or "poll"; "" before watching starts.
+func (f *FS) WatchMode() string {
+	m, _ := f.watchMode.Load().(string)
+	return m
 }
 
 // revisionOf is the session's revision now: the live engine's (artifact, durable, pending, results), else
@@ -372,7 +404,7 @@ func (f *FS) refresh(ctx context.Context) (changes, error) {
 // project groups and fork children.
 func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 	out := &nodes.Listing{ByName: map[string]int{}, ByID: map[string]int{}, Projects: map[string][]int{},
-		Children: map[string][]int{}, RootErrors: l.RootErrors, ModTime: time.Unix(0, 0)}
+		Hosts: map[string][]int{}, Children: map[string][]int{}, RootErrors: l.RootErrors, ModTime: time.Unix(0, 0)}
 	entries := append([]eventstore.Entry(nil), l.Entries...)
 	names := make([]string, len(entries))
 	for i, e := range entries {
@@ -405,6 +437,9 @@ func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 		out.ByName[names[i]] = n
 		out.ByID[e.ID] = n
 		out.Projects[e.ProjectDir] = append(out.Projects[e.ProjectDir], n)
+		if e.Host != "" {
+			out.Hosts[e.Host] = append(out.Hosts[e.Host], n)
+		}
 		if e.Header != nil && e.Header.ParentSession != nil && e.Header.ParentSession.Kind == event.KindString {
 			p := e.Header.ParentSession.Str
 			out.Children[p] = append(out.Children[p], n)
@@ -553,18 +588,21 @@ func (f *FS) touch(id string) {
 }
 
 // queue hands changes to the notifier: go-fuse's notifications must not be sent from inside a FUSE
-// callback, which is where writes arrive.
-func (f *FS) queue(c changes) {
+// callback, which is where writes arrive. It reports false when the notifier is too far behind to take
+// them.
+func (f *FS) queue(c changes) bool {
 	if len(c.changed)+len(c.added)+len(c.removed)+len(c.evicted) == 0 {
-		return
+		return true
 	}
 	for _, id := range c.changed {
 		f.stats.drop(id) // now, not when the notifier gets to it
 	}
 	select {
 	case f.notes <- c:
+		return true
 	default:
 		// the notifier is behind: the watcher's next pass and the attribute timeout catch up
+		return false
 	}
 }
 

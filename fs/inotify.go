@@ -240,13 +240,16 @@ var networkFS = map[int64]string{
 func (f *FS) watchInotify(ctx context.Context) (passNow <-chan struct{}, w *inotifyWatcher) {
 	if os.Getenv("DSHFS_NO_INOTIFY") != "" { // tests of the polling path
 		f.log.Info("inotify disabled by DSHFS_NO_INOTIFY: polling every refresh_interval")
+		f.watchMode.Store(watchRefresh)
 		return nil, nil
 	}
 	w, err := newInotify()
 	if err != nil {
 		f.log.Info("inotify unavailable: polling every refresh_interval", "err", err)
+		f.watchMode.Store(watchRefresh)
 		return nil, nil
 	}
+	f.watchMode.Store(watchInotify)
 	if fw, ok := f.opts.Store.Backend().(interface{ WatchFiles() []string }); ok {
 		w.watchFiles(fw.WatchFiles(), f.log.Info)
 	}

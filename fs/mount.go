@@ -18,6 +18,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/nodes"
 )
 
@@ -38,6 +39,7 @@ sessions/<id>/           one directory per session (<id> encoded like the harnes
   transcript.md, transcript.html   the session for a person, every piece of evidence marked [!]
   usage.jsonl, usage.svg           tokens per step; the context over the log, compactions marked
 by-project/<project>/<id> -> ../../sessions/<id>   (JSONL stores only)
+by-host/<host>/<id> -> ../../sessions/<id>         (a fleet store: the host each session came from)
 store/                   the store's artifacts in the harness's layout, each frozen at its last flush
                          (a SQLite store: sessions.db, one consistent copy of the database):
                          "rsync -a MNT/store/ DEST/" copies a store the harness opens (see dshfs backup)
@@ -193,14 +195,21 @@ func closeFuseOnExec() {
 func (f *FS) Watch(ctx context.Context) { f.StartWatch(ctx)() }
 
 // StartWatch sets up change watching — inotify on the store's directories, every one of them watched when
-// it returns — and returns the loop of Watch, to run once the mount is up. Call it before Mount: a change
-// made after the mount came up but before a directory was watched would raise no event, and with a long
-// refresh_interval the kernel would keep the stale attributes it had cached (a CI run saw an external
-// append missed that way, the watches installed by a goroutine the mount did not wait for).
+// it returns, or the change feed of a store that announces its changes (feed.go) — and returns the loop of
+// Watch, to run once the mount is up. Call it before Mount: a change made after the mount came up but
+// before a directory was watched would raise no event, and with a long refresh_interval the kernel would
+// keep the stale attributes it had cached (a CI run saw an external append missed that way, the watches
+// installed by a goroutine the mount did not wait for).
 func (f *FS) StartWatch(ctx context.Context) (loop func()) {
 	interval := f.opts.Config.FUSE.RefreshInterval
 	if interval <= 0 {
 		interval = time.Second
+	}
+	if w, ok := f.opts.Store.Backend().(eventstore.Watcher); ok {
+		if passNow, ok := f.watchFeed(ctx, w); ok {
+			return func() { f.watchLoop(ctx, interval, f.feedLive.Load, passNow, func() {}) }
+		}
+		return func() { f.watchLoop(ctx, interval, func() bool { return false }, nil, func() {}) }
 	}
 	passNow, iw := f.watchInotify(ctx)
 	watch := func() {
@@ -217,15 +226,18 @@ func (f *FS) StartWatch(ctx context.Context) (loop func()) {
 		iw.sync(f.opts.Root, paths, f.log.Info)
 	}
 	watch()
-	return func() { f.watchLoop(ctx, interval, iw, passNow, watch) }
+	covered := func() bool { return iw != nil && iw.complete() }
+	return func() { f.watchLoop(ctx, interval, covered, passNow, watch) }
 }
 
-// watchLoop is Watch's loop: a listing pass every interval (or at once when inotify asks), its changes
-// told to the kernel, new directories watched.
-func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyWatcher, passNow <-chan struct{}, watch func()) {
+// watchLoop is Watch's loop: a listing pass every interval (or at once when inotify or the change feed
+// asks), its changes told to the kernel, new directories watched. covered reports whether every change is
+// heard of as it happens (inotify on every directory, a live change feed): the listing is then a safety
+// net at a slower pace.
+func (f *FS) watchLoop(ctx context.Context, interval time.Duration, covered func() bool, passNow <-chan struct{}, watch func()) {
 	poll := func() time.Duration {
-		if iw != nil && iw.complete() {
-			return max(interval, inotifyPoll) // inotify reports changes; the poll is a safety net
+		if covered() {
+			return max(interval, inotifyPoll) // changes are reported; the poll is a safety net
 		}
 		return interval
 	}
@@ -238,6 +250,10 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyW
 		f.cache.PurgeAbsent(ids)
 	}
 	wait := poll()
+	// a failed pass is tried again soon, not after the safety net's minute: it may have been asked for (a
+	// change feed back after a reconnect, whose missed changes only a listing finds); the retries back off
+	// to the usual pace while the store stays unreachable
+	retry := interval
 	for {
 		select {
 		case <-ctx.Done():
@@ -249,8 +265,10 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyW
 		c, err := f.refresh(ctx)
 		if err != nil {
 			f.log.Warn("store listing failed", "err", err)
+			wait, retry = min(retry, poll()), min(2*retry, poll())
 			continue
 		}
+		retry = interval
 		if len(c.added)+len(c.removed)+len(c.replaced) > 0 {
 			watch() // before the kernel is told: a new session's directory is watched before anyone reads it
 		}
@@ -260,7 +278,7 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, iw *inotifyW
 		// (under a tenth of a core for a large store): inotify asks for a pass at once whatever the spacing,
 		// and files being read are re-checked at every access regardless.
 		wait = poll()
-		if iw != nil && iw.complete() {
+		if covered() {
 			wait = max(wait, 10*time.Since(start))
 		}
 	}

@@ -83,10 +83,9 @@ func (c *statCache) dropAll() {
 }
 
 // statArtifact is Store.Stat of session id's artifact at path ("" = find it), from the cache while
-// inotify watches the artifact's directory.
+// inotify watches the artifact's directory, or while the store's change feed runs (feed.go).
 func (f *FS) statArtifact(ctx context.Context, id, path string) (eventstore.Artifact, error) {
-	w := f.watcher.Load()
-	if w == nil || path == "" || !w.watching(filepath.Dir(path)) {
+	if !f.vouched(path) {
 		return f.opts.Store.Stat(ctx, id, path)
 	}
 	if art, ok := f.stats.get(id, path); ok {
@@ -98,4 +97,14 @@ func (f *FS) statArtifact(ctx context.Context, id, path string) (eventstore.Arti
 		f.stats.put(id, path, art, since)
 	}
 	return art, err
+}
+
+// vouched reports whether every change to the artifact at path is heard of as it happens, so that a stat
+// of it stays true until a change drops it.
+func (f *FS) vouched(path string) bool {
+	if f.feedLive.Load() {
+		return true
+	}
+	w := f.watcher.Load()
+	return w != nil && path != "" && w.watching(filepath.Dir(path))
 }

@@ -25,9 +25,9 @@ var sessionStatusKeys = []string{"id", "state", "backend", "location", "formatVe
 var storeStatusKeys = []string{"backend", "root", "formatVersion", "schemaVersion", "sessions", "refused", "live", "pending",
 	"rootErrors", "lastError", "quiescedUntil", "lastQuiesce"}
 
-// storeStatsKeys is the root stats.json: the mount's cache counters, in order.
+// storeStatsKeys is the root stats.json: the mount's cache counters, its pid and how it hears of changes, in order.
 var storeStatsKeys = []string{"decodes", "indexHits", "readahead", "evicted", "primed", "renderedBytes", "extendedBytes",
-	"liveResident", "liveBytes", "liveReleased", "liveReloaded", "pid"}
+	"liveResident", "liveBytes", "liveReleased", "liveReloaded", "pid", "watch"}
 
 // sessionEntries is what a readable session directory holds besides the optional parent link.
 var sessionEntries = []string{"compactions/", "events/", "events.jsonl", "forks/", "header.json", "messages.jsonl",

@@ -17,8 +17,8 @@ import (
 // The directories above the sessions: the root, sessions/ and by-project/. Their times are the store's
 // (the newest artifact change), their entries the store listing's.
 
-// rootDir is MNT/: README, status.json, stats.json, sessions/, by-project/ (JSONL stores), store/ (a store
-// with artifact files) and, on a writable mount, ctl.
+// rootDir is MNT/: README, status.json, stats.json, sessions/, by-project/ (JSONL stores), by-host/ (a
+// store fed by many hosts), store/ (a store with artifact files) and, on a writable mount, ctl.
 type rootDir struct {
 	dirNode
 	t *tree
@@ -44,6 +44,9 @@ func (d *rootDir) list(ctx context.Context) ([]child, error) {
 	l := t.src.Listing()
 	if l.Files {
 		kids = append(kids, dirChild("by-project", ino("/by-project"), &projectsDir{dirNode: dirNode{src: t.src, ino: ino("/by-project"), what: "by-project"}, t: t}))
+	}
+	if len(l.Hosts) > 0 {
+		kids = append(kids, dirChild("by-host", ino("/by-host"), &hostsDir{dirNode: dirNode{src: t.src, ino: ino("/by-host"), what: "by-host"}}))
 	}
 	if l.Mirror != nil {
 		kids = append(kids, child{name: "store", mode: syscall.S_IFDIR, ino: ino("/store", ""), node: storeDirEntry{t.src, ""}})

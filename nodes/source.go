@@ -96,6 +96,7 @@ type Listing struct {
 	ByName     map[string]int     // directory name → index
 	ByID       map[string]int     // session id → index
 	Projects   map[string][]int   // project directory → indexes (JSONL stores)
+	Hosts      map[string][]int   // source host → indexes (a fleet store); empty where the backend has none
 	Children   map[string][]int   // parent session id → indexes of the sessions forked from it
 	RootErrors []eventstore.RootError
 	ModTime    time.Time // the newest artifact change, for the directories above sessions
