@@ -102,6 +102,14 @@ type Syncer struct {
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
 	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
+	// prefetched is what the fleet store held of every session at the start of the running pass (one
+	// query, where the store can): each is used once, by that session's sync, whose ingest re-checks it
+	prefetched map[string]postgres.Holding
+}
+
+// heldAll is a fleet store that reads every session's holding at once (postgres.Backend).
+type heldAll interface {
+	HeldAll(ctx context.Context) (map[string]postgres.Holding, error)
 }
 
 // refreshAfter is how old a session's sync_seen may grow before a sync that has nothing to copy for it
@@ -138,12 +146,22 @@ func (s *Syncer) Pass(ctx context.Context, changedOnly bool) ([]Report, error) {
 	}
 	entries := append([]eventstore.Entry(nil), l.Entries...)
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	var pre map[string]postgres.Holding
+	if ha, ok := s.dst.(heldAll); ok {
+		pre, _ = ha.HeldAll(ctx) // on an error each session asks for itself
+	}
 	s.mu.Lock()
 	s.entries = make(map[string]eventstore.Entry, len(entries))
 	for _, e := range entries {
 		s.entries[e.ID] = e
 	}
+	s.prefetched = pre
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.prefetched = nil
+		s.mu.Unlock()
+	}()
 	var reports []Report
 	var events, bytes int64
 	for i, e := range entries {
@@ -241,6 +259,19 @@ func (s *Syncer) one(ctx context.Context, e eventstore.Entry) Report {
 	return r
 }
 
+// held is what the fleet store holds of session id: the running pass's prefetched answer when it has one
+// (a session it did not hold then is asked again: another host may have created it since).
+func (s *Syncer) held(ctx context.Context, id string) (postgres.Holding, error) {
+	s.mu.Lock()
+	h, ok := s.prefetched[id]
+	delete(s.prefetched, id)
+	s.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	return s.dst.Held(ctx, id)
+}
+
 // sync copies one session's lines past what the fleet store holds.
 func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	r := Report{ID: e.ID}
@@ -253,7 +284,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 			", written by "+generation.WrittenBy(e.Generation)+"; the fleet store keeps generation v0 logs only"
 		return r
 	}
-	held, err := s.dst.Held(ctx, e.ID)
+	held, err := s.held(ctx, e.ID)
 	if err != nil {
 		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
 		return r

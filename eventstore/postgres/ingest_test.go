@@ -59,6 +59,20 @@ func TestIngestAndHeld(t *testing.T) {
 	if h, err := b.Held(ctx, "nope"); err != nil || h.Exists {
 		t.Fatalf("held of an absent session: %+v %v", h, err)
 	}
+	if err := b.Ingest(ctx, "ci-2", "s2", header("s2"), 0, lines(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	all, err := b.HeldAll(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("HeldAll: %v, %d sessions", err, len(all))
+	}
+	for _, id := range []string{"s1", "s2"} {
+		one, _ := b.Held(ctx, id)
+		if got := all[id]; got.Host != one.Host || got.NextSeq != one.NextSeq || string(got.Header) != string(one.Header) ||
+			got.SyncHost != one.SyncHost || !got.SyncSeen.Equal(one.SyncSeen) || got.Revision != one.Revision || !got.Exists {
+			t.Fatalf("HeldAll[%s] = %+v, Held = %+v", id, got, one)
+		}
+	}
 }
 
 func TestIngestRefusalsWriteNothing(t *testing.T) {
