@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/live.sh — a mount as the live writer (DESIGN.md §7), each figure against a baseline measured in this
 # same run of the script:
-#   1. `tail -n 0 -f -s 0.1 MNT/sessions/bench/events.jsonl` of a live session while a driver appends one
+#   1. `tail -n 1 -f -s 0.1 MNT/sessions/bench/events.jsonl` of a live session while a driver appends one
 #      whole turn (15 events, valid per docs/writing.md) every 100 ms through MNT/sessions/bench/append and
 #      then `flush` to its ctl, at two session sizes: SMALL (default 10000 events) and BIG (default 500000),
 #      each a bench/gensession zstd session (it ends at a turn boundary: checked, since a writer continues a
@@ -48,7 +48,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (b+0 == 0 || a == "nan" || b == "nan
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 steal_ticks() { awk '/^cpu / {print $9}' /proc/stat; }
 SUMMARY=()
-row() { SUMMARY+=("$(printf '%-58s| %-24s| %-24s| %s' "$1" "$2" "$3" "$4")"); }
+row() { SUMMARY+=("$(printf '%-60s| %-20s| %-20s| %s' "$1" "$2" "$3" "$4")"); }
 
 XDG="$WORK/xdg"
 : >"$WORK/default.toml" # the default configuration, whatever the user's own says
@@ -233,22 +233,22 @@ if ! skip tail; then
   done
   field() { printf '%s' "${R[$1]}" | jq -r ".$2 // \"nan\"" | median; }
   for b in "${builds[@]}"; do
-    label="this build"; [ "$b" = base ] && label="base build ($(git rev-parse --short "$BASE"))"
+    label="this build"; [ "$b" = base ] && label="base $(git rev-parse --short "$BASE")"
     for n in "$SMALL" "$BIG"; do
       c=$(field "$b-$n" cpu_per_batch); lm=$(field "$b-$n" lat_median); lx=$(field "$b-$n" lat_max)
       wm=$(field "$b-$n" wlat_median); wx=$(field "$b-$n" wlat_max)
       rb=$(field "$b-$n" rendered); eb=$(field "$b-$n" extended)
-      echo "  $label, $n events: CPU $(awk -v c="$c" 'BEGIN{printf "%.1f", c*1000}') ms/batch, latency from the flush median ${lm} s max ${lx} s (from the append's write ${wm} s / ${wx} s), over $BATCHES batches renderedBytes +$rb extendedBytes +$eb (medians of $RUNS)"
+      echo "  $label, $n events: CPU $(awk -v c="$c" 'BEGIN{printf "%.1f", c*1000}') ms/batch, latency from the flush median ${lm} s max ${lx} s (from the append's write ${wm} s / ${wx} s), over $BATCHES batches $(if [ "$rb" = nan ]; then echo "(no renderedBytes/extendedBytes in stats.json)"; else echo "renderedBytes +$rb extendedBytes +$eb"; fi) (medians of $RUNS)"
       row "$label: tail -f of $n ev: latency median / max" "${lm} s / ${lx} s" "target 0.3 s" "max $(ratio "$lx" 0.3) of the target"
       row "$label: the same, from the append's write" "${wm} s / ${wx} s" "" ""
       row "$label: $n ev: rendered / extended bytes per batch" "$(awk -v r="$rb" -v e="$eb" -v n="$BATCHES" 'BEGIN{if (r=="nan") print "n/a"; else printf "%.0f / %.0f B", r/n, e/n}')" "" ""
       eval "cpu_$b$([ "$n" = "$SMALL" ] && echo small || echo big)=$c"
     done
     small_var="cpu_${b}small"; big_var="cpu_${b}big"
-    row "$label: mount CPU per batch, $BIG / $SMALL ev" "$(awk -v c="${!big_var}" 'BEGIN{printf "%.1f ms", c*1000}')" "$(awk -v c="${!small_var}" 'BEGIN{printf "%.1f ms", c*1000}')" "$(ratio "${!big_var}" "${!small_var}") (flat = 1x)"
+    row "$label: mount CPU per batch, $BIG vs $SMALL ev" "$(awk -v c="${!big_var}" 'BEGIN{printf "%.1f ms", c*1000}')" "$(awk -v c="${!small_var}" 'BEGIN{printf "%.1f ms", c*1000}')" "$(ratio "${!big_var}" "${!small_var}") (flat = 1x)"
   done
   if [ -n "$BASEBIN" ]; then
-    row "$BIG ev: CPU per batch, base build / this build" "$(awk -v c="$cpu_basebig" 'BEGIN{printf "%.1f ms", c*1000}')" "$(awk -v c="$cpu_curbig" 'BEGIN{printf "%.1f ms", c*1000}')" "$(ratio "$cpu_basebig" "$cpu_curbig")"
+    row "$BIG ev: mount CPU per batch, base vs this build" "$(awk -v c="$cpu_basebig" 'BEGIN{printf "%.1f ms", c*1000}')" "$(awk -v c="$cpu_curbig" 'BEGIN{printf "%.1f ms", c*1000}')" "$(ratio "$cpu_basebig" "$cpu_curbig")"
   fi
 fi
 
@@ -321,12 +321,12 @@ if ! skip many; then
     echo "  $cfg: appends $(mfield "$cfg" append_s) s, VmHWM after the appends $(( $(mfield "$cfg" hwm_appends_kib) / 1024 )) MiB, at the end $(( $(mfield "$cfg" hwm_kib) / 1024 )) MiB, VmRSS idle $(( $(mfield "$cfg" rss_idle_kib) / 1024 )) MiB, live $(mfield "$cfg" live), liveResident $(mfield "$cfg" liveResident), liveBytes $(mfield "$cfg" liveBytes), liveReleased $(mfield "$cfg" liveReleased) (medians of $RUNS)"
   done
   d=$(mfield default hwm_kib); nb=$(mfield nobudget hwm_kib)
-  row "$SESSIONS live sessions: VmHWM, default / live_bytes = 0" "$((d / 1024)) MiB" "$((nb / 1024)) MiB" "$(ratio "$nb" "$d") less; target 256 MiB: $(ratio "$d" 262144)"
-  row "$SESSIONS live sessions idle: VmRSS, default / live_bytes = 0" "$(( $(mfield default rss_idle_kib) / 1024 )) MiB" "$(( $(mfield nobudget rss_idle_kib) / 1024 )) MiB" "$(ratio "$(mfield nobudget rss_idle_kib)" "$(mfield default rss_idle_kib)") less"
-  row "$SESSIONS live sessions idle: live / logs resident" "$(mfield default live) / $(mfield default liveResident)" "$(mfield nobudget live) / $(mfield nobudget liveResident)" ""
+  row "$SESSIONS live sessions: VmHWM, default vs live_bytes = 0" "$((d / 1024)) MiB" "$((nb / 1024)) MiB" "$(ratio "$nb" "$d") less; $(ratio "$d" 262144) of the 256 MiB target"
+  row "$SESSIONS live sessions idle: VmRSS, default vs live_bytes = 0" "$(( $(mfield default rss_idle_kib) / 1024 )) MiB" "$(( $(mfield nobudget rss_idle_kib) / 1024 )) MiB" "$(ratio "$(mfield nobudget rss_idle_kib)" "$(mfield default rss_idle_kib)") less"
+  row "$SESSIONS live sessions idle: sessions live / logs resident" "$(mfield default live) / $(mfield default liveResident)" "$(mfield nobudget live) / $(mfield nobudget liveResident)" ""
 fi
 
 echo
 echo "== summary (medians; ratio column as stated; load average now: $(loadavg); steal: $(( ($(steal_ticks) - STEAL0) / $(getconf CLK_TCK) )) s)"
-printf '%-58s| %-24s| %-24s| %s\n' "measure" "dshfs" "baseline" "ratio"
+printf '%-60s| %-20s| %-20s| %s\n' "measure" "dshfs" "baseline" "ratio"
 printf '%s\n' "${SUMMARY[@]}"
