@@ -278,7 +278,7 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 		return "", &eventstore.IOError{Err: err}
 	}
 	path := filepath.Join(dir, "pending-"+safeName(h.ID)+"-"+strconv.FormatInt(time.Now().UnixNano(), 10)+".jsonl")
-	return path, writeSynced(path, body)
+	return path, eventstore.WriteNewFile(path, body)
 }
 
 func (b *Backend) pendingDir() (string, error) {
@@ -307,23 +307,4 @@ func safeName(id string) string {
 		out = append(out, c)
 	}
 	return string(out)
-}
-
-func writeSynced(path string, content []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return &eventstore.IOError{Err: err}
-	}
-	return eventstore.SyncDir(filepath.Dir(path))
 }

@@ -8,8 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -345,7 +343,7 @@ func (b *Backend) keepTorn(id string, rows []row) error {
 		buf.Write(event.Stringify(event.Object(m...)))
 		buf.WriteByte('\n')
 	}
-	return writeSynced(b.sidecar("torn", id), buf.Bytes())
+	return eventstore.WriteNewFile(b.sidecar("torn", id), buf.Bytes())
 }
 
 // KeepPending writes events that were accepted but could not be stored to a sidecar beside the database:
@@ -356,24 +354,5 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 		body = append(append(body, e.Raw...), '\n')
 	}
 	side := b.sidecar("pending", h.ID)
-	return side, writeSynced(side, body)
-}
-
-func writeSynced(path string, content []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return &eventstore.IOError{Err: err}
-	}
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return &eventstore.IOError{Err: err}
-	}
-	return eventstore.SyncDir(filepath.Dir(path))
+	return side, eventstore.WriteNewFile(side, body)
 }
