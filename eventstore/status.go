@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"slices"
 	"time"
@@ -28,6 +29,8 @@ type StatusInput struct {
 	LastError, LastCommand *Result
 	// ActiveCompaction is the open compaction's record (null when none holds the lock).
 	ActiveCompaction event.Value
+	// Custody is who holds the session in a store many hosts share (the fleet store); nil elsewhere.
+	Custody *Custody
 	// Scan, when set, is the scan of exactly Events (Scan.Len() == len(Events)): the open turn and the
 	// unknown outcomes are taken from it instead of reading every event again.
 	Scan *StatusScan
@@ -111,6 +114,7 @@ func SessionStatus(in StatusInput) event.Value {
 		event.Member{Key: "refusal", Value: refusal},
 		event.Member{Key: "lastError", Value: resultValue(in.LastError)},
 		event.Member{Key: "lastCommand", Value: resultValue(in.LastCommand)},
+		event.Member{Key: "custody", Value: in.Custody.value()},
 	)
 }
 
@@ -338,4 +342,37 @@ func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 func IsNotFound(err error) bool {
 	var nf *NotFoundError
 	return errors.As(err, &nf)
+}
+
+// Custody is who holds a session of a store many hosts share (the fleet store): the host it came from,
+// and the host whose sync still feeds it, through which writes elsewhere are refused. Every field changes
+// only with the session's revision (an ingest, a release, a write), so a status.json showing it is never
+// stale by its revision.
+type Custody struct {
+	Host     string // the host the session came from
+	SyncHost string // the host whose `dshfs sync` still feeds it; "" when none (released, or written here)
+	// ReleaseAfter is how long after its last sync a synced session becomes writable through the store
+	// ([fleet] release_after); the refusal of a write names the last sync's time.
+	ReleaseAfter time.Duration
+}
+
+// Custodian is a backend whose sessions have custody (the fleet store).
+type Custodian interface {
+	Custody(ctx context.Context, id string) (Custody, error)
+}
+
+// value is status.json's custody: null where the store has none.
+func (c *Custody) value() event.Value {
+	if c == nil {
+		return event.Value{}
+	}
+	sync := event.Value{}
+	if c.SyncHost != "" {
+		sync = event.String(c.SyncHost)
+	}
+	return event.Object(
+		event.Member{Key: "host", Value: event.String(c.Host)},
+		event.Member{Key: "syncHost", Value: sync},
+		event.Member{Key: "releaseAfterSeconds", Value: event.Number(c.ReleaseAfter.Seconds())},
+	)
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/dshfs/dshfs/spill"
 )
 
-// sessionStatusKeys is the session status.json schema, in order (DESIGN.md §4).
+// sessionStatusKeys is the session status.json schema, in order (DESIGN.md §4, with custody last).
 var sessionStatusKeys = []string{"id", "state", "backend", "location", "formatVersion", "revision", "events",
 	"nextSeq", "durableSeq", "pending", "balanced", "openTurn", "repairNeeded", "repairPreview", "tornBytes",
-	"unknownOutcomes", "activeCompaction", "refusal", "lastError", "lastCommand"}
+	"unknownOutcomes", "activeCompaction", "refusal", "lastError", "lastCommand", "custody"}
 
 // storeStatusKeys is the root status.json schema, in order (DESIGN.md §4).
 var storeStatusKeys = []string{"backend", "root", "formatVersion", "schemaVersion", "sessions", "refused", "live", "pending",

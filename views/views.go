@@ -621,12 +621,32 @@ func (s *Session) Status() []byte {
 		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal,
 		Live: s.Live, Pending: s.Pending}
 	in.LastCommand, in.LastError, _ = s.store.Results(s.ID)
+	in.Custody = s.custody()
 	if unlock, ok := s.statusScan(&in); ok {
 		defer unlock()
 	} else if s.Refusal == nil {
 		in.ActiveCompaction = s.activeCompaction()
 	}
 	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
+}
+
+// custodyTimeout bounds the one query status.json makes of a shared store (its renderers take no context).
+const custodyTimeout = 10 * time.Second
+
+// custody is who holds the session in a store many hosts share; nil elsewhere, and when the store cannot say
+// (status.json then shows null, as for a store without custody).
+func (s *Session) custody() *eventstore.Custody {
+	c, ok := s.store.Backend().(eventstore.Custodian)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), custodyTimeout)
+	defer cancel()
+	got, err := c.Custody(ctx, s.ID)
+	if err != nil {
+		return nil
+	}
+	return &got
 }
 
 // activeCompaction is the open compaction's record, null when none holds the lock (or the records

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/postgres"
 	"github.com/dshfs/dshfs/internal/pgtest"
 )
 
@@ -55,6 +59,23 @@ func TestFleetStoreCLI(t *testing.T) {
 	if code, out, errOut := runCLI("check", dsn); code != 0 {
 		t.Fatalf("check: %d %q %q", code, out, errOut)
 	}
+	// status.json says who holds a fleet session: written here, it is this host's, fed by no sync
+	host, _ := os.Hostname()
+	if c := custodyOf(t, dsn, "s1"); c.Host != host || c.SyncHost != nil || c.ReleaseAfterSeconds != 600 {
+		t.Fatalf("custody of a session written through the fleet store: %+v", c)
+	}
+	fleet, err := postgres.Open(context.Background(), dsn, postgres.Options{Host: "ci-9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.Close()
+	cwd := event.String("/srv/ci")
+	if err := fleet.Ingest(context.Background(), "ci-9", "synced", event.Header{ID: "synced", CreatedAt: 1700000000000, Cwd: &cwd}.Line(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := custodyOf(t, dsn, "synced"); c.Host != "ci-9" || c.SyncHost == nil || *c.SyncHost != "ci-9" {
+		t.Fatalf("custody of a synced session: %+v", c)
+	}
 	if code, out, errOut := runCLI("fork", dsn, "s1", "2", "child"); code != 0 || !strings.Contains(out, `forked: child \"child\"`) {
 		t.Fatalf("fork: %d %q %q", code, out, errOut)
 	}
@@ -65,6 +86,24 @@ func TestFleetStoreCLI(t *testing.T) {
 	if code, _, errOut := runCLI("create", dsn, "s1"); code != 1 || !strings.Contains(errOut, "already exists") {
 		t.Fatalf("create of an existing id: %d %q", code, errOut)
 	}
+}
+
+// custodyOf is `dshfs cat --view status STORE ID`'s custody.
+func custodyOf(t *testing.T, store, id string) (c struct {
+	Host                string
+	SyncHost            *string
+	ReleaseAfterSeconds float64
+}) {
+	t.Helper()
+	code, out, errOut := runCLI("cat", "--view", "status", store, id)
+	var st struct{ Custody *json.RawMessage }
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Custody == nil {
+		t.Fatalf("status of %s: %d %q %q", id, code, out, errOut)
+	}
+	if err := json.Unmarshal(*st.Custody, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestFleetStoreCLIRefusals: a read-only role reads but cannot write, and a wrong password, a bad DSN,

@@ -390,3 +390,24 @@ WHERE w.session_id = $1`, id, int64(uint32(lockNamespace))).Scan(&host, &pid, &s
 	}
 	return fmt.Sprintf("dshfs on host %s (pid %d, since %s)", host, pid, since.UTC().Format(time.RFC3339))
 }
+
+// Custody is who holds session id here, for status.json: the host it came from and the sync still feeding
+// it (eventstore.Custodian).
+func (b *Backend) Custody(ctx context.Context, id string) (eventstore.Custody, error) {
+	c := eventstore.Custody{ReleaseAfter: b.opts.ReleaseAfter}
+	if b.empty(ctx) {
+		return c, &eventstore.NotFoundError{ID: id}
+	}
+	var syncHost *string
+	err := b.pool.QueryRow(ctx, `SELECT host, sync_host FROM sessions WHERE id = $1`, id).Scan(&c.Host, &syncHost)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, &eventstore.NotFoundError{ID: id}
+	}
+	if err != nil {
+		return c, b.wrap(err)
+	}
+	if syncHost != nil {
+		c.SyncHost = *syncHost
+	}
+	return c, nil
+}
