@@ -182,6 +182,9 @@ func (s *Syncer) Pass(ctx context.Context, changedOnly bool) ([]Report, error) {
 			return reports, err
 		}
 	}
+	// nothing new in a session is no reason to let it go: this run is a sync of its host, so every session
+	// it feeds stays held (one statement, not one per session)
+	s.Refresh(ctx)
 	for _, re := range l.RootErrors {
 		reports = append(reports, Report{ID: re.Path, Status: Skipped, Reason: "root error: " + re.Message})
 	}
@@ -355,11 +358,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	case r.Lines > 0 || !held.Exists:
 		r.Status = Copied
 	default:
-		r.Status = Unchanged
-		if time.Since(held.SyncSeen) > refreshAfter {
-			// nothing new, but this run is a sync of its host: the session stays held
-			s.dst.Ingest(ctx, s.opts.Host, e.ID, c.hdr, held.NextSeq, nil)
-		}
+		r.Status = Unchanged // still held: the pass ends with one Refresh of every session this host feeds
 	}
 	s.mu.Lock()
 	if r.Status != Released && res.at != nil && res.at.next <= r.To {
