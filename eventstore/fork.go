@@ -135,7 +135,12 @@ func InvalidBoundary(id, got string) *CommandError {
 }
 
 // NewSessionID is a random RFC 4122 version 4 UUID, the harness's default child id (crypto.randomUUID).
-func NewSessionID() string {
+func NewSessionID() string { return NewUUID() }
+
+// NewUUID is a random RFC 4122 version 4 UUID in crypto.randomUUID's form: session ids, and the store and
+// incarnation ids the database backends keep. crypto/rand.Read does not fail (it ends the program
+// instead), so there is no error to return.
+func NewUUID() string {
 	var u [16]byte
 	_, _ = rand.Read(u[:])
 	u[6] = u[6]&0x0f | 0x40

@@ -228,10 +228,7 @@ func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, fr
 			if from != 0 {
 				return &GapError{ID: id, From: from, NextSeq: 0}
 			}
-			inc, err := newUUID()
-			if err != nil {
-				return err
-			}
+			inc := eventstore.NewUUID()
 			if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, header, version, created_at, cwd, parent_session, host, incarnation, bytes, sync_host, sync_seen)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version, hf.createdAt, hf.cwd, hf.parent, host, inc, int64(len(header)+1)); err != nil {
 				return err

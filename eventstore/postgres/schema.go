@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dshfs/dshfs/eventstore"
 )
 
 // SchemaVersion is the fleet schema this build reads and writes; a database holding any other is refused.
@@ -179,9 +181,7 @@ func ensureSchema(ctx context.Context, conn *pgx.Conn, where string) (storeID st
 	if err != nil || !pristine {
 		return storeID, err
 	}
-	if storeID, err = newUUID(); err != nil {
-		return "", err
-	}
+	storeID = eventstore.NewUUID()
 	if _, err := tx.Exec(ctx, DDL); err != nil {
 		return "", fmt.Errorf("creating the fleet schema: %w", err)
 	}

@@ -106,10 +106,7 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if err != nil {
 		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput, Message: err.Error()}
 	}
-	inc, err := newUUID()
-	if err != nil {
-		return eventstore.Artifact{}, err
-	}
+	inc := eventstore.NewUUID()
 	return b.commit(ctx, h.ID, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO sessions (id, header, version, created_at, cwd, parent_session, host, incarnation, bytes)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING`, h.ID, line, hf.version, hf.createdAt, hf.cwd, hf.parent, b.opts.Host, inc, int64(len(line)+1))

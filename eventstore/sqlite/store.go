@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -217,10 +216,7 @@ func (b *Backend) openReadWrite() error {
 
 // initialize writes the schema, the store identity and the header fields, as the harness does.
 func (b *Backend) initialize(ctx context.Context, conn *sql.Conn) error {
-	id, err := newUUID()
-	if err != nil {
-		return err
-	}
+	id := eventstore.NewUUID()
 	for _, stmt := range []struct {
 		q    string
 		args []any
@@ -326,17 +322,6 @@ func (b *Backend) closePools() error {
 
 // Name is the backend name status.json reports.
 func (b *Backend) Name() string { return "sqlite" }
-
-func newUUID() (string, error) {
-	var u [16]byte
-	if _, err := rand.Read(u[:]); err != nil {
-		return "", err
-	}
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	h := hex.EncodeToString(u[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
-}
 
 func isBusy(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY"))

@@ -160,10 +160,7 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	if h.Version != 0 {
 		return eventstore.Artifact{}, errors.New("the SQLite schema stores headers of format version 0 only")
 	}
-	inc, err := newUUID()
-	if err != nil {
-		return eventstore.Artifact{}, err
-	}
+	inc := eventstore.NewUUID()
 	return b.commit(ctx, h.ID, func(conn *sql.Conn) error {
 		if _, err := b.session(ctx, conn, h.ID); err == nil {
 			return &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
