@@ -28,7 +28,10 @@ func Flock(f *os.File, id string) (WriterLock, error) {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			who := "another writer"
-			if holder > 0 {
+			switch {
+			case holder == os.Getpid():
+				who = "another writer in this dshfs process (pid " + strconv.Itoa(holder) + ")"
+			case holder > 0:
 				who = "another dshfs writer (pid " + strconv.Itoa(holder) + ")"
 			}
 			return nil, &CommandError{Failure: Busy, Code: CodeLocked,

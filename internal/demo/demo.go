@@ -41,6 +41,17 @@ func Write(dir string) error {
 		return err
 	}
 	st := eventstore.New(b)
+	if err := write(st, spillDir); err != nil {
+		st.Close(context.Background())
+		return err
+	}
+	// Closing releases every session's writer lock now: the mount that serves the demo next runs in this
+	// same process, and a lock left to the garbage collector would refuse its writes as another writer's.
+	return st.Close(context.Background())
+}
+
+// write creates the demo's sessions through st.
+func write(st *eventstore.Store, spillDir string) error {
 	spillFile := filepath.Join(spillDir, "session-demo", "3f9a1c0b2d4e-bash.txt")
 	if err := os.MkdirAll(filepath.Dir(spillFile), 0o755); err != nil {
 		return err

@@ -72,3 +72,24 @@ func TestDemoStore(t *testing.T) {
 		t.Fatalf("spill rows %+v %v", rows, err)
 	}
 }
+
+// TestDemoReleasesLocks: Write leaves no session's writer lock behind, so the mount serving the demo in the
+// same process writes at once (a lock left to the garbage collector refused writes until a collection).
+func TestDemoReleasesLocks(t *testing.T) {
+	dir := t.TempDir()
+	if err := demo.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := jsonl.Open(filepath.Join(dir, "sessions"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{demo.Clean, demo.Crashed, demo.Compacted, demo.ForkParent, demo.ForkChild, demo.Spilled} {
+		l, err := b.Lock(context.Background(), id)
+		if err != nil {
+			t.Errorf("%s: %v", id, err)
+			continue
+		}
+		l.Release()
+	}
+}
