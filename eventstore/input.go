@@ -61,11 +61,15 @@ func parseInput(line []byte, seq, now int64) (input, *CommandError) {
 		}
 		t = int64(tv.Num)
 	}
+	ig, hasIg := v.Get("ignorable")
+	if hasIg && (ig.Kind != event.KindBool || !ig.Bool) {
+		return bad(`"ignorable" may only be true`)
+	}
+	if ev, ok := storedForm(line, v, typ.Str, seq); ok {
+		return input{ev: ev, rec: v}, nil
+	}
 	members := []event.Member{{Key: "type", Value: typ}, {Key: "seq", Value: event.Int(seq)}, {Key: "time", Value: event.Int(t)}, {Key: "data", Value: data}}
-	if ig, ok := v.Get("ignorable"); ok {
-		if ig.Kind != event.KindBool || !ig.Bool {
-			return bad(`"ignorable" may only be true`)
-		}
+	if hasIg {
 		members = append(members, event.Member{Key: "ignorable", Value: ig})
 	}
 	for _, k := range []string{"sourceEventSeqs", "surfaceOp"} {
@@ -88,3 +92,34 @@ func parseInput(line []byte, seq, now int64) (input, *CommandError) {
 }
 
 func jsonText(s string) string { return string(event.Stringify(event.String(s))) }
+
+// storedOrder is the order of the members of a stored event as Session.append writes them; an append line
+// may leave out only the optional ones (ignorable, sourceEventSeqs, surfaceOp).
+var storedOrder = []string{"type", "seq", "time", "data", "ignorable", "sourceEventSeqs", "surfaceOp"}
+
+// storedForm is the event of an append line that is already the record parseInput would encode —
+// canonical, carrying seq and time, its members in storedOrder (what `dshfs cat` and the harness print,
+// and so what a replay or a copy appends) — as a copy of the line's bytes, without encoding it again.
+// The line v was parsed from has passed ParseStrict and parseInput's checks of seq, time and ignorable.
+func storedForm(line []byte, v event.Value, typ string, seq int64) (event.Event, bool) {
+	if len(v.Obj) < 4 {
+		return event.Event{}, false
+	}
+	k := 0
+	for _, m := range v.Obj {
+		for k < len(storedOrder) && storedOrder[k] != m.Key {
+			if k < 4 {
+				return event.Event{}, false // type, seq, time and data are all required here, in order
+			}
+			k++
+		}
+		if k == len(storedOrder) {
+			return event.Event{}, false
+		}
+		k++
+	}
+	if k < 4 || !event.IsCanonical(line) {
+		return event.Event{}, false
+	}
+	return event.CanonicalEvent(append([]byte(nil), line...), typ, seq), true
+}

@@ -31,9 +31,24 @@ func TestParseInput(t *testing.T) {
 		{`{"type":"t","data":{},"data":{}}`, `!duplicate key "data"`},
 		{"{\"type\":\"t\",\"data\":\"\xc3\"}", `!invalid UTF-8`},
 		{`[1]`, `!must be a JSON object`},
+		// lines already in the stored form are kept as they are; any other order or spelling is re-encoded
+		{`{"type":"t","seq":7,"time":5,"data":{"a":1}}`, `{"type":"t","seq":7,"time":5,"data":{"a":1}}`},
+		{`{"type":"user/message","seq":7,"time":5,"data":{},"sourceEventSeqs":[1],"surfaceOp":"append"}`,
+			`{"type":"user/message","seq":7,"time":5,"data":{},"sourceEventSeqs":[1],"surfaceOp":"append"}`},
+		{`{"type":"plugin/x","seq":7,"time":5,"data":{},"ignorable":true,"surfaceOp":"append"}`,
+			`{"type":"plugin/x","seq":7,"time":5,"data":{},"ignorable":true,"surfaceOp":"append"}`},
+		{`{"type":"t","seq":7,"time":5,"data":{},"surfaceOp":"append","sourceEventSeqs":[1]}`,
+			`{"type":"t","seq":7,"time":5,"data":{},"sourceEventSeqs":[1],"surfaceOp":"append"}`},
+		{`{"seq":7,"type":"t","time":5,"data":{}}`, `{"type":"t","seq":7,"time":5,"data":{}}`},
+		{`{"type":"t","seq":7,"time":5,"data":{"a":1.0}}`, `{"type":"t","seq":7,"time":5,"data":{"a":1}}`},
+		{`{"type":"t","seq":7,"time":5,"data":{},"ignorable":false}`, `!"ignorable" may only be true`},
+		{`{"type":"t","seq":7,"data":{}}`, `{"type":"t","seq":7,"time":99,"data":{}}`},
+		{`{"type":"t","seq":7,"time":5,"data":{},"seq":7}`, `!duplicate key "seq"`},
 		{`{"type":"t","data":{}} x`, `!not lossless JSON`},
 	} {
-		e, err := ParseInput([]byte(c.line), 7, 99)
+		line := []byte(c.line)
+		e, err := ParseInput(line, 7, 99)
+		copy(line, make([]byte, len(line))) // the event keeps none of the caller's buffer
 		if strings.HasPrefix(c.want, "!") {
 			if err == nil || !strings.Contains(err.Error(), c.want[1:]) {
 				t.Errorf("%s: error %v, want %q", c.line, err, c.want[1:])
