@@ -25,6 +25,7 @@ import (
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/storewatch"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/viewcache"
@@ -67,7 +68,7 @@ type FS struct {
 	cwds       cwdScan
 	// watcher is the inotify watcher of a store of session directories (nil without one), and stats the
 	// artifact stats it vouches for (stats.go).
-	watcher atomic.Pointer[inotifyWatcher]
+	watcher atomic.Pointer[storewatch.Watcher]
 	stats   *statCache
 	// feedLive is true while the store's change feed runs (feed.go): like inotify's watches, it vouches
 	// for artifact stats and stable names. watchMode is how changes are heard of, for stats.json.
@@ -152,7 +153,7 @@ const stableTimeout = time.Minute
 // on every directory: the mount hears of every committed write there too.
 func (f *FS) StableTimeouts() (time.Duration, time.Duration) {
 	entry, attr := f.Timeouts()
-	if w := f.watcher.Load(); !f.feedLive.Load() && (w == nil || !w.complete()) {
+	if w := f.watcher.Load(); !f.feedLive.Load() && (w == nil || !w.Complete()) {
 		return entry, attr
 	}
 	stretch := func(d time.Duration) time.Duration {

@@ -213,7 +213,7 @@ func (f *FS) StartWatch(ctx context.Context) (loop func()) {
 	}
 	passNow, iw := f.watchInotify(ctx)
 	watch := func() {
-		if iw == nil || iw.files != nil {
+		if iw == nil || iw.OfFiles() {
 			return // no inotify, or a store of its own files (watched as such from the start)
 		}
 		l := f.Listing()
@@ -223,10 +223,10 @@ func (f *FS) StartWatch(ctx context.Context) (loop func()) {
 				paths[e.Path] = e.ID
 			}
 		}
-		iw.sync(f.opts.Root, paths, f.log.Info)
+		iw.Sessions(f.opts.Root, paths)
 	}
 	watch()
-	covered := func() bool { return iw != nil && iw.complete() }
+	covered := func() bool { return iw != nil && iw.Complete() }
 	return func() { f.watchLoop(ctx, interval, covered, passNow, watch) }
 }
 

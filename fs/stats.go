@@ -106,5 +106,5 @@ func (f *FS) vouched(path string) bool {
 		return true
 	}
 	w := f.watcher.Load()
-	return w != nil && path != "" && w.watching(filepath.Dir(path))
+	return w != nil && path != "" && w.Watching(filepath.Dir(path))
 }

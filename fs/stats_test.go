@@ -12,6 +12,7 @@ import (
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/storewatch"
 )
 
 // A stat is kept only when no drop of its session (or of everything) came between begin and put.
@@ -63,7 +64,7 @@ func TestStatCacheFollowsInotify(t *testing.T) {
 	path := f.Listing().Entries[f.Listing().ByID["a"]].Path
 	waitUntil(t, "the session directory watched", func() bool {
 		w := f.watcher.Load()
-		return w != nil && w.watching(filepath.Dir(path))
+		return w != nil && w.Watching(filepath.Dir(path))
 	})
 	token := func() string { // the artifact's revision, stat'ed now
 		art, err := st.Stat(ctx, "a", path)
@@ -117,18 +118,35 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // timeout of 0 (no caching) stays 0.
 func TestStableTimeouts(t *testing.T) {
 	m := stableTimeout
+	watcher := func(t *testing.T, dirs ...string) *storewatch.Watcher {
+		w, err := storewatch.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		w.Sessions(t.TempDir(), nil)
+		for _, d := range dirs {
+			w.Files([]string{filepath.Join(d, "db")})
+		}
+		return w
+	}
+	complete := watcher(t)
+	full := watcher(t, filepath.Join(t.TempDir(), "missing")) // a watch that cannot be added
+	if !complete.Complete() || full.Complete() {
+		t.Fatalf("watchers: complete %v, out of watches %v", complete.Complete(), full.Complete())
+	}
 	for _, c := range []struct {
 		name              string
 		entry, attr       time.Duration
-		watcher           *inotifyWatcher
+		watcher           *storewatch.Watcher
 		wantEntry, wantAt time.Duration
 	}{
 		{"polling", time.Second, 0, nil, time.Second, 0},
-		{"inotify", time.Second, time.Second, &inotifyWatcher{}, m, m},
-		{"inotify out of watches", time.Second, 2 * time.Second, &inotifyWatcher{full: true}, time.Second, 2 * time.Second},
-		{"no attribute caching asked for", time.Second, 0, &inotifyWatcher{}, m, 0},
-		{"no entry caching asked for", 0, time.Second, &inotifyWatcher{}, 0, m},
-		{"longer configured", time.Hour, time.Hour, &inotifyWatcher{}, time.Hour, time.Hour},
+		{"inotify", time.Second, time.Second, complete, m, m},
+		{"inotify out of watches", time.Second, 2 * time.Second, full, time.Second, 2 * time.Second},
+		{"no attribute caching asked for", time.Second, 0, complete, m, 0},
+		{"no entry caching asked for", 0, time.Second, complete, 0, m},
+		{"longer configured", time.Hour, time.Hour, complete, time.Hour, time.Hour},
 	} {
 		cfg := config.Default()
 		cfg.FUSE.EntryTimeout, cfg.FUSE.AttrTimeout = c.entry, c.attr
