@@ -10,6 +10,8 @@
 #      -d of every session.jsonl.zstd into MIRROR/<name>/events.jsonl). "first" = a fresh mount with an empty
 #      [cache] dir (the mounts here use $BENCH_DIR/xdg as XDG_CACHE_HOME) and, when this runs as root, the
 #      page caches dropped (the disk baseline's first run likewise); "repeated" = median of RUNS after it.
+#      The repeated grep is also set against bench/fusefloor, a do-nothing FUSE server answering OPEN, serving
+#      as many files of the same mean size (the floor of bench/floor.sh, measured beside it).
 #      Listing time (dshfs ls, ls/ls -l over the mount, mount start-up) vs the harness's own list()
 #      (inspect.mjs ROOT - list, Node 22 with the pinned packages).
 #   3. grep -r PATTERN MNT/sessions/ over the whole mount (every view file; stopped after GREP_TIMEOUT
@@ -258,7 +260,17 @@ if ! skip many; then
   cold_caches
   grep_disk_cold=$(timeit "${GREP_DISK[@]}")
   grep_disk=$(runs "$RUNS" "${GREP_DISK[@]}" | median)
-  echo "  grep -rl '$PATTERN' */events.jsonl: mount first $grep_cold s, repeated $grep_warm s; disk first $grep_disk_cold s, repeated $grep_disk s; files matched: mount $hits_m, disk $hits_d"
+  # the floor beside it: bench/fusefloor (a do-nothing server answering OPEN) serving as many files of the
+  # mount's mean events.jsonl size, the same repeated grep (median of RUNS after a warm-up)
+  go build -o "$WORK/fusefloor" ./bench/fusefloor
+  FLOOR_MNT=$(mktemp -d)
+  "$WORK/fusefloor" -n "$NSESS" -size $((mbytes / NSESS)) "$FLOOR_MNT" & fpid=$!
+  until mountpoint -q "$FLOOR_MNT"; do sleep 0.05; done
+  GREP_FLOOR=(bash -c 'grep -rl -- "$1" "$2"/*/events.jsonl' grep "$PATTERN" "$FLOOR_MNT/sessions")
+  timeit "${GREP_FLOOR[@]}" >/dev/null
+  grep_floor=$(runs "$RUNS" "${GREP_FLOOR[@]}" | median)
+  kill -TERM "$fpid"; wait "$fpid" || true; rmdir "$FLOOR_MNT"
+  echo "  grep -rl '$PATTERN' */events.jsonl: mount first $grep_cold s, repeated $grep_warm s; disk first $grep_disk_cold s, repeated $grep_disk s; do-nothing FUSE server (fusefloor) repeated $grep_floor s; files matched: mount $hits_m, disk $hits_d"
   echo "  bytes searched: mount $mbytes (events.jsonl: rows expanded, no header), disk $dbytes (decompressed artifacts)"
   echo "  dshfs VmHWM after the grep -rl runs: $grep_hwm MiB; idle CPU with $NSESS sessions mounted: $idle of one core (10 s)"
   row "ls -l sessions/ ($NSESS), first (s)" "$lsl_cold" "$lsl_disk_cold" "$(ratio "$lsl_cold" "$lsl_disk_cold") disk time"
@@ -266,6 +278,7 @@ if ! skip many; then
   row "ls sessions/ (names only), warm (s)" "$ls_warm" "$ls_disk" "$(ratio "$ls_warm" "$ls_disk") disk time"
   row "grep -rl */events.jsonl ($NSESS), first (s)" "$grep_cold" "$grep_disk_cold" "$(ratio "$grep_cold" "$grep_disk_cold") disk time"
   row "grep -rl */events.jsonl ($NSESS), repeated (s)" "$grep_warm" "$grep_disk" "$(ratio "$grep_warm" "$grep_disk") disk time"
+  row "grep -rl */events.jsonl ($NSESS), repeated, vs floor (s)" "$grep_warm" "$grep_floor" "$(ratio "$grep_warm" "$grep_floor") the do-nothing server ($(ratio "$grep_floor" "$grep_disk") disk)"
   row "dshfs VmHWM after those greps" "$grep_hwm MiB" "-" "-"
   row "listing: dshfs ls vs harness list() (s)" "$dls" "$hlist" "$(ratio "$hlist" "$dls") faster"
   row "listing: mount start-up vs list() (s)" "$startup" "$hlist" "$(ratio "$hlist" "$startup") faster"
