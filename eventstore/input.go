@@ -15,6 +15,9 @@ var inputKeys = []string{"type", "data", "seq", "time", "surfaceOp", "sourceEven
 type input struct {
 	ev  event.Event
 	rec event.Value
+	// checked says invalid is the outcome of Session.check on it, run ahead of the fold's checks
+	checked bool
+	invalid error
 }
 
 // parseInput turns one append line (without its LF) into the event it appends at seq: `type` and `data`

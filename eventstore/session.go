@@ -229,6 +229,8 @@ func (w *Session) Accept(lines [][]byte) error {
 				err.Line = i + 1
 				return err
 			}
+			// its failure is kept for acceptLocked, which reports the first bad line in order
+			in.invalid, in.checked = w.check(in), true
 			ins[i] = in
 		}
 		return nil
@@ -397,10 +399,26 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 }
 
 // validate runs, on one new event, every check a later load of the log will run on it (so an accepted
-// event can never make the session unreadable) — in the load's order: retired vocabulary, legacy shapes
-// (which a load would rewrite: refused, so the log holds what the views show), the message shape, the
-// vocabulary, the envelope and request/header rules — then pushes it onto the fold.
+// event can never make the session unreadable) — the checks of the event alone (check, or its outcome
+// computed beforehand) and then the fold's.
 func (w *Session) validate(in input) error {
+	if !in.checked {
+		in.invalid = w.check(in)
+	}
+	if in.invalid != nil {
+		return in.invalid
+	}
+	if err := w.folder.Push(in.ev); err != nil {
+		return fmt.Errorf("invalid event at seq %d: %w", in.ev.Seq, err)
+	}
+	return nil
+}
+
+// check runs the checks of one new event that need nothing but the event, in the load's order: retired
+// vocabulary, legacy shapes (which a load would rewrite: refused, so the log holds what the views show),
+// the message shape, the vocabulary, the envelope and request/header rules. It reads nothing of the
+// session that changes, so the lines of a request are checked in parallel as they are parsed.
+func (w *Session) check(in input) error {
 	e, rec := in.ev, in.rec
 	one := []event.Event{e}
 	if err := checkSupportedEvents(one, []event.Value{rec}, w.id); err != nil {
@@ -432,9 +450,6 @@ func (w *Session) validate(in input) error {
 		if d, _ := rec.Get("data"); d.Kind != event.KindObject {
 			return fmt.Errorf("%s event at seq %d must carry an object as data", e.Type, e.Seq)
 		}
-	}
-	if err := w.folder.Push(e); err != nil {
-		return fmt.Errorf("invalid event at seq %d: %w", e.Seq, err)
 	}
 	return nil
 }
