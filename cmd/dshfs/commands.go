@@ -133,6 +133,7 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 	if err != nil {
 		return exitUsageErr, err
 	}
+	defer wholeLoadCollector()()
 	sess, err := views.Load(ctx, st, pos[1], views.Options{Inspect: o.inspect, Spill: spill.NewRoots(cfg.Spill.Roots)})
 	if err != nil {
 		return failCode(err), err

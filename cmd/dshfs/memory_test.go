@@ -46,3 +46,21 @@ func TestSoftMemoryLimit(t *testing.T) {
 		t.Fatalf("limit %d after stop", l)
 	}
 }
+
+// The load collector runs no collection below its base, and restores the default when stopped.
+func TestWholeLoadCollector(t *testing.T) {
+	stop := wholeLoadCollector()
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Errorf("GC percent %d while loading, want -1 (paced by the limit)", p)
+	}
+	if l := debug.SetMemoryLimit(-1); l != wholeLoadBase {
+		t.Errorf("limit %d while loading, want %d", l, wholeLoadBase)
+	}
+	stop()
+	if p := debug.SetGCPercent(100); p != 100 {
+		t.Errorf("GC percent %d after stop, want the default 100", p)
+	}
+	if l := debug.SetMemoryLimit(-1); l < 1<<62 {
+		t.Errorf("limit %d after stop", l)
+	}
+}
