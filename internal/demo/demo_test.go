@@ -14,8 +14,10 @@ import (
 	"github.com/dshfs/dshfs/views"
 )
 
-func TestDemoStore(t *testing.T) {
-	dir := t.TempDir()
+// written writes the demo into a fresh directory and opens its store.
+func written(t *testing.T) (dir string, b *jsonl.Backend) {
+	t.Helper()
+	dir = t.TempDir()
 	if err := demo.Write(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -23,6 +25,11 @@ func TestDemoStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, b
+}
+
+func TestDemoStore(t *testing.T) {
+	dir, b := written(t)
 	st := eventstore.New(b)
 	ctx := context.Background()
 	l, err := st.List(ctx)
@@ -76,14 +83,7 @@ func TestDemoStore(t *testing.T) {
 // TestDemoReleasesLocks: Write leaves no session's writer lock behind, so the mount serving the demo in the
 // same process writes at once (a lock left to the garbage collector refused writes until a collection).
 func TestDemoReleasesLocks(t *testing.T) {
-	dir := t.TempDir()
-	if err := demo.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	b, err := jsonl.Open(filepath.Join(dir, "sessions"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b := written(t)
 	for _, id := range []string{demo.Clean, demo.Crashed, demo.Compacted, demo.ForkParent, demo.ForkChild, demo.Spilled} {
 		l, err := b.Lock(context.Background(), id)
 		if err != nil {
