@@ -20,13 +20,15 @@ var (
 	_ = (fs.NodeReaddirer)((*writableSessionsDir)(nil))
 	_ = (fs.NodeMkdirer)((*writableSessionsDir)(nil))
 
-	_ = (fs.NodeGetattrer)((*projectsDir)(nil))
-	_ = (fs.NodeLookuper)((*projectsDir)(nil))
-	_ = (fs.NodeReaddirer)((*projectsDir)(nil))
+	_ = (fs.NodeGetattrer)((*groupsDir)(nil))
+	_ = (fs.NodeLookuper)((*groupsDir)(nil))
+	_ = (fs.NodeReaddirer)((*groupsDir)(nil))
+	_ = (fs.NodeOpendirer)((*groupsDir)(nil))
 
-	_ = (fs.NodeGetattrer)((*projectDir)(nil))
-	_ = (fs.NodeLookuper)((*projectDir)(nil))
-	_ = (fs.NodeReaddirer)((*projectDir)(nil))
+	_ = (fs.NodeGetattrer)((*groupDir)(nil))
+	_ = (fs.NodeLookuper)((*groupDir)(nil))
+	_ = (fs.NodeReaddirer)((*groupDir)(nil))
+	_ = (fs.NodeOpendirer)((*groupDir)(nil))
 
 	_ = (fs.NodeGetattrer)((*sessionDir)(nil))
 	_ = (fs.NodeLookuper)((*sessionDir)(nil))

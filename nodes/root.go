@@ -2,7 +2,6 @@ package nodes
 
 import (
 	"context"
-	"strings"
 	"syscall"
 	"time"
 	"weak"
@@ -10,7 +9,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/views"
 )
 
@@ -43,10 +41,10 @@ func (d *rootDir) list(ctx context.Context) ([]child, error) {
 	}
 	l := t.src.Listing()
 	if l.Files {
-		kids = append(kids, dirChild("by-project", ino("/by-project"), &projectsDir{dirNode: dirNode{src: t.src, ino: ino("/by-project"), what: "by-project"}, t: t}))
+		kids = append(kids, dirChild(byProject.top, ino("/"+byProject.top), newGroupsDir(t.src, byProject)))
 	}
 	if len(l.Hosts) > 0 {
-		kids = append(kids, dirChild("by-host", ino("/by-host"), &hostsDir{dirNode: dirNode{src: t.src, ino: ino("/by-host"), what: "by-host"}}))
+		kids = append(kids, dirChild(byHost.top, ino("/"+byHost.top), newGroupsDir(t.src, byHost)))
 	}
 	if l.Mirror != nil {
 		kids = append(kids, child{name: "store", mode: syscall.S_IFDIR, ino: ino("/store", ""), node: storeDirEntry{t.src, ""}})
@@ -134,90 +132,4 @@ func (d *sessionsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 		c = d.session(l, i)
 	}
 	return d.attach(ctx, name, c, ok, nil, out)
-}
-
-// projectsDir is by-project/: a directory per project directory of the store (JSONL stores).
-type projectsDir struct {
-	dirNode
-	t *tree
-	listingIndex
-}
-
-func (d *projectsDir) list(ctx context.Context) ([]child, error) {
-	var kids []child
-	for p := range d.src.Listing().Projects {
-		if p == "" {
-			continue
-		}
-		inode := ino("/by-project", p)
-		kids = append(kids, dirChild(projectName(p), inode,
-			&projectDir{dirNode: dirNode{src: d.src, ino: inode, what: "by-project/" + p}, project: p}))
-	}
-	return kids, nil
-}
-
-// projectName is a project directory's name in by-project/: its name on disk (already the harness's
-// encoding of the project key, so that by-project/, store/ and the store agree), re-encoded only if it
-// could not be a name at all.
-func projectName(p string) string {
-	if p == "." || p == ".." || strings.ContainsAny(p, "/\x00") {
-		return spill.NameSegment(p)
-	}
-	return p
-}
-
-// Opendir: by-project/ lists the store's project directories, as the store root does to who may read it.
-func (d *projectsDir) Opendir(ctx context.Context) syscall.Errno {
-	return d.src.Permit(ctx, d.src.StorePath(""), nil, wantRead|wantSearch)
-}
-
-func (d *projectsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	return d.attr(storeTime(d.src), out)
-}
-
-func (d *projectsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	return d.readdir(ctx, d)
-}
-
-func (d *projectsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = oneRequest(ctx)
-	c, ok, err := d.find(ctx, listingKey(d.src), d, name)
-	return d.attach(ctx, name, c, ok, err, out)
-}
-
-// projectDir is by-project/<project>/: a link into sessions/ per session of the project.
-type projectDir struct {
-	dirNode
-	project string
-	listingIndex
-}
-
-func (d *projectDir) list(ctx context.Context) ([]child, error) {
-	l := d.src.Listing()
-	var kids []child
-	for _, i := range l.Projects[d.project] {
-		name := l.Names[i]
-		kids = append(kids, linkChild(d.src, name, ino("/by-project", d.project, l.Entries[i].ID), "../../sessions/"+name, l.Entries[i].ModTime))
-	}
-	return kids, nil
-}
-
-// Opendir: by-project/<project>/ lists the project directory's sessions, as the store does to who may
-// read that directory.
-func (d *projectDir) Opendir(ctx context.Context) syscall.Errno {
-	return d.src.Permit(ctx, d.src.StorePath(d.project), nil, wantRead|wantSearch)
-}
-
-func (d *projectDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	return d.attr(storeTime(d.src), out)
-}
-
-func (d *projectDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	return d.readdir(ctx, d)
-}
-
-func (d *projectDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = oneRequest(ctx)
-	c, ok, err := d.find(ctx, listingKey(d.src), d, name)
-	return d.attach(ctx, name, c, ok, err, out)
 }
