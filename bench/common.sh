@@ -105,3 +105,53 @@ versus() {
     echo "base ratio (harness / base dshfs): $(awk -v a="$theirs" -v b="$base" 'BEGIN{printf "%.2f", a/b}')x"
   fi
 }
+
+# The mounts: each one a background `dshfs mount` process, awaited in /proc/mounts (never by touching the
+# mount), with XDG (default $WORK/xdg) as its XDG_CACHE_HOME so that the index cache is the script's own.
+declare -A MOUNT_PID=()
+MPID=
+
+# cold_caches: an empty index cache and, when this runs as root, the kernel's page, dentry and inode caches
+# dropped (otherwise said once: "first" figures then have a warm page cache)
+cold_caches() {
+  rm -rf "${XDG:-$WORK/xdg}/dshfs"
+  sync
+  if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
+    if [ -z "${WARNED_DROP:-}" ]; then echo "  note: not root: page caches not dropped before first runs" >&2; WARNED_DROP=1; fi
+  fi
+}
+
+# mount_with BIN ROOT MNT [MOUNT ARGS...]: starts `BIN mount ARGS ROOT MNT` in the background, waits until
+# the kernel lists the mount and sets MPID; a mount that fails ends the script with its log.
+mount_with() {
+  local bin=$1 root=$2 mnt=$3 log
+  shift 3
+  log="$WORK/mount-$(basename "$mnt").log"
+  mkdir -p "$mnt"
+  XDG_CACHE_HOME="${XDG:-$WORK/xdg}" "$bin" mount "$@" "$root" "$mnt" 2>"$log" &
+  MPID=$!
+  MOUNT_PID[$mnt]=$MPID
+  while ! awk -v m="$mnt" '$2 == m {f=1} END {exit !f}' /proc/mounts; do
+    if ! kill -0 "$MPID" 2>/dev/null; then
+      echo "$bin mount $root $mnt failed:" >&2; cat "$log" >&2; exit 1
+    fi
+    sleep 0.01
+  done
+}
+
+# unmount_store MNT: ends the mount's process (SIGTERM, then after 30 s a lazy unmount and SIGKILL)
+unmount_store() {
+  local mnt=$1 pid=${MOUNT_PID[$1]:-}
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+  unset "MOUNT_PID[$mnt]"
+}
+
+# unmount_all: every mount still up (for an EXIT trap)
+unmount_all() { for m in "${!MOUNT_PID[@]}"; do unmount_store "$m"; done; }

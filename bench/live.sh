@@ -52,37 +52,7 @@ row() { SUMMARY+=("$(printf '%-60s| %-20s| %-20s| %s' "$1" "$2" "$3" "$4")"); }
 
 XDG="$WORK/xdg"
 : >"$WORK/default.toml" # the default configuration, whatever the user's own says
-declare -A MOUNT_PID=()
-MPID=
-# mount_store BIN CONFIG ROOT MNT: starts `BIN mount` in the background and waits until the kernel lists the
-# mount (read from /proc/mounts, never by touching the mount); sets MPID.
-mount_store() {
-  local bin=$1 cfg=$2 root=$3 mnt=$4 log="$WORK/mount-$(basename "$4").log"
-  mkdir -p "$mnt"
-  XDG_CACHE_HOME="$XDG" "$bin" mount --config "$cfg" "$root" "$mnt" 2>"$log" &
-  MPID=$!
-  MOUNT_PID[$mnt]=$MPID
-  while ! awk -v m="$mnt" '$2 == m {f=1} END {exit !f}' /proc/mounts; do
-    if ! kill -0 "$MPID" 2>/dev/null; then
-      echo "$bin mount $root $mnt failed:" >&2; cat "$log" >&2; exit 1
-    fi
-    sleep 0.01
-  done
-}
-unmount_store() {
-  local mnt=$1 pid=${MOUNT_PID[$1]:-}
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-  unset "MOUNT_PID[$mnt]"
-}
-cleanup() { for m in "${!MOUNT_PID[@]}"; do unmount_store "$m"; done; }
-trap cleanup EXIT
+trap unmount_all EXIT
 MNT="$WORK/mnt"
 
 # turn.py TURN SEQ: one whole turn (15 events) as the append file takes it, numbered TURN, its first event
@@ -210,7 +180,7 @@ follow_run() {
   local bin=$1 n=$2 copy="$WORK/run-store"
   store_for "$n"
   rm -rf "$copy" && cp -a "$SRC" "$copy"
-  mount_store "$bin" "$WORK/default.toml" "$copy" "$MNT"
+  mount_with "$bin" "$copy" "$MNT" --config "$WORK/default.toml"
   python3 "$WORK/follow.py" "$MNT" "$MPID" $((LASTTURN + 1)) "$NEXTSEQ" "$WARM" "$BATCHES"
   unmount_store "$MNT"
 }
@@ -306,7 +276,7 @@ if ! skip many; then
     for cfg in default nobudget; do
       copy="$WORK/many-run"
       rm -rf "$copy" && cp -a "$MANY" "$copy"
-      mount_store "$DSHFS" "$WORK/$cfg.toml" "$copy" "$MNT"
+      mount_with "$DSHFS" "$copy" "$MNT" --config "$WORK/$cfg.toml"
       # shellcheck disable=SC2086
       budget=$((32 << 20)); [ "$cfg" = nobudget ] && budget=0 # [writer] live_bytes
       out=$(python3 "$WORK/many.py" "$MNT" "$MPID" "$budget" $(( $(jq .data.turn <<<"$last") + 1 )) $(( $(jq .seq <<<"$last") + 1 )) $ids)

@@ -81,51 +81,17 @@ row() { SUMMARY+=("$(printf '%-52s| %-14s| %-14s| %s' "$1" "$2" "$3" "$4")"); }
 
 # the mounts' index cache ([cache] dir defaults to $XDG_CACHE_HOME/dshfs): emptied for every "first" run
 XDG="$WORK/xdg"
-# cold_caches: an empty index cache, and the kernel's page, dentry and inode caches dropped when this runs
-# as root (otherwise said once: the "first" figures then have a warm page cache)
-cold_caches() {
-  rm -rf "$XDG/dshfs"
-  sync
-  if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
-    if [ -z "${WARNED_DROP:-}" ]; then echo "  note: not root: page caches not dropped before first runs" >&2; WARNED_DROP=1; fi
-  fi
-}
-declare -A MOUNT_PID=()
-MPID=
-# mount_store ROOT MNT: starts `dshfs mount` in the background, waits until the kernel lists the mount (read
-# from /proc/mounts, never by touching the mount), sets MPID and prints the start-up seconds.
+# mount_store ROOT MNT: mount_with, and the start-up seconds (launch until mounted) written to $WORK/.startup
 mount_store() {
-  local root=$1 mnt=$2 log="$WORK/mount-$(basename "$2").log" s e
-  mkdir -p "$mnt"
+  local s
   s=$(now)
-  XDG_CACHE_HOME="$XDG" "$DSHFS" mount "$root" "$mnt" 2>"$log" &
-  MPID=$!
-  MOUNT_PID[$mnt]=$MPID
-  while ! awk -v m="$mnt" '$2 == m {f=1} END {exit !f}' /proc/mounts; do
-    if ! kill -0 "$MPID" 2>/dev/null; then
-      echo "dshfs mount $root $mnt failed:" >&2; cat "$log" >&2; exit 1
-    fi
-    sleep 0.01
-  done
-  e=$(now)
-  secs "$s" "$e" >"$WORK/.startup"
-}
-unmount_store() {
-  local mnt=$1 pid=${MOUNT_PID[$1]:-}
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-  unset "MOUNT_PID[$mnt]"
+  mount_with "$DSHFS" "$1" "$2"
+  secs "$s" "$(now)" >"$WORK/.startup"
 }
 TAILPIDS=()
 cleanup() {
   for p in "${TAILPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for m in "${!MOUNT_PID[@]}"; do unmount_store "$m"; done
+  unmount_all
   rm -rf "$SHM"
 }
 trap cleanup EXIT

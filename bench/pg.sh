@@ -68,40 +68,11 @@ dsn() { printf '%s' "${ADMIN/\/postgres\?//$1?}"; }
 newdb() { PGOPTIONS="-c client_min_messages=warning" "$PSQL" -q "$ADMIN" -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"; }
 dbsize() { "$PSQL" -qtA "$(dsn "$1")" -c "SELECT pg_database_size(current_database())"; }
 
-declare -A MOUNT_PID=()
 XDG="$WORK/xdg-pg"
-cold_caches() {
-  rm -rf "$XDG/dshfs"
-  sync
-  { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null || echo "  note: not root: page caches not dropped" >&2
-}
-mount_store() { # mount_store STORE MNT: a background `dshfs mount`, awaited in /proc/mounts
-  local store=$1 mnt=$2 pid
-  mkdir -p "$mnt"
-  XDG_CACHE_HOME="$XDG" "$DSHFS" mount "$store" "$mnt" 2>"$WORK/mount-$(basename "$mnt").log" &
-  pid=$!
-  MOUNT_PID[$mnt]=$pid
-  while ! awk -v m="$mnt" '$2 == m {f=1} END {exit !f}' /proc/mounts; do
-    kill -0 "$pid" 2>/dev/null || { echo "mount of $mnt failed:" >&2; cat "$WORK/mount-$(basename "$mnt").log" >&2; exit 1; }
-    sleep 0.01
-  done
-}
-unmount_store() {
-  local mnt=$1 pid=${MOUNT_PID[$1]:-}
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-  unset "MOUNT_PID[$mnt]"
-}
-TAILPID=
+mount_store() { mount_with "$DSHFS" "$1" "$2"; } # mount_store STORE MNT
 cleanup() {
   [ -z "$TAILPID" ] || kill "$TAILPID" 2>/dev/null || true
-  for m in "${!MOUNT_PID[@]}"; do unmount_store "$m"; done
+  unmount_all
   exec 9>&- # the server stops when its stdin closes
   wait 2>/dev/null || true
 }
