@@ -15,9 +15,12 @@ var inputKeys = []string{"type", "data", "seq", "time", "surfaceOp", "sourceEven
 type input struct {
 	ev  event.Event
 	rec event.Value
-	// checked says invalid is the outcome of Session.check on it, run ahead of the fold's checks
-	checked bool
-	invalid error
+	// prepared says the fields below hold what Session.prepare found, ahead of the fold's checks
+	prepared bool
+	invalid  error         // Session.check's outcome
+	packing  event.Packing // how a flush packs the event (when it is valid)
+	millis   int64         // its time, when timed
+	timed    bool
 }
 
 // parseInput turns one append line (without its LF) into the event it appends at seq: `type` and `data`

@@ -101,11 +101,19 @@ func foldAll(events []event.Event) *surface.Folder {
 }
 
 func (w *Session) noteTime(e event.Event) {
+	if ms, ok := eventMillis(e); ok && ms > w.newest {
+		w.newest = ms
+	}
+}
+
+// eventMillis is an event's "time" member when it is an integer.
+func eventMillis(e event.Event) (int64, bool) {
 	if raw, ok := e.Member("time"); ok {
-		if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > w.newest {
-			w.newest = ms
+		if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+			return ms, true
 		}
 	}
+	return 0, false
 }
 
 // ID is the session id.
@@ -229,8 +237,7 @@ func (w *Session) Accept(lines [][]byte) error {
 				err.Line = i + 1
 				return err
 			}
-			// its failure is kept for acceptLocked, which reports the first bad line in order
-			in.invalid, in.checked = w.check(in), true
+			w.prepare(&in) // its failure is kept for acceptLocked, which reports the first bad line in order
 			ins[i] = in
 		}
 		return nil
@@ -282,7 +289,8 @@ func (w *Session) acceptLocked(ins []input) error {
 	}
 	bracket := w.bracket
 	trace := w.liveTraceLocked().clone() // staged: the request's events are accepted all or none
-	for i, in := range ins {
+	for i := range ins {
+		in := &ins[i]
 		err := w.crossesBracket(in.ev, bracket, trace)
 		if err == nil {
 			err = w.validate(in)
@@ -315,8 +323,10 @@ func (w *Session) acceptLocked(ins []input) error {
 	w.trace, w.traced = trace, len(w.events)+len(ins)
 	for _, in := range ins {
 		w.events = append(w.events, in.ev)
-		w.packing = append(w.packing, event.PackingOf(in.ev, in.rec))
-		w.noteTime(in.ev)
+		w.packing = append(w.packing, in.packing)
+		if in.timed && in.millis > w.newest {
+			w.newest = in.millis
+		}
 		w.rawBytes += int64(len(in.ev.Raw))
 	}
 	w.usedLocked()
@@ -401,9 +411,9 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 // validate runs, on one new event, every check a later load of the log will run on it (so an accepted
 // event can never make the session unreadable) — the checks of the event alone (check, or its outcome
 // computed beforehand) and then the fold's.
-func (w *Session) validate(in input) error {
-	if !in.checked {
-		in.invalid = w.check(in)
+func (w *Session) validate(in *input) error {
+	if !in.prepared {
+		w.prepare(in)
 	}
 	if in.invalid != nil {
 		return in.invalid
@@ -412,6 +422,17 @@ func (w *Session) validate(in input) error {
 		return fmt.Errorf("invalid event at seq %d: %w", in.ev.Seq, err)
 	}
 	return nil
+}
+
+// prepare does the work on one new event that reads nothing of the session that changes — its checks
+// (check) and, for a valid one, its packing and time — so that Accept does it on every core as it parses.
+func (w *Session) prepare(in *input) {
+	in.invalid = w.check(*in)
+	if in.invalid == nil {
+		in.packing = event.PackingOf(in.ev, in.rec)
+		in.millis, in.timed = eventMillis(in.ev)
+	}
+	in.prepared = true
 }
 
 // check runs the checks of one new event that need nothing but the event, in the load's order: retired
