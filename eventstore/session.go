@@ -230,14 +230,15 @@ func (w *Session) Accept(lines [][]byte) error {
 	now := time.Now().UnixMilli()
 	ins := make([]input, len(lines))
 	// Lines parse independently, and parsing is most of an append's cost: a large request uses every core.
+	// A line's failure is kept for acceptLocked, which reports the first bad line in order.
 	err = Parallel(len(lines), 256, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			in, err := parseInput(lines[i], next+int64(i), now)
 			if err != nil {
-				err.Line = i + 1
-				return err
+				ins[i] = input{prepared: true, invalid: err} // no event: only validate can refuse it
+				continue
 			}
-			w.prepare(&in) // its failure is kept for acceptLocked, which reports the first bad line in order
+			w.prepare(&in)
 			ins[i] = in
 		}
 		return nil
