@@ -45,8 +45,11 @@ func TestWalkMemory(t *testing.T) {
 	// the first alone so that the others find the project directory in place; 500 sessions a process,
 	// since a process start costs about 20 ms of page faults on these VMs (one each took 42 s for 2,000)
 	mustRun(t, gensessionBin(t), "-id", "s00000", store, "20")
-	mustRun(t, "sh", "-c", `seq -f 's%05g' 1 $(($3 - 1)) | xargs -P 2 -n 500 "$1" "$2" 20`,
-		"sh", gensessionBin(t), store, strconv.Itoa(*walkSessions))
+	// (a minute or more on a machine busy with the rest of the suite: not bounded like a tool's run)
+	if r := runWithin(t, 10*time.Minute, "", "sh", "-c", `seq -f 's%05g' 1 $(($3 - 1)) | xargs -P 2 -n 500 "$1" "$2" 20`,
+		"sh", gensessionBin(t), store, strconv.Itoa(*walkSessions)); r.code != 0 || len(r.stderr) != 0 {
+		t.Fatalf("generating %d sessions: exit %d, stderr:\n%s", *walkSessions, r.code, r.stderr)
+	}
 	generated := time.Now()
 	m := startMount(t, "--read-only", store)
 	list := filepath.Join(t.TempDir(), "files")

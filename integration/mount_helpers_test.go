@@ -331,7 +331,14 @@ type result struct {
 // the program cannot be started or times out.
 func run(t testing.TB, dir string, name string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	return runWithin(t, toolTimeout, dir, name, args...)
+}
+
+// runWithin is run with a timeout of its own, for work that is long by nature rather than a tool's run
+// against a mount (generating a large store on a loaded machine).
+func runWithin(t testing.TB, timeout time.Duration, dir string, name string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
@@ -339,7 +346,7 @@ func run(t testing.TB, dir string, name string, args ...string) result {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("%s %s: timed out after %v (a hung mount?); stderr: %s", name, strings.Join(args, " "), toolTimeout, errb.String())
+		t.Fatalf("%s %s: timed out after %v (a hung mount?); stderr: %s", name, strings.Join(args, " "), timeout, errb.String())
 	}
 	r := result{stdout: out.Bytes(), stderr: errb.Bytes()}
 	var ee *exec.ExitError
