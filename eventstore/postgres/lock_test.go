@@ -11,6 +11,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/eventtest"
+	"github.com/dshfs/dshfs/internal/pgtest"
 )
 
 func contractHeader(id string) event.Header {
@@ -73,9 +74,18 @@ func writerPid(t *testing.T, dsn, id string) int32 {
 	return query[int32](t, dsn, `SELECT backend_pid FROM writers WHERE session_id = $1`, id)
 }
 
-func TestDroppedConnectionRetakesLock(t *testing.T) {
-	s, db, dsn := newDB(t)
-	b := open(t, dsn, Options{Host: "h1"})
+// dropWriterConnection ends the server connection holding session id's writer lock.
+func dropWriterConnection(t *testing.T, s *pgtest.Server, db, dsn, id string) {
+	t.Helper()
+	if err := s.Exec(db, `SELECT pg_terminate_backend($1, 10000)`, writerPid(t, dsn, id)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// droppedWithPending creates session "s" through b, accepts the first 3 events of a two-turn log without
+// flushing them, and then ends the connection holding the session's lock; the log is returned whole.
+func droppedWithPending(t *testing.T, b *Backend, s *pgtest.Server, db, dsn string) (*eventstore.Store, *eventstore.Session, []event.Event) {
+	t.Helper()
 	st := eventstore.New(b)
 	ctx := context.Background()
 	if err := st.Create(ctx, contractHeader("s")); err != nil {
@@ -89,9 +99,15 @@ func TestDroppedConnectionRetakesLock(t *testing.T) {
 	if err := w.AcceptEvents(log[:3]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Exec(db, `SELECT pg_terminate_backend($1, 10000)`, writerPid(t, dsn, "s")); err != nil {
-		t.Fatal(err)
-	}
+	dropWriterConnection(t, s, db, dsn, "s")
+	return st, w, log
+}
+
+func TestDroppedConnectionRetakesLock(t *testing.T) {
+	s, db, dsn := newDB(t)
+	b := open(t, dsn, Options{Host: "h1"})
+	st, w, _ := droppedWithPending(t, b, s, db, dsn)
+	ctx := context.Background()
 	if err := w.Flush(ctx); err != nil {
 		t.Fatalf("flush after the lock's connection was dropped: %v", err)
 	}
@@ -113,22 +129,8 @@ func TestDroppedConnectionRetakesLock(t *testing.T) {
 func TestDroppedConnectionLockTakenElsewhereKeepsBatch(t *testing.T) {
 	s, db, dsn := newDB(t)
 	b := open(t, dsn, Options{Host: "h1", PendingDir: t.TempDir()})
-	st := eventstore.New(b)
+	st, w, log := droppedWithPending(t, b, s, db, dsn)
 	ctx := context.Background()
-	if err := st.Create(ctx, contractHeader("s")); err != nil {
-		t.Fatal(err)
-	}
-	w, err := st.Writer(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := eventtest.Log(t, append(turnSpecs(1), turnSpecs(2)...)...)
-	if err := w.AcceptEvents(log[:3]); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Exec(db, `SELECT pg_terminate_backend($1, 10000)`, writerPid(t, dsn, "s")); err != nil {
-		t.Fatal(err)
-	}
 	other := open(t, dsn, Options{Host: "h2"})
 	l, err := other.Lock(ctx, "s")
 	if err != nil {
@@ -155,9 +157,7 @@ func TestDroppedConnectionLockTakenElsewhereKeepsBatch(t *testing.T) {
 	if err := w.AcceptEvents(log[3:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Exec(db, `SELECT pg_terminate_backend($1, 10000)`, writerPid(t, dsn, "s")); err != nil {
-		t.Fatal(err)
-	}
+	dropWriterConnection(t, s, db, dsn, "s")
 	if l, err = other.Lock(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
