@@ -95,7 +95,7 @@ func (s *lineScanner) consume(l []byte) error {
 	}
 	if s.issue != "" {
 		// past the damage nothing is committed; a turn/end proves the damage was in the committed region
-		if err == nil && hasTurnEnd(s.evs) {
+		if err == nil && eventstore.HasTurnEnd(s.evs) {
 			return &corruptError{s.issue}
 		}
 		return nil
@@ -108,7 +108,7 @@ func (s *lineScanner) consume(l []byte) error {
 		if e.Seq != s.next+int64(i) {
 			s.issue = fmt.Sprintf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)",
 				s.lineNo, s.next+int64(i), e.SeqText())
-			if hasTurnEnd(s.evs) {
+			if eventstore.HasTurnEnd(s.evs) {
 				return &corruptError{s.issue}
 			}
 			return nil
@@ -128,15 +128,6 @@ func (s *lineScanner) consume(l []byte) error {
 func (s *lineScanner) emitLine(l line) error {
 	s.committed = s.input
 	return s.emit(l)
-}
-
-func hasTurnEnd(evs []event.Event) bool {
-	for _, e := range evs {
-		if e.Type == "turn/end" {
-			return true
-		}
-	}
-	return false
 }
 
 // tornBytes is how many bytes past the committed lines were left behind (a torn fragment, or a tail

@@ -78,7 +78,7 @@ func (s *scanner) apply(decoded []event.Event, row bool, err error, end int64) e
 		return nil
 	}
 	if s.issue != nil {
-		if hasTurnEnd(decoded) {
+		if eventstore.HasTurnEnd(decoded) {
 			return s.issue
 		}
 		return nil
@@ -89,7 +89,7 @@ func (s *scanner) apply(decoded []event.Event, row bool, err error, end int64) e
 			expected := len(s.events)
 			s.events = s.events[:rowStart]
 			s.issue = fmt.Errorf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)", s.line, expected, e.SeqText())
-			if hasTurnEnd(decoded) {
+			if eventstore.HasTurnEnd(decoded) {
 				return s.issue
 			}
 			return nil
@@ -100,12 +100,7 @@ func (s *scanner) apply(decoded []event.Event, row bool, err error, end int64) e
 		return err
 	}
 	if row { // every member passed the seq check: its seq is its index, a non-negative safe integer
-		for i := rowStart; i < len(s.events); i++ {
-			for i/64 >= len(s.rows) {
-				s.rows = append(s.rows, 0)
-			}
-			s.rows[i/64] |= 1 << (i % 64)
-		}
+		s.rows = eventstore.MarkRowMembers(s.rows, rowStart, len(s.events))
 	}
 	s.committed = end
 	return nil
@@ -119,15 +114,6 @@ func decodeLine(line []byte) (events []event.Event, row bool, err error) {
 		return nil, false, err
 	}
 	return event.DecodeStored(canon)
-}
-
-func hasTurnEnd(events []event.Event) bool {
-	for _, e := range events {
-		if e.Type == "turn/end" {
-			return true
-		}
-	}
-	return false
 }
 
 var errHeaderless = errors.New("empty or header-less session log")

@@ -325,7 +325,7 @@ func (s *rowScan) apply(d *decoded) error {
 		return nil
 	}
 	if s.issue != nil {
-		if hasTurnEnd(d.events) {
+		if eventstore.HasTurnEnd(d.events) {
 			return s.issue
 		}
 		s.tornBytes += int64(len(d.line)) + 1
@@ -339,7 +339,7 @@ func (s *rowScan) apply(d *decoded) error {
 			s.issue = &contentError{fmt.Errorf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)", s.line, expected, e.SeqText())}
 			s.tornAt = d.seq
 			s.tornBytes += int64(len(d.line)) + 1
-			if hasTurnEnd(d.events) {
+			if eventstore.HasTurnEnd(d.events) {
 				return s.issue
 			}
 			return nil
@@ -353,21 +353,7 @@ func (s *rowScan) apply(d *decoded) error {
 		return err
 	}
 	if d.row {
-		for i := start; i < len(s.events); i++ {
-			for i/64 >= len(s.rows) {
-				s.rows = append(s.rows, 0)
-			}
-			s.rows[i/64] |= 1 << (i % 64)
-		}
+		s.rows = eventstore.MarkRowMembers(s.rows, start, len(s.events))
 	}
 	return nil
-}
-
-func hasTurnEnd(events []event.Event) bool {
-	for _, e := range events {
-		if e.Type == "turn/end" {
-			return true
-		}
-	}
-	return false
 }
