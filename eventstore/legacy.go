@@ -433,20 +433,40 @@ func plainEnvelope(e event.Event) bool {
 	return ok && !bad && typ && seq && tm && data
 }
 
-// bracketEvent reads, without parsing, a turn or step bracket laid out exactly as the harness writes one:
+// bracketEvent reads, without parsing, a turn or step bracket laid out exactly as the harness writes one
+// (readBracket). On such an event every load check passes and no upgrade applies
+// (TestBracketEventsPassEveryCheck); all the checks take from it is the number the repair planner tracks,
+// which it returns: N of a turn/start, M of a step/start (0 for the ends). Brackets are half of the events
+// that are not chunks, and each was parsed into a tree for that. Any other layout takes the parsed path,
+// which says what is wrong in the harness's words.
+func bracketEvent(e event.Event) (float64, bool) {
+	b, ok := readBracket(e.Raw, e.Type)
+	switch e.Type {
+	case "turn/start":
+		return b.turn, ok
+	case "step/start":
+		return b.step, ok
+	}
+	return 0, ok
+}
+
+// bracket is what readBracket reads of a turn or step bracket: its seq and time, and its data's turn and
+// step (0 for a turn's bracket, which has none).
+type bracket struct {
+	seq, time  int64
+	turn, step float64
+}
+
+// readBracket reads a bracket of type typ laid out exactly as the harness writes one:
 //
 //	{"type":"turn/start","seq":S,"time":T,"data":{"turn":N}}
 //	{"type":"step/start","seq":S,"time":T,"data":{"turn":N,"step":M}}   (and step/end)
 //	{"type":"turn/end","seq":S,"time":T,"data":{"turn":N,"reason":{"kind":K}}}
 //
 // with every number a non-negative safe integer in canonical form, N at least 1 in a turn/end, and K a
-// reason the upgrade leaves alone (completed, blocked, max-tokens, interrupted). On such an event every
-// load check passes and no upgrade applies (TestBracketEventsPassEveryCheck); all the checks take from it
-// is the number the repair planner tracks, which it returns: N of a turn/start, M of a step/start (0 for
-// the ends). Brackets are half of the events that are not chunks, and each was parsed into a tree for that.
-// Any other layout takes the parsed path, which says what is wrong in the harness's words.
-func bracketEvent(e event.Event) (float64, bool) {
-	raw := e.Raw
+// reason the upgrade leaves alone (completed, blocked, max-tokens, interrupted). Such a line is canonical
+// JSON by its layout. ok is false for any other type or layout.
+func readBracket(raw []byte, typ string) (b bracket, ok bool) {
 	cut := func(lit string) bool {
 		if len(raw) < len(lit) || string(raw[:len(lit)]) != lit {
 			return false
@@ -454,7 +474,7 @@ func bracketEvent(e event.Event) (float64, bool) {
 		raw = raw[len(lit):]
 		return true
 	}
-	num := func() (float64, bool) {
+	num := func() (int64, bool) {
 		i := 0
 		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
 			i++
@@ -464,54 +484,50 @@ func bracketEvent(e event.Event) (float64, bool) {
 			return 0, false
 		}
 		raw = raw[i:]
-		var n float64
+		var n int64
 		for _, c := range tok {
-			n = n*10 + float64(c-'0')
+			n = n*10 + int64(c-'0')
 		}
 		return n, true
 	}
-	switch e.Type {
+	switch typ {
 	case "turn/start", "turn/end", "step/start", "step/end":
 	default:
-		return 0, false
+		return b, false
 	}
-	if !cut(`{"type":"`) || !cut(e.Type) || !cut(`","seq":`) {
-		return 0, false
+	if !cut(`{"type":"`) || !cut(typ) || !cut(`","seq":`) {
+		return b, false
 	}
-	if _, ok := num(); !ok || !cut(`,"time":`) {
-		return 0, false
+	if b.seq, ok = num(); !ok || !cut(`,"time":`) {
+		return b, false
 	}
-	if _, ok := num(); !ok || !cut(`,"data":{"turn":`) {
-		return 0, false
+	if b.time, ok = num(); !ok || !cut(`,"data":{"turn":`) {
+		return b, false
 	}
 	turn, ok := num()
 	if !ok {
-		return 0, false
+		return b, false
 	}
-	switch e.Type {
+	b.turn = float64(turn)
+	switch typ {
 	case "turn/start":
-		return turn, string(raw) == "}}"
+		return b, string(raw) == "}}"
 	case "turn/end":
 		if turn < 1 || !cut(`,"reason":{"kind":"`) {
-			return 0, false
+			return b, false
 		}
 		switch string(raw) {
 		case `completed"}}}`, `blocked"}}}`, `max-tokens"}}}`, `interrupted"}}}`:
-			return 0, true
+			return b, true
 		}
-		return 0, false
-	case "step/start":
+		return b, false
+	default: // step/start, step/end
 		if !cut(`,"step":`) {
-			return 0, false
+			return b, false
 		}
 		step, ok := num()
-		return step, ok && string(raw) == "}}"
-	default: // step/end
-		if !cut(`,"step":`) {
-			return 0, false
-		}
-		_, ok := num()
-		return 0, ok && string(raw) == "}}"
+		b.step = float64(step)
+		return b, ok && string(raw) == "}}"
 	}
 }
 

@@ -106,6 +106,9 @@ func newLiveTrace() *liveTrace {
 func seedLiveTrace(events []event.Event) *liveTrace {
 	t := newLiveTrace()
 	for _, e := range events {
+		if !tracedTypes[e.Type] {
+			continue // apply passes over it: parsing every chunk of a long log made its first append slow
+		}
 		rec, err := e.Record()
 		if err != nil {
 			continue
@@ -141,6 +144,24 @@ func (t *liveTrace) accept(typ string, rec event.Value) *CommandError {
 	}
 	t.apply(typ, r)
 	return nil
+}
+
+// acceptInput is accept for a new event, for one quickInput read too: of an assistant/chunk both
+// companions check only that it names the open turn and step, and apply nothing; of a turn or step
+// bracket they read only its turn and step (data.turn of a turn's, data.turn and data.step of a step's),
+// which a record of those members alone stands for.
+func (t *liveTrace) acceptInput(in *input) *CommandError {
+	if in.quick {
+		if in.ev.Type == "assistant/chunk" && same(t.openTurn, number(in.turn)) && same(t.openStep, number(in.step)) {
+			return nil
+		}
+		data := []event.Member{{Key: "turn", Value: event.Number(in.turn)}}
+		if !strings.HasPrefix(in.ev.Type, "turn/") {
+			data = append(data, event.Member{Key: "step", Value: event.Number(in.step)})
+		}
+		in.rec = event.Object(event.Member{Key: "data", Value: event.Object(data...)})
+	}
+	return t.accept(in.ev.Type, in.rec)
 }
 
 // requireOpenStep is the session companion's check of a step-scoped event.
@@ -359,6 +380,11 @@ func isCheckpoint(r, source jsv) bool {
 	return same(prop(source, "kind"), jsv{event.String("plugin"), true}) &&
 		same(prop(source, "plugin"), jsv{event.String("compact"), true})
 }
+
+// tracedTypes are the types apply reads.
+var tracedTypes = map[string]bool{"turn/start": true, "turn/end": true, "step/start": true, "step/end": true,
+	"tool/call": true, "tool/result": true, "session/end-seed": true, "compaction/start": true,
+	"compaction/summary": true, "compaction/end": true}
 
 // apply advances the trace past an accepted event, as both companions do once it is committed.
 func (t *liveTrace) apply(typ string, r jsv) {

@@ -238,7 +238,9 @@ func (w *Session) Accept(lines [][]byte) error {
 				ins[i] = input{prepared: true, invalid: err} // no event: only validate can refuse it
 				continue
 			}
-			w.prepare(&in)
+			if !in.prepared { // quickInput prepares what it reads
+				w.prepare(&in)
+			}
 			ins[i] = in
 		}
 		return nil
@@ -297,7 +299,7 @@ func (w *Session) acceptLocked(ins []input) error {
 			err = w.validate(in)
 		}
 		if err == nil {
-			if ce := trace.accept(in.ev.Type, in.rec); ce != nil {
+			if ce := trace.acceptInput(in); ce != nil {
 				w.folder = foldAll(w.events) // validate pushed this event too
 				ce.Line = i + 1
 				return ce

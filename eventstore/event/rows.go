@@ -719,3 +719,139 @@ func buildRowData(run []delta) []byte {
 	}
 	return append(buf, ']', '}')
 }
+
+// Chunk is what the live writer takes from an assistant/chunk event ReadChunk read: its data's turn and
+// step (the numbers the harness's invariant companions compare with the open step), its time, and how a
+// flush packs it.
+type Chunk struct {
+	Turn, Step float64
+	Time       int64
+	Packing    Packing
+}
+
+// ReadChunk reads, without building a tree, an assistant/chunk event at seq laid out as Expand writes one
+// and the harness's Session.append stores one:
+//
+//	{"type":"assistant/chunk","seq":S,"time":T,"data":{"turn":N,"step":M,"chunk":C}}
+//
+// with S equal to seq and T, N and M non-negative safe integers spelled as digits, and C either a
+// streaming delta in the encoder's layout —
+//
+//	{"type":"text-delta","index":I,"text":X}           (and "reasoning-delta")
+//	{"type":"tool-call-delta","index":I,"id":D,["name":A,]"argumentsDelta":X}
+//
+// with I as the others, which packs (its Packing is the one PackingOf gives) — or an object whose first
+// member is a type that no delta has (block-start, usage, finish, …), which never packs. raw must be
+// canonical (IsCanonical). ok is false for every other layout, a delta's type in any other shape
+// included, which the caller parses (TestReadChunk).
+func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
+	s := raw
+	lit := func(l string) bool {
+		if len(s) < len(l) || string(s[:len(l)]) != l {
+			return false
+		}
+		s = s[len(l):]
+		return true
+	}
+	digits := func() (int64, bool) {
+		i := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == 0 || i > 16 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(string(s[:i]), 10, 64)
+		if err != nil || n > MaxSafeInteger {
+			return 0, false
+		}
+		s = s[i:]
+		return n, true
+	}
+	str := func() (string, bool) {
+		if len(s) == 0 || s[0] != '"' {
+			return "", false
+		}
+		end := skipString(s, 0)
+		if end < 0 {
+			return "", false
+		}
+		tok := s[:end]
+		s = s[end:]
+		return decodeCanonicalString(tok), true
+	}
+	var c Chunk
+	var ok bool
+	var n, turn, step, index int64
+	if !lit(`{"type":"assistant/chunk","seq":`) {
+		return c, false
+	}
+	if n, ok = digits(); !ok || n != seq || !lit(`,"time":`) {
+		return c, false
+	}
+	if c.Time, ok = digits(); !ok || !lit(`,"data":{"turn":`) {
+		return c, false
+	}
+	if turn, ok = digits(); !ok || !lit(`,"step":`) {
+		return c, false
+	}
+	if step, ok = digits(); !ok || !lit(`,"chunk":`) {
+		return c, false
+	}
+	c.Turn, c.Step = float64(turn), float64(step)
+	d := delta{}
+	switch {
+	case lit(`{"type":"text-delta","index":`):
+		d.kind = kindText
+	case lit(`{"type":"reasoning-delta","index":`):
+		d.kind = kindReasoning
+	case lit(`{"type":"tool-call-delta","index":`):
+		d.kind = kindToolCall
+	default:
+		// another chunk: its type (its first member, which no other member repeats in canonical JSON)
+		// must be no delta's, whatever the rest of it holds
+		chunk := s
+		if !lit(`{"type":`) {
+			return c, false
+		}
+		switch typ, ok := str(); {
+		case !ok, typ == "text-delta", typ == "reasoning-delta", typ == "tool-call-delta":
+			return c, false
+		}
+		end := skipValue(chunk, 0)
+		if end < 0 || string(chunk[end:]) != "}}" {
+			return c, false
+		}
+		return c, true
+	}
+	if index, ok = digits(); !ok {
+		return c, false
+	}
+	if d.kind == kindToolCall {
+		if !lit(`,"id":`) {
+			return c, false
+		}
+		if d.id, ok = str(); !ok {
+			return c, false
+		}
+		if lit(`,"name":`) {
+			if d.name, ok = str(); !ok {
+				return c, false
+			}
+			d.hasName = true
+		}
+		ok = lit(`,"argumentsDelta":`)
+	} else {
+		ok = lit(`,"text":`)
+	}
+	if !ok {
+		return c, false
+	}
+	if d.payload, ok = str(); !ok || !lit("}}}") || len(s) != 0 {
+		return c, false
+	}
+	d.seq, d.time = float64(seq), float64(c.Time)
+	d.turn, d.step, d.index = c.Turn, c.Step, float64(index)
+	c.Packing = Packing{&d}
+	return c, true
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -509,4 +510,64 @@ func TestFastRowAgreesWithExpandRow(t *testing.T) {
 		t.Fatalf("%d lines read by the fast path, %d canonical lines: the test exercises too little", fast, canonical)
 	}
 	t.Logf("%d lines, %d canonical, %d by the fast path (%d fixture rows)", len(rows), canonical, fast, fixtureRows)
+}
+
+// TestReadChunk: ReadChunk takes the chunk layouts the harness writes and nothing else, and an accepted
+// chunk packs exactly as PackingOf packs its parsed record.
+func TestReadChunk(t *testing.T) {
+	const head = `{"type":"assistant/chunk","seq":7,"time":1778573701015,"data":{"turn":3,"step":2,"chunk":`
+	cases := []struct {
+		name  string
+		line  string
+		ok    bool
+		packs bool
+	}{
+		{"text delta", head + `{"type":"text-delta","index":0,"text":"the "}}}`, true, true},
+		{"escaped text", head + `{"type":"text-delta","index":1,"text":"a \"b\"\n\u0001 é"}}}`, true, true},
+		{"reasoning delta", head + `{"type":"reasoning-delta","index":0,"text":"hm"}}}`, true, true},
+		{"tool-call delta", head + `{"type":"tool-call-delta","index":0,"id":"c-1","argumentsDelta":"{\"a"}}}`, true, true},
+		{"named tool-call delta", head + `{"type":"tool-call-delta","index":0,"id":"c-1","name":"bash","argumentsDelta":""}}}`, true, true},
+		{"block start", head + `{"type":"block-start","index":0,"block":{"type":"text"}}}}`, true, false},
+		{"usage", head + `{"type":"usage","usage":{"inputTokens":10,"outputTokens":2}}}}`, true, false},
+		{"finish", head + `{"type":"finish","reason":"stop"}}}`, true, false},
+		{"delta with another member", head + `{"type":"text-delta","index":0,"text":"x","extra":1}}}`, false, false},
+		{"delta in another order", head + `{"index":0,"type":"text-delta","text":"x"}}}`, false, false},
+		{"delta type later", head + `{"index":0,"type":"usage"}}}`, false, false},
+		{"fractional index", head + `{"type":"text-delta","index":0.5,"text":"x"}}}`, false, false},
+		{"text not a string", head + `{"type":"text-delta","index":0,"text":5}}}`, false, false},
+		{"chunk not an object", head + `[1]}}`, false, false},
+		{"other seq", strings.Replace(head, `"seq":7`, `"seq":8`, 1) + `{"type":"usage"}}}`, false, false},
+		{"negative turn", strings.Replace(head, `"turn":3`, `"turn":-3`, 1) + `{"type":"usage"}}}`, false, false},
+		{"string step", strings.Replace(head, `"step":2`, `"step":"2"`, 1) + `{"type":"usage"}}}`, false, false},
+		{"unsafe time", strings.Replace(head, `1778573701015`, `9007199254740992`, 1) + `{"type":"usage"}}}`, false, false},
+		{"more data", head + `{"type":"usage"},"x":1}}`, false, false},
+		{"more envelope", head + `{"type":"usage"}},"ignorable":true}`, false, false},
+		{"another type", strings.Replace(head, "assistant/chunk", "assistant/chunks", 1) + `{"type":"usage"}}}`, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := []byte(tc.line)
+			if !IsCanonical(raw) {
+				t.Fatalf("test line is not canonical: %s", raw)
+			}
+			c, ok := ReadChunk(raw, 7)
+			if ok != tc.ok {
+				t.Fatalf("ReadChunk ok = %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			if c.Turn != 3 || c.Step != 2 || c.Time != 1778573701015 {
+				t.Errorf("read turn %v step %v time %v", c.Turn, c.Step, c.Time)
+			}
+			rec, err := ParseStrict(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := PackingOf(Event{Raw: raw, Type: "assistant/chunk", Seq: 7}, rec)
+			if (c.Packing.d != nil) != tc.packs || !reflect.DeepEqual(c.Packing, want) {
+				t.Errorf("packing %+v, PackingOf gives %+v", c.Packing.d, want.d)
+			}
+		})
+	}
 }
