@@ -87,21 +87,21 @@ dshfs_run() {
   kill -TERM "$pid"; wait "$pid"
 }
 
-harness=$(for i in $(seq "$RUNS"); do
+# The three measurements alternate, one of each per round, so that a slow spell of a shared machine falls on
+# all of them alike.
+harness_runs=; fresh_runs=; long_runs=
+for i in $(seq "$RUNS"); do
   rm -rf "$WORK/h-store"
-  "$NODE22" "$CACHE/appendrate.mjs" "$WORK/fresh.jsonl" "$WORK/h-store" "$MODE" --every 1000 | sed 's/.*"eventsPerSec":\([0-9]*\).*/\1/'
-done | median)
-fresh_runs=$(for i in $(seq "$RUNS"); do
+  harness_runs+="$("$NODE22" "$CACHE/appendrate.mjs" "$WORK/fresh.jsonl" "$WORK/h-store" "$MODE" --every 1000 | sed 's/.*"eventsPerSec":\([0-9]*\).*/\1/')"$'\n'
   rm -rf "$WORK/d-store"
-  dshfs_run fresh "$WORK/d-store"
-done)
-long_runs=$(for i in $(seq "$RUNS"); do
-  rm -rf "$WORK/l-store" && cp -a "$WORK/long-store" "$WORK/l-store"
-  dshfs_run long "$WORK/l-store"
-done)
-fresh=$(echo "$fresh_runs" | cut -d' ' -f1 | median)
-long=$(echo "$long_runs" | cut -d' ' -f1 | median)
-long_open=$(echo "$long_runs" | cut -d' ' -f2 | median)
+  fresh_runs+="$(dshfs_run fresh "$WORK/d-store")"$'\n'
+  rm -rf "$WORK/l-store" && cp -a "$WORK/long-store" "$WORK/l-store" && sync
+  long_runs+="$(dshfs_run long "$WORK/l-store")"$'\n'
+done
+harness=$(printf '%s' "$harness_runs" | median)
+fresh=$(printf "%s" "$fresh_runs" | cut -d' ' -f1 | median)
+long=$(printf "%s" "$long_runs" | cut -d' ' -f1 | median)
+long_open=$(printf "%s" "$long_runs" | cut -d' ' -f2 | median)
 echo "mode $MODE, $N events, flush every 1000, medians of $RUNS"
 echo "harness Session.append + flush (fresh session): $harness events/s"
 echo "dshfs append + ctl flush, fresh session:         $fresh events/s ($(awk -v a="$fresh" -v b="$harness" 'BEGIN{printf "%.2f", a/b}')x the harness)"
