@@ -467,29 +467,8 @@ type bracket struct {
 // reason the upgrade leaves alone (completed, blocked, max-tokens, interrupted). Such a line is canonical
 // JSON by its layout. ok is false for any other type or layout.
 func readBracket(raw []byte, typ string) (b bracket, ok bool) {
-	cut := func(lit string) bool {
-		if len(raw) < len(lit) || string(raw[:len(lit)]) != lit {
-			return false
-		}
-		raw = raw[len(lit):]
-		return true
-	}
-	num := func() (int64, bool) {
-		i := 0
-		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
-			i++
-		}
-		tok := raw[:i]
-		if i == 0 || (i > 1 && tok[0] == '0') || !safeIntToken(tok) {
-			return 0, false
-		}
-		raw = raw[i:]
-		var n int64
-		for _, c := range tok {
-			n = n*10 + int64(c-'0')
-		}
-		return n, true
-	}
+	cur := event.NewCursor(raw)
+	cut, num := cur.Lit, cur.Digits
 	switch typ {
 	case "turn/start", "turn/end", "step/start", "step/end":
 	default:
@@ -511,12 +490,12 @@ func readBracket(raw []byte, typ string) (b bracket, ok bool) {
 	b.turn = float64(turn)
 	switch typ {
 	case "turn/start":
-		return b, string(raw) == "}}"
+		return b, string(cur.Rest()) == "}}"
 	case "turn/end":
 		if turn < 1 || !cut(`,"reason":{"kind":"`) {
 			return b, false
 		}
-		switch string(raw) {
+		switch string(cur.Rest()) {
 		case `completed"}}}`, `blocked"}}}`, `max-tokens"}}}`, `interrupted"}}}`:
 			return b, true
 		}
@@ -527,7 +506,7 @@ func readBracket(raw []byte, typ string) (b bracket, ok bool) {
 		}
 		step, ok := num()
 		b.step = float64(step)
-		return b, ok && string(raw) == "}}"
+		return b, ok && string(cur.Rest()) == "}}"
 	}
 }
 

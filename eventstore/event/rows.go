@@ -745,41 +745,8 @@ type Chunk struct {
 // canonical (IsCanonical). ok is false for every other layout, a delta's type in any other shape
 // included, which the caller parses (TestReadChunk).
 func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
-	s := raw
-	lit := func(l string) bool {
-		if len(s) < len(l) || string(s[:len(l)]) != l {
-			return false
-		}
-		s = s[len(l):]
-		return true
-	}
-	digits := func() (int64, bool) {
-		i := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == 0 || i > 16 {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(string(s[:i]), 10, 64)
-		if err != nil || n > MaxSafeInteger {
-			return 0, false
-		}
-		s = s[i:]
-		return n, true
-	}
-	str := func() (string, bool) {
-		if len(s) == 0 || s[0] != '"' {
-			return "", false
-		}
-		end := skipString(s, 0)
-		if end < 0 {
-			return "", false
-		}
-		tok := s[:end]
-		s = s[end:]
-		return decodeCanonicalString(tok), true
-	}
+	cur := NewCursor(raw)
+	lit, digits, str := cur.Lit, cur.Digits, cur.String
 	var c Chunk
 	var ok bool
 	var n, turn, step, index int64
@@ -810,7 +777,7 @@ func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
 	default:
 		// another chunk: its type (its first member, which no other member repeats in canonical JSON)
 		// must be no delta's, whatever the rest of it holds
-		chunk := s
+		chunk := cur.Rest()
 		if !lit(`{"type":`) {
 			return c, false
 		}
@@ -847,11 +814,65 @@ func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
 	if !ok {
 		return c, false
 	}
-	if d.payload, ok = str(); !ok || !lit("}}}") || len(s) != 0 {
+	if d.payload, ok = str(); !ok || !lit("}}}") || len(cur.Rest()) != 0 {
 		return c, false
 	}
 	d.seq, d.time = float64(seq), float64(c.Time)
 	d.turn, d.step, d.index = c.Turn, c.Step, float64(index)
 	c.Packing = Packing{&d}
 	return c, true
+}
+
+// Cursor reads a line laid out as expected, piece by piece, for the paths that read the harness's own
+// layouts without building a tree: each method consumes what it reads, or nothing and reports false.
+type Cursor struct{ rest []byte }
+
+// NewCursor starts a cursor at the beginning of b.
+func NewCursor(b []byte) *Cursor { return &Cursor{rest: b} }
+
+// Rest is what the cursor has not read.
+func (c *Cursor) Rest() []byte { return c.rest }
+
+// Lit reads the literal bytes l.
+func (c *Cursor) Lit(l string) bool {
+	if len(c.rest) < len(l) || string(c.rest[:len(l)]) != l {
+		return false
+	}
+	c.rest = c.rest[len(l):]
+	return true
+}
+
+// Digits reads a non-negative safe integer spelled as JSON.stringify spells it: digits, no leading zero.
+func (c *Cursor) Digits() (int64, bool) {
+	i := 0
+	for i < len(c.rest) && i <= 16 && c.rest[i] >= '0' && c.rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 16 || (i > 1 && c.rest[0] == '0') {
+		return 0, false
+	}
+	var n int64
+	for _, d := range c.rest[:i] {
+		n = n*10 + int64(d-'0')
+	}
+	if n > MaxSafeInteger {
+		return 0, false
+	}
+	c.rest = c.rest[i:]
+	return n, true
+}
+
+// String reads a string token and returns its contents; the token must be canonical (as in a line
+// IsCanonical accepts) for them to be its value.
+func (c *Cursor) String() (string, bool) {
+	if len(c.rest) == 0 || c.rest[0] != '"' {
+		return "", false
+	}
+	end := skipString(c.rest, 0)
+	if end < 0 {
+		return "", false
+	}
+	tok := c.rest[:end]
+	c.rest = c.rest[end:]
+	return decodeCanonicalString(tok), true
 }
