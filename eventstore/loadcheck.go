@@ -216,19 +216,6 @@ func rowMember(rows []uint64, i int) bool {
 	return i/64 < len(rows) && rows[i/64]&(1<<(i%64)) != 0
 }
 
-// MarkRowMembers marks stored events from up to (not including) to as the members of one chunk row in rows
-// (Prefix.RowMembers), growing it as needed: a backend's scan calls it for a row whose every member passed
-// the seq check.
-func MarkRowMembers(rows []uint64, from, to int) []uint64 {
-	for i := from; i < to; i++ {
-		for i/64 >= len(rows) {
-			rows = append(rows, 0)
-		}
-		rows[i/64] |= 1 << (i % 64)
-	}
-	return rows
-}
-
 // HasTurnEnd reports whether events hold a turn/end: a stored line carrying one proves a turn was
 // committed after it, which turns damage remembered before it into a refusal (spec/jsonl.md §5.4).
 func HasTurnEnd(events []event.Event) bool {

@@ -3,7 +3,6 @@ package jsonl
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -14,22 +13,15 @@ import (
 
 // scanner consumes the plaintext after the header record and keeps the contiguous event prefix, as the
 // harness's SessionLogScanner does (spec/jsonl.md §5.4): lines split only on LF, a final fragment without LF
-// is never parsed, the first unparsable line or seq gap is remembered and only thrown when a later line (or
-// the offending line itself, for a gap) proves a turn was committed after it by carrying a turn/end.
+// is never parsed, and each complete line goes to the PrefixScan.
 type scanner struct {
-	events    []event.Event
-	input     int64 // bytes consumed, header included
-	committed int64 // end of the last fully accepted line
-	line      int   // event line number, 1 = first line after the header
-	issue     error
+	eventstore.PrefixScan
+	input     int64  // bytes consumed, header included
+	committed int64  // end of the last fully accepted line
 	frag      []byte // an incomplete final record carried across writes
 	// share is the fraction of the whole input consumed once the chunk being written is in (0: unknown);
 	// writeChunk sizes the event list from it
 	share float64
-	// rows marks the events that are members of chunk rows with a safe seq (Prefix.RowMembers)
-	rows []uint64
-	// budget counts the kept events against the session's load budget
-	budget eventstore.Budget
 }
 
 func newScanner(headerLen int64) *scanner {
@@ -70,40 +62,11 @@ func (s *scanner) consume(line []byte, end int64) error {
 // apply takes one complete line's decoding result (decoded elsewhere, possibly in parallel); row says the
 // line was a chunk row.
 func (s *scanner) apply(decoded []event.Event, row bool, err error, end int64) error {
-	s.line++
-	if err != nil {
-		if s.issue == nil {
-			s.issue = fmt.Errorf("corrupt session log: unparsable committed event at line %d", s.line)
-		}
-		return nil
+	kept, err := s.Take(decoded, row, err)
+	if kept {
+		s.committed = end
 	}
-	if s.issue != nil {
-		if eventstore.HasTurnEnd(decoded) {
-			return s.issue
-		}
-		return nil
-	}
-	rowStart := len(s.events)
-	for _, e := range decoded {
-		if e.Seq != int64(len(s.events)) {
-			expected := len(s.events)
-			s.events = s.events[:rowStart]
-			s.issue = fmt.Errorf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)", s.line, expected, e.SeqText())
-			if eventstore.HasTurnEnd(decoded) {
-				return s.issue
-			}
-			return nil
-		}
-		s.events = append(s.events, e)
-	}
-	if err := s.budget.Add(s.events[rowStart:]); err != nil {
-		return err
-	}
-	if row { // every member passed the seq check: its seq is its index, a non-negative safe integer
-		s.rows = eventstore.MarkRowMembers(s.rows, rowStart, len(s.events))
-	}
-	s.committed = end
-	return nil
+	return err
 }
 
 // decodeLine parses one complete record and expands a packed chunk row. Canonical lines alias the input
@@ -274,7 +237,7 @@ func (s *scanner) writeChunk(c chunk) error {
 	start := s.input
 	s.input += int64(c.size)
 	evs, lines := *c.events, c.lines
-	if need := len(s.events) + len(evs); need > cap(s.events) {
+	if need := len(s.Events) + len(evs); need > cap(s.Events) {
 		s.grow(need)
 	}
 	if len(s.frag) > 0 && len(lines) > 0 {
@@ -290,7 +253,7 @@ func (s *scanner) writeChunk(c chunk) error {
 			return err
 		}
 		evs = evs[l.events:]
-		s.line += l.count - 1 // the rest of a run of unparsable lines
+		s.Line += l.count - 1 // the rest of a run of unparsable lines
 	}
 	if len(c.tail) > 0 {
 		s.frag = append(s.frag, c.tail...)
@@ -300,11 +263,11 @@ func (s *scanner) writeChunk(c chunk) error {
 
 // grow makes room for need events, sized by how much of the input the scan has consumed (see
 // eventstore.GrowTo for why not slices.Grow).
-func (s *scanner) grow(need int) { s.events = eventstore.GrowTo(s.events, need, s.share) }
+func (s *scanner) grow(need int) { s.Events = eventstore.GrowTo(s.Events, need, s.share) }
 
 // list is the events scanned, without more than a quarter of slack: the list lives as long as the
 // session, and grow can leave room that was not needed.
-func (s *scanner) list() []event.Event { return eventstore.Trim(s.events) }
+func (s *scanner) list() []event.Event { return eventstore.Trim(s.Events) }
 
 // decodeParallel produces the chunks for n pieces of input in order, running produce on up to
 // GOMAXPROCS goroutines; consume sees chunk i only after chunks 0..i-1 and may stop the run by

@@ -443,7 +443,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 		return nil, err
 	}
 	s := newScanner(int64(nl + 1))
-	s.budget.Limit = b.maxSession
+	s.Budget.Limit = b.maxSession
 	carry = carry[nl+1:]
 	pieces := 2 * runtime.GOMAXPROCS(0)
 	for line := 0; ; {
@@ -487,7 +487,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 			return nil, err
 		}
 	}
-	p := &eventstore.Prefix{Header: h, Events: s.list(), RowMembers: s.rows}
+	p := &eventstore.Prefix{Header: h, Events: s.list(), RowMembers: s.Rows}
 	if s.committed < total {
 		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: total - s.committed}
 	}
@@ -686,7 +686,7 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 		return nil, err
 	}
 	s := newScanner(int64(len(first)))
-	s.budget.Limit = b.maxSession
+	s.Budget.Limit = b.maxSession
 	if progress != nil {
 		progress.Header(h, path)
 	}
@@ -704,7 +704,7 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 		if progress != nil {
 			// the scanner only ever appends: a gap or a bad line ends the list there, and growing it
 			// copies into a new array (scanner.grow)
-			progress.Events(s.events, s.rows)
+			progress.Events(s.Events, s.Rows)
 		}
 		return c.err // after the lines of the frames before the failing one, as frame by frame
 	})
@@ -716,13 +716,13 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 	}
 	p := &eventstore.Prefix{Header: h}
 	if tornStart >= 0 {
-		complete := len(s.events)
+		complete := len(s.Events)
 		if err := s.write(DecodeTornPrefix(buf[tornStart:])); err != nil {
 			return nil, err
 		}
-		p.Torn = &eventstore.Torn{TruncateTo: tornStart, Bytes: int64(len(buf)) - tornStart, Recovered: len(s.events) - complete}
+		p.Torn = &eventstore.Torn{TruncateTo: tornStart, Bytes: int64(len(buf)) - tornStart, Recovered: len(s.Events) - complete}
 	}
-	p.Events, p.RowMembers = s.list(), s.rows
+	p.Events, p.RowMembers = s.list(), s.Rows
 	return p, nil
 }
 

@@ -226,7 +226,7 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 		if sink != nil {
 			sink.Header(h, "")
 		}
-		sc := &rowScan{tornAt: -1, budget: eventstore.Budget{Limit: b.opts.MaxSession}}
+		sc := &rowScan{tornAt: -1, PrefixScan: eventstore.PrefixScan{Budget: eventstore.Budget{Limit: b.opts.MaxSession}}}
 		block := make([]decoded, 0, loadBlock)
 		var given int64
 		flush := func() error {
@@ -249,7 +249,7 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 			clear(block)
 			block = block[:0]
 			if sink != nil {
-				sink.Events(sc.events, sc.rows)
+				sink.Events(sc.Events, sc.Rows)
 			}
 			return nil
 		}
@@ -266,8 +266,8 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 		if err != nil {
 			return err
 		}
-		p = &eventstore.Prefix{Header: h, Events: eventstore.Trim(sc.events), RowMembers: sc.rows, Artifact: b.artifact(s)}
-		if sc.issue != nil {
+		p = &eventstore.Prefix{Header: h, Events: eventstore.Trim(sc.Events), RowMembers: sc.Rows, Artifact: b.artifact(s)}
+		if sc.Issue != nil {
 			p.Torn = &eventstore.Torn{Seq: sc.tornAt, Bytes: sc.tornBytes}
 		}
 		return nil
@@ -300,60 +300,29 @@ func (d *decoded) decode(sc *event.RowScratch) {
 }
 
 // rowScan keeps the contiguous event prefix of a session's rows as the JSONL scan keeps that of its lines
-// (spec/jsonl.md §5.4), a row standing for a line: the first row that does not decode, or does not continue
-// the seqs, is remembered, and only thrown when a later row (or that row itself, for a gap) proves a turn
-// was committed after it by carrying a turn/end; otherwise it starts the torn tail, which a repair deletes.
+// (eventstore.PrefixScan), a row standing for a line; the first row left out starts the torn tail, which a
+// repair deletes.
 type rowScan struct {
-	events    []event.Event
-	rows      []uint64
-	line      int
-	issue     error
+	eventstore.PrefixScan
 	tornAt    int64 // seq of the first torn row; -1: none
 	tornBytes int64
 	share     float64
-	budget    eventstore.Budget
 }
 
 func (s *rowScan) apply(d *decoded) error {
-	s.line++
-	if d.err != nil {
-		if s.issue == nil {
-			s.issue = &contentError{fmt.Errorf("corrupt session log: unparsable committed event at line %d", s.line)}
+	clean := s.Issue == nil
+	if need := len(s.Events) + len(d.events); need > cap(s.Events) {
+		s.Events = eventstore.GrowTo(s.Events, need, s.share)
+	}
+	kept, err := s.Take(d.events, d.row, d.err)
+	if !kept {
+		if clean && s.Issue != nil {
 			s.tornAt = d.seq
 		}
 		s.tornBytes += int64(len(d.line)) + 1
-		return nil
 	}
-	if s.issue != nil {
-		if eventstore.HasTurnEnd(d.events) {
-			return s.issue
-		}
-		s.tornBytes += int64(len(d.line)) + 1
-		return nil
+	if err != nil && err == s.Issue {
+		return &contentError{err}
 	}
-	start := len(s.events)
-	for _, e := range d.events {
-		if e.Seq != int64(len(s.events)) {
-			expected := len(s.events)
-			s.events = s.events[:start]
-			s.issue = &contentError{fmt.Errorf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)", s.line, expected, e.SeqText())}
-			s.tornAt = d.seq
-			s.tornBytes += int64(len(d.line)) + 1
-			if eventstore.HasTurnEnd(d.events) {
-				return s.issue
-			}
-			return nil
-		}
-		if len(s.events) == cap(s.events) {
-			s.events = eventstore.GrowTo(s.events, len(s.events)+len(d.events), s.share)
-		}
-		s.events = append(s.events, e)
-	}
-	if err := s.budget.Add(s.events[start:]); err != nil {
-		return err
-	}
-	if d.row {
-		s.rows = eventstore.MarkRowMembers(s.rows, start, len(s.events))
-	}
-	return nil
+	return err
 }
