@@ -746,7 +746,7 @@ type Chunk struct {
 // included, which the caller parses (TestReadChunk).
 func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
 	cur := NewCursor(raw)
-	lit, digits, str := cur.Lit, cur.Digits, cur.String
+	lit, digits, str := cur.Lit, cur.Digits, cur.Str
 	var c Chunk
 	var ok bool
 	var n, turn, step, index int64
@@ -862,9 +862,9 @@ func (c *Cursor) Digits() (int64, bool) {
 	return n, true
 }
 
-// String reads a string token and returns its contents; the token must be canonical (as in a line
+// Str reads a string token and returns its contents; the token must be canonical (as in a line
 // IsCanonical accepts) for them to be its value.
-func (c *Cursor) String() (string, bool) {
+func (c *Cursor) Str() (string, bool) {
 	if len(c.rest) == 0 || c.rest[0] != '"' {
 		return "", false
 	}
