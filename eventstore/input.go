@@ -36,7 +36,7 @@ type input struct {
 // (which Session.append cannot set) after data. Whether the event fits the log (envelope rules, surface
 // rules, vocabulary) is checked when it is accepted.
 func parseInput(line []byte, seq, now int64) (input, *CommandError) {
-	if in, ok := quickInput(line, seq); ok {
+	if in, ok := quickInput(line, seq, now); ok {
 		return in, nil
 	}
 	return parseLine(line, seq, now)
@@ -111,40 +111,65 @@ func parseLine(line []byte, seq, now int64) (input, *CommandError) {
 }
 
 // quickInput is parseInput and Session.prepare in one pass over the bytes, for the two kinds of line that
-// are most of what a live writer appends, when in stored form and laid out as the harness writes them: a
-// streamed assistant/chunk (event.ReadChunk, canonical) and a turn or step bracket (readBracket). Chunks are
+// are most of what a live writer appends, laid out as the harness writes them: a streamed assistant/chunk
+// (event.ReadChunk, the line canonical) and a turn or step bracket (bracketData), each either in stored
+// form ({"type":T,"seq":S,"time":M,"data":D}) or without seq and time ({"type":T,"data":D}). Chunks are
 // three quarters of a turn's events and brackets half of the rest; the tree each was parsed into (a
 // kilobyte of values, of which the checks read a few numbers) was most of an append's CPU time and
 // garbage. Every check of the event alone passes on such a line — its envelope is exactly type, seq, time
 // and data, its type is known, nothing upgrades it — and the live trace reads only its turn and step
 // (liveTrace.acceptInput). TestQuickInputAgrees holds it to the parsed path's outcome.
-func quickInput(line []byte, seq int64) (input, bool) {
-	const prefix = `{"type":"`
-	if len(line) < len(prefix) || string(line[:len(prefix)]) != prefix {
+func quickInput(line []byte, seq, now int64) (input, bool) {
+	cur := event.NewCursor(line)
+	if !cur.Lit(`{"type":"`) {
 		return input{}, false
 	}
-	typ := line[len(prefix):]
-	if end := bytes.IndexByte(typ, '"'); end > 0 {
-		typ = typ[:end]
+	rest := cur.Rest()
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return input{}, false
 	}
-	in := input{prepared: true, timed: true, quick: true}
-	switch string(typ) {
-	case "assistant/chunk":
-		c, ok := event.ReadChunk(line, seq)
+	if name := rest[:end]; string(name) != "assistant/chunk" && !bracketTypes[string(name)] {
+		return input{}, false
+	}
+	typ := string(rest[:end])
+	cur.Lit(typ)
+	in := input{prepared: true, timed: true, quick: true, millis: now}
+	stored := cur.Lit(`","seq":`)
+	if stored {
+		n, ok := cur.Digits()
+		if !ok || n != seq || !cur.Lit(`,"time":`) {
+			return input{}, false
+		}
+		if in.millis, ok = cur.Digits(); !ok || !cur.Lit(`,"data":`) {
+			return input{}, false
+		}
+	} else if !cur.Lit(`","data":`) {
+		return input{}, false
+	}
+	data, ok := envelopeData(cur.Rest())
+	if !ok {
+		return input{}, false
+	}
+	switch {
+	case typ == "assistant/chunk":
+		c, ok := event.ReadChunk(data, seq, in.millis)
 		if !ok || !event.IsCanonical(line) {
 			return input{}, false
 		}
-		in.packing, in.millis, in.turn, in.step = c.Packing, c.Time, c.Turn, c.Step
-	case "turn/start", "turn/end", "step/start", "step/end":
-		b, ok := readBracket(line, string(typ))
-		if !ok || b.seq != seq {
+		in.packing, in.turn, in.step = c.Packing, c.Turn, c.Step
+	case bracketTypes[typ]:
+		if in.turn, in.step, ok = bracketData(data, typ); !ok {
 			return input{}, false
 		}
-		in.millis, in.turn, in.step = b.time, b.turn, b.step
 	default:
 		return input{}, false
 	}
-	in.ev = event.CanonicalEvent(append([]byte(nil), line...), string(typ), seq)
+	if stored {
+		in.ev = event.CanonicalEvent(append([]byte(nil), line...), typ, seq)
+	} else {
+		in.ev = event.NewEventFrom(typ, seq, in.millis, data)
+	}
 	return in, true
 }
 

@@ -457,56 +457,77 @@ type bracket struct {
 	turn, step float64
 }
 
+// bracketTypes are the types of turn and step brackets.
+var bracketTypes = map[string]bool{"turn/start": true, "turn/end": true, "step/start": true, "step/end": true}
+
 // readBracket reads a bracket of type typ laid out exactly as the harness writes one:
 //
 //	{"type":"turn/start","seq":S,"time":T,"data":{"turn":N}}
 //	{"type":"step/start","seq":S,"time":T,"data":{"turn":N,"step":M}}   (and step/end)
 //	{"type":"turn/end","seq":S,"time":T,"data":{"turn":N,"reason":{"kind":K}}}
 //
-// with every number a non-negative safe integer in canonical form, N at least 1 in a turn/end, and K a
-// reason the upgrade leaves alone (completed, blocked, max-tokens, interrupted). Such a line is canonical
-// JSON by its layout. ok is false for any other type or layout.
+// with every number a non-negative safe integer in canonical form, and the data as bracketData reads it.
+// Such a line is canonical JSON by its layout. ok is false for any other type or layout.
 func readBracket(raw []byte, typ string) (b bracket, ok bool) {
 	cur := event.NewCursor(raw)
-	cut, num := cur.Lit, cur.Digits
-	switch typ {
-	case "turn/start", "turn/end", "step/start", "step/end":
-	default:
+	if !bracketTypes[typ] || !cur.Lit(`{"type":"`) || !cur.Lit(typ) || !cur.Lit(`","seq":`) {
 		return b, false
 	}
-	if !cut(`{"type":"`) || !cut(typ) || !cut(`","seq":`) {
+	if b.seq, ok = cur.Digits(); !ok || !cur.Lit(`,"time":`) {
 		return b, false
 	}
-	if b.seq, ok = num(); !ok || !cut(`,"time":`) {
+	if b.time, ok = cur.Digits(); !ok || !cur.Lit(`,"data":`) {
 		return b, false
 	}
-	if b.time, ok = num(); !ok || !cut(`,"data":{"turn":`) {
-		return b, false
-	}
-	turn, ok := num()
+	data, ok := envelopeData(cur.Rest())
 	if !ok {
 		return b, false
 	}
-	b.turn = float64(turn)
+	b.turn, b.step, ok = bracketData(data, typ)
+	return b, ok
+}
+
+// envelopeData is the data member of a record whose data is its last member: rest is that member's value
+// and the record's closing brace.
+func envelopeData(rest []byte) ([]byte, bool) {
+	if len(rest) < 2 || rest[len(rest)-1] != '}' {
+		return nil, false
+	}
+	return rest[:len(rest)-1], true
+}
+
+// bracketData reads the data of a bracket of type typ laid out as the harness writes it — {"turn":N} of a
+// turn/start, {"turn":N,"step":M} of a step's, {"turn":N,"reason":{"kind":K}} of a turn/end — with N and
+// M non-negative safe integers in canonical form, N at least 1 in a turn/end, and K a reason the upgrade
+// leaves alone (completed, blocked, max-tokens, interrupted). It returns N and M (0 for a turn's).
+func bracketData(data []byte, typ string) (turn, step float64, ok bool) {
+	cur := event.NewCursor(data)
+	if !cur.Lit(`{"turn":`) {
+		return 0, 0, false
+	}
+	n, ok := cur.Digits()
+	if !ok {
+		return 0, 0, false
+	}
+	turn = float64(n)
 	switch typ {
 	case "turn/start":
-		return b, string(cur.Rest()) == "}}"
+		return turn, 0, string(cur.Rest()) == "}"
 	case "turn/end":
-		if turn < 1 || !cut(`,"reason":{"kind":"`) {
-			return b, false
+		if n < 1 || !cur.Lit(`,"reason":{"kind":"`) {
+			return 0, 0, false
 		}
 		switch string(cur.Rest()) {
-		case `completed"}}}`, `blocked"}}}`, `max-tokens"}}}`, `interrupted"}}}`:
-			return b, true
+		case `completed"}}`, `blocked"}}`, `max-tokens"}}`, `interrupted"}}`:
+			return turn, 0, true
 		}
-		return b, false
+		return 0, 0, false
 	default: // step/start, step/end
-		if !cut(`,"step":`) {
-			return b, false
+		if !cur.Lit(`,"step":`) {
+			return 0, 0, false
 		}
-		step, ok := num()
-		b.step = float64(step)
-		return b, ok && string(cur.Rest()) == "}}"
+		m, ok := cur.Digits()
+		return turn, float64(m), ok && string(cur.Rest()) == "}"
 	}
 }
 

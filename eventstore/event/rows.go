@@ -721,42 +721,35 @@ func buildRowData(run []delta) []byte {
 }
 
 // Chunk is what the live writer takes from an assistant/chunk event ReadChunk read: its data's turn and
-// step (the numbers the harness's invariant companions compare with the open step), its time, and how a
-// flush packs it.
+// step (the numbers the harness's invariant companions compare with the open step) and how a flush packs
+// it.
 type Chunk struct {
 	Turn, Step float64
-	Time       int64
 	Packing    Packing
 }
 
-// ReadChunk reads, without building a tree, an assistant/chunk event at seq laid out as Expand writes one
-// and the harness's Session.append stores one:
+// ReadChunk reads, without building a tree, the data of an assistant/chunk event at seq and time laid out
+// as Expand writes it and the harness's Session.append stores it:
 //
-//	{"type":"assistant/chunk","seq":S,"time":T,"data":{"turn":N,"step":M,"chunk":C}}
+//	{"turn":N,"step":M,"chunk":C}
 //
-// with S equal to seq and T, N and M non-negative safe integers spelled as digits, and C either a
-// streaming delta in the encoder's layout —
+// with N and M non-negative safe integers spelled as digits, and C either a streaming delta in the
+// encoder's layout —
 //
 //	{"type":"text-delta","index":I,"text":X}           (and "reasoning-delta")
 //	{"type":"tool-call-delta","index":I,"id":D,["name":A,]"argumentsDelta":X}
 //
-// with I as the others, which packs (its Packing is the one PackingOf gives) — or an object whose first
-// member is a type that no delta has (block-start, usage, finish, …), which never packs. raw must be
-// canonical (IsCanonical). ok is false for every other layout, a delta's type in any other shape
-// included, which the caller parses (TestReadChunk).
-func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
-	cur := NewCursor(raw)
+// with I as the others, which packs (its Packing is the one PackingOf gives the event) — or an object whose
+// first member is a type that no delta has (block-start, usage, finish, …), which never packs. data must be
+// canonical (IsCanonical), and seq and time non-negative safe integers. ok is false for every other layout,
+// a delta's type in any other shape included, which the caller parses (TestReadChunk).
+func ReadChunk(data []byte, seq, time int64) (Chunk, bool) {
+	cur := NewCursor(data)
 	lit, digits, str := cur.Lit, cur.Digits, cur.Str
 	var c Chunk
 	var ok bool
-	var n, turn, step, index int64
-	if !lit(`{"type":"assistant/chunk","seq":`) {
-		return c, false
-	}
-	if n, ok = digits(); !ok || n != seq || !lit(`,"time":`) {
-		return c, false
-	}
-	if c.Time, ok = digits(); !ok || !lit(`,"data":{"turn":`) {
+	var turn, step, index int64
+	if !lit(`{"turn":`) {
 		return c, false
 	}
 	if turn, ok = digits(); !ok || !lit(`,"step":`) {
@@ -786,7 +779,7 @@ func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
 			return c, false
 		}
 		end := skipValue(chunk, 0)
-		if end < 0 || string(chunk[end:]) != "}}" {
+		if end < 0 || string(chunk[end:]) != "}" {
 			return c, false
 		}
 		return c, true
@@ -814,10 +807,10 @@ func ReadChunk(raw []byte, seq int64) (Chunk, bool) {
 	if !ok {
 		return c, false
 	}
-	if d.payload, ok = str(); !ok || !lit("}}}") || len(cur.Rest()) != 0 {
+	if d.payload, ok = str(); !ok || !lit("}}") || len(cur.Rest()) != 0 {
 		return c, false
 	}
-	d.seq, d.time = float64(seq), float64(c.Time)
+	d.seq, d.time = float64(seq), float64(time)
 	d.turn, d.step, d.index = c.Turn, c.Step, float64(index)
 	c.Packing = Packing{&d}
 	return c, true
