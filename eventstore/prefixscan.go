@@ -10,10 +10,13 @@ import (
 // harness's SessionLogScanner does (spec/jsonl.md §5.4): the first line that does not decode, or whose
 // events break the seq sequence, is remembered rather than thrown, and it and every line after it are
 // left out; the remembered damage is thrown only when a line — a later one, or the gap's own — carries a
-// turn/end, which proves a turn was committed after it. Every backend that stores lines (JSONL files, the
-// fleet store's rows) loads through one.
+// turn/end, which proves a turn was committed after it. Every reader of stored lines goes through one:
+// the JSONL and fleet store loads, and sync as it copies a log's lines into the fleet store.
 type PrefixScan struct {
 	Events []event.Event
+	// Next is the seq the next line's first event must carry: the number of events kept, or where a
+	// scan resumed
+	Next int64
 	// Rows marks the events that are members of chunk rows with a safe seq (Prefix.RowMembers)
 	Rows []uint64
 	// Line is the number of the line taken last, 1 = the first after the header
@@ -22,6 +25,9 @@ type PrefixScan struct {
 	Issue error
 	// Budget counts the kept events against the session's load budget
 	Budget Budget
+	// Stream keeps nothing but the scan's place (Next, Line, Issue): Events and Rows stay empty. A scan
+	// that hands each kept line on as it goes (a sync copying a log into another store) sets it.
+	Stream bool
 }
 
 // Take takes the next stored line: the events it decodes to (row: the members of a chunk row), or why it
@@ -42,25 +48,25 @@ func (p *PrefixScan) Take(events []event.Event, row bool, decodeErr error) (kept
 		}
 		return false, nil
 	}
-	start := len(p.Events)
-	for _, e := range events {
-		if e.Seq != int64(len(p.Events)) {
-			expected := len(p.Events)
-			p.Events = p.Events[:start]
-			p.Issue = fmt.Errorf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)", p.Line, expected, e.SeqText())
+	for i, e := range events {
+		if e.Seq != p.Next+int64(i) {
+			p.Issue = fmt.Errorf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)", p.Line, p.Next+int64(i), e.SeqText())
 			if HasTurnEnd(events) {
 				return false, p.Issue
 			}
 			return false, nil
 		}
-		p.Events = append(p.Events, e)
 	}
-	if err := p.Budget.Add(p.Events[start:]); err != nil {
+	if err := p.Budget.Add(events); err != nil {
 		return false, err
 	}
-	if row { // every member passed the seq check: its seq is its index, a non-negative safe integer
-		p.Rows = markRowMembers(p.Rows, start, len(p.Events))
+	if !p.Stream {
+		p.Events = append(p.Events, events...)
+		if row { // every member passed the seq check: its seq is its index, a non-negative safe integer
+			p.Rows = markRowMembers(p.Rows, int(p.Next), int(p.Next)+len(events))
+		}
 	}
+	p.Next += int64(len(events))
 	return true, nil
 }
 

@@ -86,6 +86,19 @@ func TestPrefixScan(t *testing.T) {
 		})
 	}
 
+	// a streaming scan resumed at seq 10 keeps its place and nothing else
+	st := PrefixScan{Stream: true, Next: 10, Line: 4}
+	for _, l := range []line{one("turn/start", 10), row(11, 14)} {
+		if kept, err := st.Take(l.events, l.row, nil); !kept || err != nil {
+			t.Fatalf("resumed scan: kept %v, %v", kept, err)
+		}
+	}
+	if kept, _ := st.Take([]event.Event{ev("turn/end", 15)}, false, nil); kept || st.Next != 14 || st.Line != 7 ||
+		len(st.Events) != 0 || len(st.Rows) != 0 || !strings.Contains(fmt.Sprint(st.Issue), "at line 7 (expected 14, got 15)") {
+		t.Errorf("resumed scan: kept %v, next %d, line %d, %d events, %d row words, issue %v",
+			kept, st.Next, st.Line, len(st.Events), len(st.Rows), st.Issue)
+	}
+
 	// the budget refuses the line that passes it
 	p := PrefixScan{Budget: Budget{Limit: 2 * EventOverhead}}
 	if _, err := p.Take([]event.Event{ev("turn/start", 0)}, false, nil); err != nil {

@@ -41,9 +41,9 @@ func (e *corruptError) Error() string { return e.msg }
 type lineScanner struct {
 	header []byte // the first line, once complete
 	frag   []byte
-	next   int64 // the seq the next line must start at
-	lineNo int   // event line number, 1 = the first line after the header
-	issue  string
+	// prefix applies the rule to each line and keeps the scan's place (the seq the next line must start
+	// at, the line number); it keeps no events (Stream)
+	prefix eventstore.PrefixScan
 	emit   func(line) error
 	sc     event.RowScratch
 	evs    []event.Event
@@ -82,7 +82,6 @@ func (s *lineScanner) consume(l []byte) error {
 		s.committed = s.input
 		return nil
 	}
-	s.lineNo++
 	var err error
 	s.evs = s.evs[:0]
 	if len(l) > 0 {
@@ -93,26 +92,13 @@ func (s *lineScanner) consume(l []byte) error {
 	} else {
 		err = errors.New("empty line")
 	}
-	if s.issue != "" {
-		// past the damage nothing is committed; a turn/end proves the damage was in the committed region
-		if err == nil && eventstore.HasTurnEnd(s.evs) {
-			return &corruptError{s.issue}
-		}
-		return nil
-	}
+	first := s.prefix.Next
+	kept, err := s.prefix.Take(s.evs, false, err)
 	if err != nil {
-		s.issue = fmt.Sprintf("corrupt session log: unparsable committed event at line %d", s.lineNo)
-		return nil
+		return &corruptError{err.Error()} // the budget is unlimited: Take fails only with proven damage
 	}
-	for i, e := range s.evs {
-		if e.Seq != s.next+int64(i) {
-			s.issue = fmt.Sprintf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)",
-				s.lineNo, s.next+int64(i), e.SeqText())
-			if eventstore.HasTurnEnd(s.evs) {
-				return &corruptError{s.issue}
-			}
-			return nil
-		}
+	if !kept {
+		return nil
 	}
 	if len(s.evs) == 0 {
 		// a line that stores no event (a chunk row of no members) holds no seq and adds nothing to the
@@ -120,9 +106,7 @@ func (s *lineScanner) consume(l []byte) error {
 		s.committed = s.input
 		return nil
 	}
-	ln := line{raw: bytes.Clone(l), first: s.next, last: s.next + int64(len(s.evs)) - 1, events: len(s.evs)}
-	s.next = ln.last + 1
-	return s.emitLine(ln)
+	return s.emitLine(line{raw: bytes.Clone(l), first: first, last: s.prefix.Next - 1, events: len(s.evs)})
 }
 
 func (s *lineScanner) emitLine(l line) error {
@@ -249,11 +233,11 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 	if from != nil && (from.identity == "" || from.identity != art.Identity || art.Size < from.offset) {
 		from = nil // replaced or cut back: read it whole
 	}
-	s := &lineScanner{}
+	s := &lineScanner{prefix: eventstore.PrefixScan{Stream: true}}
 	headerSent := false
 	start := int64(0)
 	if from != nil {
-		s.header, s.next, s.lineNo, start = from.header, from.next, from.lineNo, from.offset
+		s.header, s.prefix.Next, s.prefix.Line, start = from.header, from.next, from.lineNo, from.offset
 		s.committed, s.input = start, start
 		headerSent = true
 		if err := header(from.header); err != nil {
@@ -275,8 +259,8 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 	mark := func(offset int64) {
 		// raw: offset is where the committed lines end, a fragment after it is read again next time;
 		// zstd: offset is a frame's end, clean only when its text ended with a complete line
-		if (len(s.frag) == 0 || !zstd) && s.issue == "" && s.header != nil {
-			at = &cursor{identity: art.Identity, offset: offset, next: s.next, lineNo: s.lineNo, header: s.header}
+		if (len(s.frag) == 0 || !zstd) && s.prefix.Issue == nil && s.header != nil {
+			at = &cursor{identity: art.Identity, offset: offset, next: s.prefix.Next, lineNo: s.prefix.Line, header: s.header}
 		}
 	}
 	mark(start)
