@@ -65,6 +65,7 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 			}
 			reports, err := s.Pass(ctx, true)
 			if ctx.Err() != nil {
+				reportCopies(reports, report)
 				return nil
 			}
 			if err != nil {
@@ -88,6 +89,9 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 			}
 			r, ok := s.Session(ctx, id)
 			if ctx.Err() != nil {
+				if ok {
+					reportCopies([]Report{r}, report)
+				}
 				return nil
 			}
 			if ok && r.Status != Unchanged {
@@ -147,4 +151,14 @@ func (s *Syncer) watchAll(w *storewatch.Watcher) {
 	}
 	s.mu.Unlock()
 	w.Sessions(r.Root(), paths)
+}
+
+// reportCopies reports the copies among the results of work a stop interrupted: what was copied is in
+// the fleet store, and says so, even when the rest of the pass was cut short.
+func reportCopies(reports []Report, report func(Report)) {
+	for _, r := range reports {
+		if r.Status == Copied {
+			report(r)
+		}
+	}
 }
