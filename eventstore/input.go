@@ -1,7 +1,6 @@
 package eventstore
 
 import (
-	"bytes"
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -113,62 +112,41 @@ func parseLine(line []byte, seq, now int64) (input, *CommandError) {
 // quickInput is parseInput and Session.prepare in one pass over the bytes, for the two kinds of line that
 // are most of what a live writer appends, laid out as the harness writes them: a streamed assistant/chunk
 // (event.ReadChunk, the line canonical) and a turn or step bracket (bracketData), each either in stored
-// form ({"type":T,"seq":S,"time":M,"data":D}) or without seq and time ({"type":T,"data":D}). Chunks are
+// form or without seq and time (readEnvelope). Chunks are
 // three quarters of a turn's events and brackets half of the rest; the tree each was parsed into (a
 // kilobyte of values, of which the checks read a few numbers) was most of an append's CPU time and
 // garbage. Every check of the event alone passes on such a line — its envelope is exactly type, seq, time
 // and data, its type is known, nothing upgrades it — and the live trace reads only its turn and step
 // (liveTrace.acceptInput). TestQuickInputAgrees holds it to the parsed path's outcome.
 func quickInput(line []byte, seq, now int64) (input, bool) {
-	cur := event.NewCursor(line)
-	if !cur.Lit(`{"type":"`) {
+	env, ok := readEnvelope(line)
+	if !ok || (env.stored && env.seq != seq) {
 		return input{}, false
 	}
-	rest := cur.Rest()
-	end := bytes.IndexByte(rest, '"')
-	if end < 0 {
-		return input{}, false
-	}
-	if name := rest[:end]; string(name) != "assistant/chunk" && !bracketTypes[string(name)] {
-		return input{}, false
-	}
-	typ := string(rest[:end])
-	cur.Lit(typ)
 	in := input{prepared: true, timed: true, quick: true, millis: now}
-	stored := cur.Lit(`","seq":`)
-	if stored {
-		n, ok := cur.Digits()
-		if !ok || n != seq || !cur.Lit(`,"time":`) {
-			return input{}, false
-		}
-		if in.millis, ok = cur.Digits(); !ok || !cur.Lit(`,"data":`) {
-			return input{}, false
-		}
-	} else if !cur.Lit(`","data":`) {
-		return input{}, false
+	if env.stored {
+		in.millis = env.time
 	}
-	data, ok := envelopeData(cur.Rest())
-	if !ok {
-		return input{}, false
-	}
+	var typ string
 	switch {
-	case typ == "assistant/chunk":
-		c, ok := event.ReadChunk(data, seq, in.millis)
+	case string(env.typ) == "assistant/chunk":
+		c, ok := event.ReadChunk(env.data, seq, in.millis)
 		if !ok || !event.IsCanonical(line) {
 			return input{}, false
 		}
-		in.packing, in.turn, in.step = c.Packing, c.Turn, c.Step
-	case bracketTypes[typ]:
-		if in.turn, in.step, ok = bracketData(data, typ); !ok {
+		typ, in.packing, in.turn, in.step = "assistant/chunk", c.Packing, c.Turn, c.Step
+	case bracketTypes[string(env.typ)]:
+		typ = string(env.typ)
+		if in.turn, in.step, ok = bracketData(env.data, typ); !ok {
 			return input{}, false
 		}
 	default:
 		return input{}, false
 	}
-	if stored {
+	if env.stored {
 		in.ev = event.CanonicalEvent(append([]byte(nil), line...), typ, seq)
 	} else {
-		in.ev = event.NewEventFrom(typ, seq, in.millis, data)
+		in.ev = event.NewEventFrom(typ, seq, in.millis, env.data)
 	}
 	return in, true
 }

@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"bytes"
 	"errors"
 	"runtime"
 	"sync"
@@ -433,67 +434,75 @@ func plainEnvelope(e event.Event) bool {
 	return ok && !bad && typ && seq && tm && data
 }
 
-// bracketEvent reads, without parsing, a turn or step bracket laid out exactly as the harness writes one
-// (readBracket). On such an event every load check passes and no upgrade applies
-// (TestBracketEventsPassEveryCheck); all the checks take from it is the number the repair planner tracks,
-// which it returns: N of a turn/start, M of a step/start (0 for the ends). Brackets are half of the events
-// that are not chunks, and each was parsed into a tree for that. Any other layout takes the parsed path,
-// which says what is wrong in the harness's words.
+// bracketEvent reads, without parsing, a turn or step bracket laid out exactly as the harness writes one:
+// in stored form (readEnvelope) with the data bracketData reads. On such an event every load check passes
+// and no upgrade applies (TestBracketEventsPassEveryCheck); all the checks take from it is the number the
+// repair planner tracks, which it returns: N of a turn/start, M of a step/start (0 for the ends). Brackets
+// are half of the events that are not chunks, and each was parsed into a tree for that. Any other layout
+// takes the parsed path, which says what is wrong in the harness's words.
 func bracketEvent(e event.Event) (float64, bool) {
-	b, ok := readBracket(e.Raw, e.Type)
+	if !bracketTypes[e.Type] {
+		return 0, false
+	}
+	env, ok := readEnvelope(e.Raw)
+	if !ok || !env.stored || string(env.typ) != e.Type {
+		return 0, false
+	}
+	turn, step, ok := bracketData(env.data, e.Type)
 	switch e.Type {
 	case "turn/start":
-		return b.turn, ok
+		return turn, ok
 	case "step/start":
-		return b.step, ok
+		return step, ok
 	}
 	return 0, ok
-}
-
-// bracket is what readBracket reads of a turn or step bracket: its seq and time, and its data's turn and
-// step (0 for a turn's bracket, which has none).
-type bracket struct {
-	seq, time  int64
-	turn, step float64
 }
 
 // bracketTypes are the types of turn and step brackets.
 var bracketTypes = map[string]bool{"turn/start": true, "turn/end": true, "step/start": true, "step/end": true}
 
-// readBracket reads a bracket of type typ laid out exactly as the harness writes one:
-//
-//	{"type":"turn/start","seq":S,"time":T,"data":{"turn":N}}
-//	{"type":"step/start","seq":S,"time":T,"data":{"turn":N,"step":M}}   (and step/end)
-//	{"type":"turn/end","seq":S,"time":T,"data":{"turn":N,"reason":{"kind":K}}}
-//
-// with every number a non-negative safe integer in canonical form, and the data as bracketData reads it.
-// Such a line is canonical JSON by its layout. ok is false for any other type or layout.
-func readBracket(raw []byte, typ string) (b bracket, ok bool) {
-	cur := event.NewCursor(raw)
-	if !bracketTypes[typ] || !cur.Lit(`{"type":"`) || !cur.Lit(typ) || !cur.Lit(`","seq":`) {
-		return b, false
-	}
-	if b.seq, ok = cur.Digits(); !ok || !cur.Lit(`,"time":`) {
-		return b, false
-	}
-	if b.time, ok = cur.Digits(); !ok || !cur.Lit(`,"data":`) {
-		return b, false
-	}
-	data, ok := envelopeData(cur.Rest())
-	if !ok {
-		return b, false
-	}
-	b.turn, b.step, ok = bracketData(data, typ)
-	return b, ok
+// envelope is what readEnvelope reads of a line.
+type envelope struct {
+	typ       []byte // the type's name, as written
+	stored    bool   // seq and time are present
+	seq, time int64  // when stored
+	data      []byte // the data member's value
 }
 
-// envelopeData is the data member of a record whose data is its last member: rest is that member's value
-// and the record's closing brace.
-func envelopeData(rest []byte) ([]byte, bool) {
-	if len(rest) < 2 || rest[len(rest)-1] != '}' {
-		return nil, false
+// readEnvelope reads the envelope of a line laid out as the harness writes one — {"type":T,"seq":S,
+// "time":M,"data":D} (stored form) or {"type":T,"data":D} (the append syntax without seq and time) — with
+// S and M non-negative safe integers in canonical form. T is what lies between the quotes (a type with
+// an escape in its name is never one the callers look for); D is not read. ok is false for any other
+// layout.
+func readEnvelope(line []byte) (env envelope, ok bool) {
+	const head = `{"type":"`
+	if !bytes.HasPrefix(line, []byte(head)) {
+		return env, false
 	}
-	return rest[:len(rest)-1], true
+	rest := line[len(head):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return env, false
+	}
+	env.typ = rest[:end]
+	cur := event.NewCursor(rest[end:])
+	if env.stored = cur.Lit(`","seq":`); env.stored {
+		if env.seq, ok = cur.Digits(); !ok || !cur.Lit(`,"time":`) {
+			return env, false
+		}
+		if env.time, ok = cur.Digits(); !ok || !cur.Lit(`,"data":`) {
+			return env, false
+		}
+	} else if !cur.Lit(`","data":`) {
+		return env, false
+	}
+	// data is the last member: what follows it is the record's closing brace
+	rest = cur.Rest()
+	if len(rest) < 2 || rest[len(rest)-1] != '}' {
+		return env, false
+	}
+	env.data = rest[:len(rest)-1]
+	return env, true
 }
 
 // bracketData reads the data of a bracket of type typ laid out as the harness writes it — {"turn":N} of a
