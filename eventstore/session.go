@@ -238,9 +238,7 @@ func (w *Session) Accept(lines [][]byte) error {
 				ins[i] = input{prepared: true, invalid: err} // no event: only validate can refuse it
 				continue
 			}
-			if !in.prepared { // quickInput prepares what it reads
-				w.prepare(&in)
-			}
+			w.prepare(&in)
 			ins[i] = in
 		}
 		return nil
@@ -415,9 +413,7 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 // event can never make the session unreadable) — the checks of the event alone (check, or its outcome
 // computed beforehand) and then the fold's.
 func (w *Session) validate(in *input) error {
-	if !in.prepared {
-		w.prepare(in)
-	}
+	w.prepare(in)
 	if in.invalid != nil {
 		return in.invalid
 	}
@@ -429,7 +425,11 @@ func (w *Session) validate(in *input) error {
 
 // prepare does the work on one new event that reads nothing of the session that changes — its checks
 // (check) and, for a valid one, its packing and time — so that Accept does it on every core as it parses.
+// An input already prepared (by Accept, or by quickInput as it read the line) is left as it is.
 func (w *Session) prepare(in *input) {
+	if in.prepared {
+		return
+	}
 	in.invalid = w.check(*in)
 	if in.invalid == nil {
 		in.packing = event.PackingOf(in.ev, in.rec)
