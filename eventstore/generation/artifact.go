@@ -7,8 +7,11 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// Latest is the newest generation a tagged harness release writes (dsh-v0.1.5-alpha.1 on).
-const Latest = 3
+// Latest is the newest generation a tagged harness release writes (dsh-v0.2.0-rc.2 on).
+const Latest = 4
+
+// decodes reports whether this package decodes generation gen.
+func decodes(gen int) bool { return gen >= 2 && gen <= Latest }
 
 // Header is the logical session header of a v2 or v3 artifact: the physical header line without its
 // "type", exactly as the codec restores it.
@@ -84,7 +87,7 @@ func Decode(gen int, compressed bool, artifact []byte) (*Artifact, error) {
 // the codec's header checks alone: a listing reads headers without the events the restore checks them
 // against.
 func ParseHeader(gen int, line []byte) (Header, error) {
-	if gen != 2 && gen != 3 {
+	if !decodes(gen) {
 		return Header{}, &UnsupportedGenerationError{Version: gen}
 	}
 	hv, err := event.Parse(line)
@@ -109,7 +112,7 @@ func ParseHeader(gen int, line []byte) (Header, error) {
 // *CorruptError (framing), *MismatchError and *UnsupportedGenerationError. The returned events alias
 // artifact when it is raw and its lines are already canonical, so artifact must not be modified after.
 func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
-	if o.Generation != 2 && o.Generation != 3 {
+	if !decodes(o.Generation) {
 		return nil, &UnsupportedGenerationError{Version: o.Generation}
 	}
 	text := artifact
@@ -139,14 +142,20 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	committed := committedOf(nl + 1)
 	v2 := v2Decoder{seeded: h.IsSeeded, recovery: o.Recovery, cut: -1}
 	v3 := v3Decoder{v2: v2, cut: -1}
+	v4 := v4Decoder{v2: v2}
 	decodeRow, unparsable := v2.decodeRow, v2.unparsable
-	if o.Generation == 3 {
+	switch o.Generation {
+	case 3:
 		decodeRow, unparsable = v3.decodeRow, v3.v2.unparsable
+	case 4:
+		decodeRow, unparsable = v4.decodeRow, v4.v2.unparsable
 	}
 	rest := newRestorer(h)
 	var events []event.Event
 	emit := func(a accepted) error {
-		rest.observe(a.v, a.row.Type)
+		if o.Generation != 4 { // v4's restore reads the events once all are decoded (restoreV4)
+			rest.observe(a.v, a.row.Type)
+		}
 		e := a.row
 		if a.changed {
 			var err error
@@ -170,7 +179,11 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		ev, perr := event.ParseEvent(row)
 		var v event.Value
 		if perr == nil {
-			v, perr = rowValue(ev)
+			if o.Generation == 4 {
+				v, perr = v4Value(ev)
+			} else {
+				v, perr = rowValue(ev)
+			}
 		}
 		if perr != nil {
 			if err := unparsable(line); err != nil {
@@ -187,15 +200,23 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		}
 	}
 	var cut int64
-	if o.Generation == 3 {
+	switch o.Generation {
+	case 3:
 		cut, err = v3.finish()
-	} else {
+	case 4:
+		cut, err = v4.v2.finish()
+	default:
 		cut, err = v2.finish()
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := rest.finish(cut, events); err != nil {
+	if o.Generation == 4 {
+		err = restoreV4(h, cut, events)
+	} else {
+		err = rest.finish(cut, events)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed}, nil
@@ -268,7 +289,9 @@ func WrittenBy(gen int) string {
 	case gen == 2:
 		return "dsh-v0.1.3-alpha.1 and dsh-v0.1.3-alpha.2"
 	case gen == 3:
-		return "dsh-v0.1.5-alpha.1 and later"
+		return "dsh-v0.1.5-alpha.1 up to dsh-v0.2.0-rc.1"
+	case gen == 4:
+		return "dsh-v0.2.0-rc.2 and later"
 	}
-	return "a harness release newer than dsh-v0.1.5-alpha.1 (the latest writes v3)"
+	return "a harness release newer than dshfs knows (the latest writes v4)"
 }

@@ -33,6 +33,12 @@ var (
 // decodeHeader turns a parsed header line of generation gen into the logical header, with the checks and
 // texts of the released codec (v3 reuses v2's with version 3).
 func decodeHeader(gen int, v event.Value) (Header, error) {
+	if gen == 4 {
+		// the v4 codec hands the physical header to the released v2 decoder with its version swapped
+		if ver, ok := v.Get("version"); !isObject(v) || !ok || ver.Kind != event.KindNumber || ver.Num != 4 {
+			return Header{}, formatErr("expected format v4 physical header")
+		}
+	}
 	if gen == 3 {
 		if event.CheckLossless(v) != nil {
 			return Header{}, formatErr("format v3 physical header is not lossless JSON")
@@ -99,6 +105,9 @@ func decodeHeader(gen int, v event.Value) (Header, error) {
 	}
 	// the logical header's own validation adds one rule the physical checks lack (node:path isAbsolute)
 	if h.Cwd != nil && (len(*h.Cwd) == 0 || (*h.Cwd)[0] != '/') {
+		if gen == 4 {
+			return Header{}, formatErr("format v4 header cwd must be absolute")
+		}
 		return Header{}, formatErr("format v2 header cwd must be absolute")
 	}
 	h.Raw = h.logical()

@@ -103,9 +103,9 @@ func TestGenerationRefusals(t *testing.T) {
 		t.Errorf("v3 artifact read as v2: %T %v", err, err)
 	}
 	for gen, want := range map[int]string{
-		4: "stored Session uses newer format v4; this build writes v3",
-		1: "format v1 is not decoded here (v2 and v3 are)",
-		0: "format v0 is not decoded here (v2 and v3 are)",
+		5: "stored Session uses newer format v5; this build writes v4",
+		1: "format v1 is not decoded here (v2, v3 and v4 are)",
+		0: "format v0 is not decoded here (v2, v3 and v4 are)",
 	} {
 		_, err := generation.Decode(gen, false, v3)
 		var ue *generation.UnsupportedGenerationError
@@ -208,8 +208,9 @@ func TestWrittenBy(t *testing.T) {
 		0: "harness releases up to dsh-v0.1.2-rc.1",
 		1: "no tagged harness release",
 		2: "dsh-v0.1.3-alpha.1 and dsh-v0.1.3-alpha.2",
-		3: "dsh-v0.1.5-alpha.1 and later",
-		4: "a harness release newer than dsh-v0.1.5-alpha.1 (the latest writes v3)",
+		3: "dsh-v0.1.5-alpha.1 up to dsh-v0.2.0-rc.1",
+		4: "dsh-v0.2.0-rc.2 and later",
+		5: "a harness release newer than dshfs knows (the latest writes v4)",
 	} {
 		if got := generation.WrittenBy(gen); got != want {
 			t.Errorf("WrittenBy(%d) = %q, want %q", gen, got, want)

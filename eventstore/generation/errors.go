@@ -73,7 +73,7 @@ func (e *UnsupportedGenerationError) Error() string {
 		// the harness catalog's text for a stored generation newer than the build
 		return "stored Session uses newer format v" + strconv.Itoa(e.Version) + "; this build writes v" + strconv.Itoa(Latest)
 	}
-	return "format v" + strconv.Itoa(e.Version) + " is not decoded here (v2 and v3 are)"
+	return "format v" + strconv.Itoa(e.Version) + " is not decoded here (v2, v3 and v4 are)"
 }
 
 // Unsupported reports true: the artifact may be intact, only not readable by this build.

@@ -1,0 +1,715 @@
+package generation
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Format v4 is written from dsh-v0.2.0-rc.2 on (docs/formats.md#v4). It keeps v2's physical rows and v3's
+// surface envelope with `version: 4` in the header; what changed is the payload vocabulary. This file holds
+// the row admission the v4 codec applies before v2's row decoding, and the per-event part of the v4 restore;
+// v4relations.go holds its lifecycle relationships.
+
+// ReleasedV4Types is the v4 reader's event vocabulary: the frozen released-v3 list of the v3-to-v4 package
+// (RELEASED_V3_EVENT_TYPES) plus developer/message. A later 0.2.x may add ignorable types without a
+// version bump; those stay opaque.
+var ReleasedV4Types = []string{
+	"agent-preset/selected", "agent/inbox/spliced", "approval/asked", "approval/decided", "approval/policy",
+	"assistant/attempt", "assistant/message", "command/done", "command/run", "compaction/end",
+	"compaction/prune", "compaction/start", "compaction/summary", "deliverables/presented", "developer/message",
+	"feedback/message-delete", "feedback/message-put", "feedback/record", "goal/change", "hook/invoked",
+	"hook/result", "image/offload", "llm/retry", "llm/retry-started", "model/selection", "permission/preset",
+	"plan/mode", "request/context", "request/header", "sandbox/mode", "schedule/change",
+	"session-log-deepseek/delivery-accepted", "session/end-seed", "session/title", "session/title-llm-request",
+	"step/end", "step/start", "subagent/catalog", "subagent/descriptor", "subagent/model-selection-policy",
+	"system/message", "team/member", "team/message/delivered", "team/message/queued", "team/task",
+	"todo/write", "tool-workflow/agent-end", "tool-workflow/agent-start", "tool-workflow/run-end",
+	"tool-workflow/run-start", "tool/call", "tool/ptc-dispatch", "tool/ptc-dispatch-start", "tool/result",
+	"turn/end", "turn/start", "user/message", "web/deepseek-search-llm-request", "workspace/changes",
+}
+
+var releasedV4 = func() map[string]bool {
+	m := make(map[string]bool, len(ReleasedV4Types))
+	for _, t := range ReleasedV4Types {
+		m[t] = true
+	}
+	return m
+}()
+
+// IsV4Type reports whether the v4 reader interprets events of type t.
+func IsV4Type(t string) bool { return releasedV4[t] }
+
+// IsV4Surface reports whether t is a v4 surface event type: v3's four and developer/message.
+func IsV4Surface(t string) bool { return isV3Surface(t) || t == "developer/message" }
+
+// TOOL_NOT_STARTED texts and id prefixes of the harness's repairs, shared by the checks and the writers.
+const (
+	// NotStartedText is the one text block of an interrupted repair's tool result.
+	NotStartedText = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."
+	// InterruptedResultPrefix starts an interrupted repair's message id: the prefix, the call id, "-", a seq.
+	InterruptedResultPrefix = "interrupted-tool-result-"
+	// ForkedResultPrefix starts a fork's not-started result id: the prefix, the call id, "-", a seq.
+	ForkedResultPrefix = "forked-tool-result-"
+)
+
+// v4Decoder is the v4 codec's row decoding: v4's admission of every physical row before the released v2
+// decoder may set it aside, so that retired or foreign syntax refuses the artifact in both recovery modes.
+type v4Decoder struct {
+	v2 v2Decoder
+}
+
+func (d *v4Decoder) decodeRow(v event.Value, row event.Event, line int, emit func(accepted) error) error {
+	if err := v4RowAdmission(v); err != nil {
+		return atLine(err, line)
+	}
+	return d.v2.decodeRow(v, row, line, emit)
+}
+
+// v4Value is event e as the v4 checks read it. The embedded assistant stream is most of a log's bytes and
+// is read by two rules only, both about tool-change and tool-result blocks: it is parsed only when the row
+// could name one (a `\u` escape could spell either, so it counts too).
+func v4Value(e event.Event) (event.Value, error) {
+	if (e.Type == "assistant/message" || e.Type == "assistant/attempt") && !streamMayMatter(e.Raw) {
+		return e.Shallow(0, "stream")
+	}
+	return e.Record()
+}
+
+func streamMayMatter(raw []byte) bool {
+	return bytes.Contains(raw, []byte("tool-r")) || bytes.Contains(raw, []byte("tool-a")) || bytes.Contains(raw, []byte(`\u`))
+}
+
+// v4RowAdmission is the codec's assertV4RowAdmission over one parsed physical row.
+func v4RowAdmission(row event.Value) error {
+	if !isObject(row) {
+		return nil
+	}
+	typ, _ := row.Get("type")
+	// the decoder has no vocabulary: an ignorable developer message waits for the restore
+	if typ.Kind == event.KindString && typ.Str == "developer/message" && isTrue(row, "ignorable") {
+		return nil
+	}
+	if err := v4DeveloperData(row); err != nil {
+		return err
+	}
+	if err := v4SourceRowAdmission(row); err != nil {
+		return err
+	}
+	if err := v4RetiredSyntax(row); err != nil {
+		return err
+	}
+	if err := v4SystemMessageFields(row); err != nil {
+		return err
+	}
+	if typ.Kind != event.KindString || typ.Str != "tool/result" {
+		return nil
+	}
+	if err := v4ToolResultMessage(row); err != nil {
+		return err
+	}
+	return v4ForkResult(row)
+}
+
+func typeOf(v event.Value) string {
+	t, _ := v.Get("type")
+	if t.Kind != event.KindString {
+		return ""
+	}
+	return t.Str
+}
+
+// seqText is `${row.seq}` of a row.
+func seqText(v event.Value) string {
+	s, ok := v.Get("seq")
+	return jsString(s, ok)
+}
+
+func isToolChange(t string) bool { return t == "tool-addition" || t == "tool-removal" }
+
+// v4ToolChange is assertToolChange: tool-addition and tool-removal blocks belong to developer messages.
+func v4ToolChange(block event.Value, developer bool) error {
+	if !isObject(block) {
+		return nil
+	}
+	t, _ := block.Get("type")
+	if t.Kind != event.KindString || !isToolChange(t.Str) {
+		return nil
+	}
+	if !developer {
+		return formatErr("format v4 " + t.Str + " requires developer role")
+	}
+	if name, _ := block.Get("toolName"); name.Kind != event.KindString || name.Str == "" {
+		return formatErr("format v4 " + t.Str + " requires a nonempty toolName")
+	}
+	if t.Str == "tool-addition" && block.Has("tool") {
+		return formatErr("format v4 tool-addition must omit inline tool definitions")
+	}
+	return nil
+}
+
+func v4ToolChanges(content event.Value, developer bool) error {
+	if content.Kind != event.KindArray {
+		return nil
+	}
+	for _, b := range content.Arr {
+		if err := v4ToolChange(b, developer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// v4OrdinaryMessage refuses the developer role and tool-change blocks outside developer/message.
+func v4OrdinaryMessage(m event.Value) error {
+	if !isObject(m) {
+		return nil
+	}
+	if isStr(m, "role", "developer") {
+		return formatErr("format v4 developer/message and developer role must occur together")
+	}
+	c, _ := m.Get("content")
+	return v4ToolChanges(c, false)
+}
+
+func isStr(v event.Value, key, s string) bool {
+	x, ok := v.Get(key)
+	return ok && x.Kind == event.KindString && x.Str == s
+}
+
+// producerOwned is a message source the v4 reader accepts: a nonempty kind that is not the retired
+// "plugin" wrapper.
+func producerOwned(src event.Value, ok bool) bool {
+	if !ok || !isObject(src) {
+		return false
+	}
+	k, _ := src.Get("kind")
+	return k.Kind == event.KindString && k.Str != "" && k.Str != "plugin"
+}
+
+var errProducerSource = "format v4 message requires a producer-owned source kind"
+
+// v4DeveloperData is assertV4DeveloperData.
+func v4DeveloperData(ev event.Value) error {
+	typ := typeOf(ev)
+	data, _ := ev.Get("data")
+	if !isObject(data) {
+		if typ == "developer/message" {
+			return formatErr("format v4 developer/message data must be an object")
+		}
+		return nil
+	}
+	switch typ {
+	case "developer/message":
+		msg, _ := data.Get("message")
+		if !isObject(msg) || !isStr(msg, "role", "developer") {
+			return formatErr("format v4 developer/message requires turn, step, and a developer message")
+		}
+		for _, f := range []string{"turn", "step"} {
+			x, _ := data.Get(f)
+			n, err := count(x, "developer/message "+f)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return formatErr("developer/message " + f + " must be positive")
+			}
+		}
+		content, _ := msg.Get("content")
+		if err := v4ToolChanges(content, true); err != nil {
+			return err
+		}
+		id, _ := msg.Get("id")
+		src, srcOK := msg.Get("source")
+		if id.Kind != event.KindString || id.Str == "" || content.Kind != event.KindArray || !producerOwned(src, srcOK) {
+			return formatErr("format v4 developer message requires id, role, content, and a producer-owned source")
+		}
+		additions := false
+		for _, b := range content.Arr {
+			if isObject(b) && isStr(b, "type", "tool-addition") {
+				additions = true
+			}
+		}
+		if additions {
+			hs, _ := data.Get("headerSeq")
+			if _, err := count(hs, "developer/message headerSeq"); err != nil {
+				return err
+			}
+		} else if data.Has("headerSeq") {
+			return formatErr("format v4 developer/message must omit headerSeq without tool additions")
+		}
+	case "user/message":
+		if err := v4OrdinaryMessage(data); err != nil {
+			return err
+		}
+	case "system/message", "assistant/message", "tool/result":
+		m, _ := data.Get("message")
+		if err := v4OrdinaryMessage(m); err != nil {
+			return err
+		}
+	case "agent/inbox/spliced", "session/title-llm-request":
+		ms, _ := data.Get(messagesKey(typ))
+		if ms.Kind == event.KindArray {
+			for _, m := range ms.Arr {
+				if err := v4OrdinaryMessage(m); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if typ == "compaction/summary" {
+		for _, k := range []string{"summary", "rawOutput"} {
+			c, _ := data.Get(k)
+			if err := v4ToolChanges(c, false); err != nil {
+				return err
+			}
+		}
+	}
+	if typ == "assistant/message" || typ == "assistant/attempt" {
+		if err := eachStreamChunk(data, func(chunk event.Value) error {
+			switch {
+			case isStr(chunk, "type", "block-end"):
+				b, _ := chunk.Get("block")
+				return v4ToolChange(b, false)
+			case isStr(chunk, "type", "block-start"):
+				if bt, _ := chunk.Get("blockType"); bt.Kind == event.KindString && isToolChange(bt.Str) {
+					return formatErr("format v4 tool-change blocks require developer role")
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if typ == "request/header" {
+		if h, _ := data.Get("header"); isObject(h) {
+			if tools, _ := h.Get("tools"); tools.Kind == event.KindArray {
+				for _, tool := range tools.Arr {
+					if !isObject(tool) || !tool.Has("deferLoading") {
+						continue
+					}
+					if d, _ := tool.Get("deferLoading"); d.Kind != event.KindBool || !d.Bool {
+						return formatErr("format v4 tool deferLoading must be true when present")
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// eachStreamChunk calls f with every chunk object of an assistant event's embedded stream.
+func eachStreamChunk(data event.Value, f func(chunk event.Value) error) error {
+	stream, _ := data.Get("stream")
+	if stream.Kind != event.KindArray {
+		return nil
+	}
+	for _, entry := range stream.Arr {
+		if !isObject(entry) || !isStr(entry, "type", "chunk") {
+			continue
+		}
+		chunk, _ := entry.Get("chunk")
+		if !isObject(chunk) {
+			continue
+		}
+		if err := f(chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func messagesKey(typ string) string {
+	if typ == "agent/inbox/spliced" {
+		return "inserted"
+	}
+	return "messages"
+}
+
+// v4SourceRowAdmission refuses the retired plugin source wrapper in any durable message slot of a row.
+func v4SourceRowAdmission(row event.Value) error {
+	data, _ := row.Get("data")
+	if !isObject(data) {
+		return nil
+	}
+	var msgs []event.Value
+	switch typ := typeOf(row); typ {
+	case "user/message":
+		msgs = []event.Value{data}
+	case "system/message", "assistant/message", "tool/result":
+		m, _ := data.Get("message")
+		msgs = []event.Value{m}
+	case "agent/inbox/spliced", "session/title-llm-request":
+		ms, _ := data.Get(messagesKey(typ))
+		if ms.Kind != event.KindArray {
+			return nil
+		}
+		msgs = ms.Arr
+	}
+	for _, m := range msgs {
+		if !isObject(m) {
+			continue
+		}
+		if src, _ := m.Get("source"); isObject(src) && isStr(src, "kind", "plugin") {
+			return formatErr(errProducerSource)
+		}
+	}
+	return nil
+}
+
+// v4RetiredSyntax is assertV4RetiredSyntax: the PTC predecessors, the request header's system prompt and
+// the released tool-result wrapper in interpreted content slots.
+func v4RetiredSyntax(row event.Value) error {
+	typ := typeOf(row)
+	if isCodeDispatch(typ) && !isTrue(row, "ignorable") {
+		return unsupportedErr("format v4 rejects retired event type " + typ)
+	}
+	data, _ := row.Get("data")
+	if typ == "request/header" {
+		h, _ := data.Get("header")
+		if !isObject(data) || !isObject(h) {
+			return formatErr("format v4 request/header requires data and header objects")
+		}
+		if h.Has("system") {
+			return formatErr("format v4 request/header rejects retired header.system")
+		}
+		return nil
+	}
+	if !isObject(data) {
+		return nil
+	}
+	t, _ := row.Get("type")
+	subject := "format v4 " + jsString(t, true) + " at seq " + seqText(row) + " content"
+	wrapper := formatErr(subject + " must not contain a released tool-result wrapper")
+	noWrapper := func(content event.Value) error {
+		if content.Kind != event.KindArray {
+			return nil
+		}
+		for _, b := range content.Arr {
+			if isObject(b) && isStr(b, "type", "tool-result") {
+				return wrapper
+			}
+		}
+		return nil
+	}
+	messageContent := func(m event.Value) error {
+		if !isObject(m) {
+			return nil
+		}
+		c, _ := m.Get("content")
+		return noWrapper(c)
+	}
+	var err error
+	switch typ {
+	case "user/message":
+		c, _ := data.Get("content")
+		err = noWrapper(c)
+	case "developer/message", "assistant/message", "team/message/queued":
+		m, _ := data.Get("message")
+		err = messageContent(m)
+	case "agent/inbox/spliced", "session/title-llm-request":
+		if ms, _ := data.Get(messagesKey(typ)); ms.Kind == event.KindArray {
+			for _, m := range ms.Arr {
+				if err = messageContent(m); err != nil {
+					break
+				}
+			}
+		}
+	case "compaction/summary":
+		s, _ := data.Get("summary")
+		if err = noWrapper(s); err == nil {
+			r, _ := data.Get("rawOutput")
+			err = noWrapper(r)
+		}
+	case "tool/ptc-dispatch":
+		c, _ := data.Get("content")
+		err = noWrapper(c)
+	}
+	if err != nil {
+		return err
+	}
+	if typ == "assistant/message" || typ == "assistant/attempt" {
+		return eachStreamChunk(data, func(chunk event.Value) error {
+			switch {
+			case isStr(chunk, "type", "block-end"):
+				if b, _ := chunk.Get("block"); isObject(b) && isStr(b, "type", "tool-result") {
+					return wrapper
+				}
+			case isStr(chunk, "type", "block-start") && isStr(chunk, "blockType", "tool-result"):
+				return wrapper
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// v4SystemMessageFields is assertV4SystemMessageFields.
+func v4SystemMessageFields(row event.Value) error {
+	if typeOf(row) != "system/message" {
+		return nil
+	}
+	obj := func(v event.Value, subject string) error {
+		if !isObject(v) {
+			return formatErr("format v4 " + subject + " requires an object")
+		}
+		return nil
+	}
+	str := func(v event.Value, ok bool, subject string, nonempty bool) error {
+		if !ok || v.Kind != event.KindString || (nonempty && v.Str == "") {
+			msg := "format v4 " + subject + " requires a string"
+			if nonempty {
+				msg += " with content"
+			}
+			return formatErr(msg)
+		}
+		return nil
+	}
+	positive := func(v event.Value, subject string) error {
+		n, err := count(v, subject)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return formatErr("format v4 " + subject + " must be positive")
+		}
+		return nil
+	}
+	data, _ := row.Get("data")
+	if err := obj(data, "system/message data"); err != nil {
+		return err
+	}
+	turn, _ := data.Get("turn")
+	if err := positive(turn, "system/message turn"); err != nil {
+		return err
+	}
+	step, _ := data.Get("step")
+	if err := positive(step, "system/message step"); err != nil {
+		return err
+	}
+	msg, _ := data.Get("message")
+	if err := obj(msg, "system message"); err != nil {
+		return err
+	}
+	id, idOK := msg.Get("id")
+	if err := str(id, idOK, "system message id", true); err != nil {
+		return err
+	}
+	if !isStr(msg, "role", "system") {
+		return formatErr("format v4 system message requires system role")
+	}
+	content, _ := msg.Get("content")
+	if content.Kind != event.KindArray {
+		return formatErr("format v4 system message requires content array")
+	}
+	for _, b := range content.Arr {
+		if err := obj(b, "system content block"); err != nil {
+			return err
+		}
+		t, tOK := b.Get("type")
+		if err := str(t, tOK, "system content type", true); err != nil {
+			return err
+		}
+		field := func(key, subject string, nonempty bool) error {
+			x, ok := b.Get(key)
+			return str(x, ok, subject, nonempty)
+		}
+		var err error
+		switch t.Str {
+		case "text", "reasoning":
+			err = field("text", "system content text", false)
+		case "tool-call":
+			if err = field("id", "system tool-call id", true); err == nil {
+				if err = field("name", "system tool-call name", true); err == nil {
+					err = field("arguments", "system tool-call arguments", false)
+				}
+			}
+		case "image":
+			a, _ := b.Get("attachment")
+			err = v4SystemImage(a, obj, str, positive)
+		case "tool-result":
+			err = formatErr("format v4 system content rejects retired tool-result wrappers")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func v4SystemImage(a event.Value, obj func(event.Value, string) error, str func(event.Value, bool, string, bool) error,
+	positive func(event.Value, string) error) error {
+	if err := obj(a, "system image attachment"); err != nil {
+		return err
+	}
+	id, idOK := a.Get("attachmentId")
+	if err := str(id, idOK, "system image attachmentId", true); err != nil {
+		return err
+	}
+	switch mt, _ := a.Get("mediaType"); {
+	case mt.Kind == event.KindString && (mt.Str == "image/png" || mt.Str == "image/jpeg" || mt.Str == "image/webp" || mt.Str == "image/gif"):
+	default:
+		return formatErr("format v4 system image requires a supported mediaType")
+	}
+	bytesV, _ := a.Get("bytes")
+	if _, err := count(bytesV, "system image bytes"); err != nil {
+		return err
+	}
+	w, _ := a.Get("width")
+	if err := positive(w, "system image width"); err != nil {
+		return err
+	}
+	h, _ := a.Get("height")
+	if err := positive(h, "system image height"); err != nil {
+		return err
+	}
+	if name, ok := a.Get("name"); ok {
+		if err := str(name, ok, "system image name", false); err != nil {
+			return err
+		}
+	}
+	if od, ok := a.Get("originalDimensions"); ok {
+		if err := obj(od, "system image originalDimensions"); err != nil {
+			return err
+		}
+		ow, _ := od.Get("width")
+		if err := positive(ow, "system image original width"); err != nil {
+			return err
+		}
+		oh, _ := od.Get("height")
+		if err := positive(oh, "system image original height"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// v4ToolResultMessage is assertV4ToolResultMessage: a v4 result is a first-class tool-role message.
+func v4ToolResultMessage(ev event.Value) error {
+	if typeOf(ev) != "tool/result" {
+		return nil
+	}
+	subject := "format v4 tool/result at seq " + seqText(ev)
+	data, _ := ev.Get("data")
+	if !isObject(data) {
+		return formatErr(subject + " data must be an object")
+	}
+	msg, _ := data.Get("message")
+	if !isObject(msg) {
+		return formatErr(subject + " message must be an object")
+	}
+	id, _ := msg.Get("id")
+	if id.Kind != event.KindString || id.Str == "" {
+		return formatErr(subject + " requires a first-class message with a string id")
+	}
+	if !isStr(msg, "role", "tool") {
+		return formatErr(subject + " requires a tool-role message")
+	}
+	src, _ := msg.Get("source")
+	tcid, _ := msg.Get("toolCallId")
+	var srcCall event.Value
+	srcCallOK := false
+	if isObject(src) {
+		srcCall, srcCallOK = src.Get("callId")
+	}
+	if tcid.Kind != event.KindString || tcid.Str == "" || !strictEqual(srcCall, srcCallOK, tcid, true) {
+		return formatErr(subject + " requires toolCallId matching its tool source")
+	}
+	if !isObject(src) || !isStr(src, "kind", "tool") {
+		return formatErr(subject + " requires a tool source")
+	}
+	content, _ := msg.Get("content")
+	if content.Kind != event.KindArray {
+		return formatErr(subject + " requires array content")
+	}
+	for _, b := range content.Arr {
+		if isObject(b) && isStr(b, "type", "tool-result") {
+			return formatErr(subject + " content must not contain a released tool-result wrapper")
+		}
+	}
+	isErr, hasIsErr := msg.Get("isError")
+	if hasIsErr && isErr.Kind != event.KindBool {
+		return formatErr(subject + " isError must be boolean when present")
+	}
+	if data.Has("error") && !isTrue(msg, "isError") {
+		return formatErr(subject + " carries error metadata for a non-error tool result")
+	}
+	return nil
+}
+
+var canonicalSeq = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+
+// seqSuffix parses the decimal seq an id ends with, as the harness does: canonical digits of a safe integer.
+func seqSuffix(s string) (int64, bool) {
+	if !canonicalSeq.MatchString(s) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > event.MaxSafeInteger {
+		return 0, false
+	}
+	return n, true
+}
+
+// v4ForkResult is assertV4ForkResult: a fork's not-started result keeps its exact identity.
+func v4ForkResult(row event.Value) error {
+	if typeOf(row) != "tool/result" {
+		return nil
+	}
+	data, _ := row.Get("data")
+	if !isObject(data) {
+		return nil
+	}
+	errv, _ := data.Get("error")
+	msg, _ := data.Get("message")
+	id, _ := msg.Get("id")
+	if !isObject(errv) || !isStr(errv, "code", "TOOL_NOT_STARTED") || !isObject(msg) || id.Kind != event.KindString ||
+		!strings.HasPrefix(id.Str, ForkedResultPrefix) {
+		return nil
+	}
+	bad := formatErr("invalid V4 not-started fork result")
+	src, _ := msg.Get("source")
+	var callID event.Value
+	callOK := false
+	if isObject(src) {
+		callID, callOK = src.Get("callId")
+	}
+	if !callOK || callID.Kind != event.KindString {
+		return bad
+	}
+	prefix := ForkedResultPrefix + callID.Str + "-"
+	if !strings.HasPrefix(id.Str, prefix) {
+		return bad
+	}
+	seq, ok := seqSuffix(id.Str[len(prefix):])
+	if !ok {
+		return bad
+	}
+	op, opOK := row.Get("surfaceOp")
+	replacement := isObject(op) && isStr(op, "op", "replace")
+	rowSeq, _ := row.Get("seq")
+	srcs, srcsOK := row.Get("sourceEventSeqs")
+	if replacement {
+		if rowSeq.Kind != event.KindNumber || float64(seq) >= rowSeq.Num {
+			return bad
+		}
+		if srcs.Kind != event.KindArray || len(srcs.Arr) != 1 || srcs.Arr[0].Kind != event.KindNumber || srcs.Arr[0].Num != float64(seq) {
+			return bad
+		}
+	} else {
+		if rowSeq.Kind != event.KindNumber || float64(seq) != rowSeq.Num || srcsOK || !opOK || op.Kind != event.KindString || op.Str != "append" {
+			return bad
+		}
+	}
+	content, _ := msg.Get("content")
+	if !isStr(errv, "name", "ToolNotStartedError") || !isStr(msg, "role", "tool") || !isTrue(msg, "isError") ||
+		!isStr(msg, "toolCallId", callID.Str) || !isStr(src, "kind", "tool") ||
+		content.Kind != event.KindArray || len(content.Arr) != 1 || !isObject(content.Arr[0]) ||
+		!isStr(content.Arr[0], "type", "text") || !isString(content.Arr[0], "text") {
+		return bad
+	}
+	return nil
+}
