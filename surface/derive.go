@@ -96,7 +96,9 @@ func projection(e event.Event) ([]byte, error) {
 			return nil, err
 		}
 		msg = m
-	case "tool/result":
+	case "tool/result", "system/message", "developer/message":
+		// v4's system and developer messages (no v0 log has them) are model messages as stored, like a
+		// tool result's
 		m, err := rawProp(data, "message")
 		if err != nil {
 			return nil, err
@@ -112,8 +114,8 @@ func projection(e event.Event) ([]byte, error) {
 }
 
 // DeriveMessages is deriveMessages(): one canonical JSON message (JSON.stringify bytes, no newline)
-// per projected node, in surface order. user/message projects its data, assistant/message and
-// tool/result their data.message; an assistant/message with empty content stays a node but derives
+// per projected node, in surface order. user/message projects its data, assistant/message,
+// tool/result and v4's system/message and developer/message their data.message; an assistant/message with empty content stays a node but derives
 // nothing. The returned slices alias the events' bytes.
 func DeriveMessages(events []event.Event, r *Result) ([][]byte, error) {
 	out := make([][]byte, 0, len(r.Nodes))

@@ -404,7 +404,13 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 		if s.Generation == 3 {
 			return nil, generation.ErrMessagesUndecided
 		}
-		msgs, err := surface.DeriveMessages(s.semantic(), fold)
+		// v4 keeps every model message as the model saw it, system, developer and tool roles included
+		// (docs/formats.md#v4): its own events, not the fold's v0 reading of them
+		src := s.semantic()
+		if s.Generation >= 4 {
+			src = s.Events
+		}
+		msgs, err := surface.DeriveMessages(src, fold)
 		if err != nil {
 			return nil, err
 		}

@@ -26,13 +26,19 @@ var ErrMessagesUndecided = errors.New("the messages of a format v3 session are n
 // message with role "user" (so the protected head is a surface node like any other), every replacement
 // is spelled {op:"replace",start,end}, tool/ptc-dispatch* carry their v2 names and an ignorable
 // tool/code-dispatch* is opaque. The view decides membership only: show the artifact's own events.
+//
+// A v4 artifact is returned the same way, with developer/message, v4's fifth surface type, handed over as
+// a system message is: a user/message whose data is the developer message with role "user".
 func SurfaceEvents(a *Artifact) ([]event.Event, error) {
-	if a.Header.Version != 3 {
+	if a.Header.Version < 3 {
 		return a.Events, nil
 	}
 	out := make([]event.Event, len(a.Events))
 	for i, e := range a.Events {
 		typ := relationshipType(e.Type)
+		if e.Type == "developer/message" {
+			typ = "user/message"
+		}
 		op, _ := e.Member("surfaceOp")
 		replace := len(op) > 0 && op[0] == '{'
 
@@ -45,7 +51,7 @@ func SurfaceEvents(a *Artifact) ([]event.Event, error) {
 			return nil, err
 		}
 		v = setMember(v, "type", event.String(typ))
-		if e.Type == "system/message" {
+		if e.Type == "system/message" || e.Type == "developer/message" {
 			data, _ := v.Get("data")
 			msg, _ := data.Get("message")
 			v = setMember(v, "data", setMember(msg, "role", event.String("user")))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 )
 
 // Generation is a session format generation as its file name states it: 0 for session.jsonl, N for
@@ -82,7 +83,9 @@ func (g Generation) Release() string {
 	case g == 2:
 		return "the harness's dsh-v0.1.3-alpha releases"
 	case g == 3:
-		return "the harness from dsh-v0.1.5-alpha.1 on"
+		return "the harness from dsh-v0.1.5-alpha.1 up to dsh-v0.2.0-rc.1"
+	case g == 4:
+		return "the harness from dsh-v0.2.0-rc.2 on"
 	}
 	return "a harness newer than dshfs reads"
 }
@@ -138,6 +141,9 @@ func (b *Backend) sessionFiles(dir string) SessionFiles {
 	return s
 }
 
+// Supported says which generations dshfs reads and writes, for refusals.
+const Supported = "dshfs reads generations v0, v2, v3 and v4 and writes v0 only"
+
 // GenerationError refuses a session whose artifact is of a generation this build does not read (v1, or one
 // newer than v3), or a write to one of any generation but v0. It is an *eventstore.UnsupportedError to
 // status.json, the CLI and errno alike (the log is intact; this build cannot interpret or extend it), and
@@ -151,7 +157,13 @@ type GenerationError struct {
 
 func (e *GenerationError) Error() string {
 	msg := "session artifact " + jsonString(e.Path) + " is format generation v" + strconv.Itoa(int(e.File.Gen)) +
-		", written by " + e.File.Gen.Release() + "; dshfs reads generations v0, v2 and v3 and writes v0 only"
+		", written by " + e.File.Gen.Release()
+	if int(e.File.Gen) > generation.Latest {
+		// the harness's own refusal first, as a v4 build words it
+		msg = "stored Session uses newer format v" + strconv.Itoa(int(e.File.Gen)) + "; this build writes v" +
+			strconv.Itoa(generation.Latest) + " (raw log: " + e.Path + "): " + msg
+	}
+	msg += "; " + Supported
 	switch len(e.Predecessors) {
 	case 0:
 	case 1:

@@ -25,8 +25,14 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 	if err != nil {
 		return nil, art, err
 	}
+	// the v4 backend restores with recovery 'recoverable' (a damaged row ends the log unless a later
+	// turn/end proves it committed); the releases before it were read as their decode tool reads them
+	rec := generation.Strict
+	if g.Gen >= 4 {
+		rec = generation.Recoverable
+	}
 	a, err := generation.DecodeWith(buf, generation.Options{Generation: int(g.Gen), Compressed: g.Compression == Zstd,
-		Recovery: generation.Strict, MaxFrameBytes: b.maxFrame})
+		Recovery: rec, MaxFrameBytes: b.maxFrame})
 	if err != nil {
 		return nil, art, laterRefusal(path, err)
 	}
@@ -35,7 +41,7 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 		return nil, art, err
 	}
 	p := &eventstore.Prefix{Header: laterHeader(a.Header), Events: a.Events, Generation: int(g.Gen)}
-	if g.Gen == 3 {
+	if g.Gen >= 3 {
 		if p.SurfaceEvents, err = generation.SurfaceEvents(a); err != nil {
 			return nil, art, laterRefusal(path, err)
 		}
