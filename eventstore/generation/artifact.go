@@ -72,6 +72,10 @@ type Options struct {
 	Recovery   Recovery
 	// MaxFrameBytes caps what one zstd frame may decode to (writer.max_frame_bytes); 0 is no cap.
 	MaxFrameBytes int64
+	// TornPrefix, when set, decodes what the harness's flushing prefix decoder recovers from an incomplete
+	// final zstd frame. A v4 read keeps the complete lines of that plaintext as events (the v4 backend's
+	// decompressZstdPrefix); without it, or for earlier generations, a torn final frame is left out whole.
+	TornPrefix func(torn []byte) []byte
 }
 
 // DefaultMaxFrameBytes is Decode's cap on one decoded zstd frame, writer.max_frame_bytes's default.
@@ -127,6 +131,12 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		end := int64(len(artifact))
 		if torn := tornFrameStart(artifact); torn >= 0 {
 			end = int64(torn)
+			if o.Generation >= 4 && o.TornPrefix != nil {
+				plain := o.TornPrefix(artifact[torn:])
+				if nl := bytes.LastIndexByte(plain, '\n'); nl >= 0 {
+					text = append(text[:len(text):len(text)], plain[:nl+1]...)
+				}
+			}
 		}
 		committedOf = func(int) int64 { return end }
 	}
