@@ -155,7 +155,9 @@ func (w *Session) reloadLocked(ins *Inspection, expect Artifact, n int) {
 	w.st.res.reloaded.Add(1)
 	w.events, w.durable, w.packing = stored[:len(stored):len(stored)], len(stored), nil
 	w.folder = ins.Folder
-	if w.folder == nil || len(ins.Closers) > 0 {
+	if w.later = laterOf(ins); w.later != nil {
+		w.folder = nil
+	} else if w.folder == nil || len(ins.Closers) > 0 {
 		w.folder = foldAll(stored)
 	}
 	w.trace, w.traced = nil, 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -70,6 +71,10 @@ type Session struct {
 	// guarded by the residency's mutex.
 	relem *list.Element
 	rsize int64
+
+	// later is a v4 log's header and cut (nil for v0): its appends are checked by the v4 reader's rules
+	// (later.go), and no v0 fold, trace or packing applies to it.
+	later *LaterLog
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
@@ -79,7 +84,9 @@ func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
 	if i, ok := openCompaction(stored); ok {
 		w.bracket = int64(i)
 	}
-	if f := ins.Folder; f != nil && len(ins.Closers) == 0 {
+	if w.later = laterOf(ins); w.later != nil {
+		// the v0 fold cannot read a v4 log; nothing of the engine reads a fold of one
+	} else if f := ins.Folder; f != nil && len(ins.Closers) == 0 {
 		w.folder = f
 	} else {
 		w.folder = foldAll(stored)
@@ -148,6 +155,8 @@ type Snapshot struct {
 	ModTime  time.Time // newest event time; the artifact's mtime for an empty log
 	Fold     *surface.Result
 	Conflict *CommandError // non-nil while writes are refused until a rescan
+	// Generation is the log's format generation: 0, or 4 for a v4 log (whose Fold is nil).
+	Generation int
 }
 
 // Snapshot returns the current state. The fold result is copied (O(surface)), events are shared. An engine
@@ -187,7 +196,11 @@ func (w *Session) snapshotLocked() Snapshot {
 	if w.folder != nil {
 		fold = w.folder.Result()
 	}
-	return Snapshot{ID: w.id, Header: w.h, Path: w.path, Events: w.events[:n:n], Durable: w.durable,
+	gen4 := 0
+	if w.later != nil {
+		gen4 = 4
+	}
+	return Snapshot{ID: w.id, Header: w.h, Path: w.path, Events: w.events[:n:n], Durable: w.durable, Generation: gen4,
 		Revision: Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(w.lenLocked() - w.durable), Results: gen, Identity: w.art.Identity},
 		ModTime:  mt, Fold: fold, Conflict: w.conflict}
 }
@@ -228,6 +241,9 @@ func (w *Session) Accept(lines [][]byte) error {
 	}
 	next := int64(len(w.events))
 	now := time.Now().UnixMilli()
+	if w.later != nil {
+		return w.acceptLaterLines(lines, next, now)
+	}
 	ins := make([]input, len(lines))
 	// Lines parse independently, and parsing is most of an append's cost: a large request uses every core.
 	// A line's failure is kept for acceptLocked, which reports the first bad line in order.
@@ -275,11 +291,17 @@ func (w *Session) acceptEncodedLocked(evs []event.Event) error {
 			return &CommandError{Failure: Invalid, Code: CodeBadInput, Line: i + 1,
 				Message: fmt.Sprintf("append seq mismatch for %s: expected %d at index %d, got %s", jsQuote(w.id), next+int64(i), i, e.SeqText())}
 		}
+		if w.later != nil {
+			continue
+		}
 		rec, err := e.Record()
 		if err != nil {
 			return &CommandError{Failure: Invalid, Code: CodeBadInput, Line: i + 1, Message: err.Error(), Err: err}
 		}
 		ins[i] = input{ev: e, rec: rec}
+	}
+	if w.later != nil {
+		return w.acceptLaterLocked(evs)
 	}
 	return w.acceptLocked(ins)
 }
@@ -397,6 +419,9 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 	}
 	if err := w.writableLocked(); err != nil {
 		return nil, err
+	}
+	if w.later != nil {
+		return nil, laterTransactRefusal(w.id)
 	}
 	n := len(w.events)
 	evs, err := build(View{Header: w.h, Events: w.events[:n:n], Fold: w.folder.Result()})
@@ -748,8 +773,14 @@ func (w *Session) inspection(ctx context.Context) (*Inspection, error) {
 	if _, open := OpenTurn(s.Events); open {
 		return nil, cmdErr(Busy, CodeLive, "cannot load session "+jsQuote(w.id)+" while its live turn is open; use the live Session or wait for the turn to close")
 	}
-	return &Inspection{Header: s.Header, Events: s.Events,
-		Prefix: &Prefix{Header: s.Header, Events: s.Events, Path: s.Path}}, nil
+	p := &Prefix{Header: s.Header, Events: s.Events, Path: s.Path}
+	if w.later != nil {
+		p.Generation = 4
+		if p.SurfaceEvents, err = generation.SurfaceView(4, s.Events); err != nil {
+			return nil, err
+		}
+	}
+	return &Inspection{Header: s.Header, Events: s.Events, Prefix: p}, nil
 }
 
 // Revision is the current logical revision, without taking a snapshot.

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -144,9 +145,23 @@ type Prefix struct {
 	// a later one, whose events the backend decoded and validated with the harness's published codec
 	// (package eventstore/generation): Inspect then applies no v0 check and no v0 repair to them.
 	Generation int
-	// SurfaceEvents are the events the surface fold reads, where they differ from Events (a v3 log: its
-	// system messages and replacements as the released restore hands them to the v0 fold); nil otherwise.
+	// SurfaceEvents are the events the surface fold reads, where they differ from Events (a v3 or v4 log:
+	// its system messages and replacements as the released restore hands them to the v0 fold); nil
+	// otherwise.
 	SurfaceEvents []event.Event
+	// Later is a v4 log's logical header and inherited cut, as its codec restored them: what a v4 writer
+	// checks its appends against. Nil for other generations.
+	Later *LaterLog
+}
+
+// LaterLog is what a v4 writer keeps of its log beyond the events.
+type LaterLog struct {
+	Header generation.Header
+	Cut    int64
+	// Closers are the v4 repair of a log that ends inside an open turn (generation.RepairV4), nil when it
+	// is balanced; RepairErr says why no repair could be planned.
+	Closers   []event.Event
+	RepairErr error
 }
 
 // WriterLock is a held single-writer lock of one session; Release gives it up.
@@ -418,7 +433,15 @@ func (s *Store) inspectPrefix(id string, p *Prefix) (*Inspection, error) {
 // laterInspection is Inspect's result for a log of a later generation: the events the backend decoded,
 // which the generation's codec already validated as the harness's release does. No v0 check applies to
 // them and no closer is planned: the harness's repair of those generations is not this package's.
+//
+// A v4 log is the exception: dshfs writes v4, so its repair is planned as v0's is (generation.RepairV4),
+// and its closers follow its events as a v0 log's do.
 func laterInspection(p *Prefix) *Inspection {
+	if p.Later != nil && len(p.Later.Closers) > 0 {
+		all := make([]event.Event, 0, len(p.Events)+len(p.Later.Closers))
+		all = append(append(all, p.Events...), p.Later.Closers...)
+		return &Inspection{Header: p.Header, Events: all, Closers: p.Later.Closers, Prefix: p}
+	}
 	return &Inspection{Header: p.Header, Events: p.Events, Prefix: p}
 }
 
@@ -465,6 +488,9 @@ func (s *Store) repair(ctx context.Context, id string) (*Inspection, error) {
 			return nil, err
 		}
 		p := ins.Prefix
+		if p.Later != nil && p.Later.RepairErr != nil {
+			return nil, cmdErr(Invalid, CodeBadInput, fmt.Sprintf("session %s cannot be resumed: %v; nothing was written", jsQuote(id), p.Later.RepairErr))
+		}
 		if p.Torn == nil && len(ins.Closers) == 0 {
 			return ins, nil
 		}
@@ -566,6 +592,8 @@ func resumeNeeded(id string, ins *Inspection) error {
 		return cmdErr(Busy, CodeOpenTurn, fmt.Sprintf("session %s ends inside open turn %d, which a harness may still be writing (one before 0.1.5 takes no lock) or a crashed writer left open; nothing was written. Only when no harness runs this session, resume closes the turn with the harness's interrupted repair", jsQuote(id), turn))
 	case ins.Prefix.Torn != nil:
 		return cmdErr(Busy, CodeTornTail, fmt.Sprintf("session %s has %d torn bytes past its committed log; run resume to cut them (they are kept in a sidecar)", jsQuote(id), ins.Prefix.Torn.Bytes))
+	case ins.Prefix.Later != nil && ins.Prefix.Later.RepairErr != nil:
+		return cmdErr(Busy, CodeOpenTurn, fmt.Sprintf("session %s ends inside an open turn that no v4 repair closes: %v; nothing was written", jsQuote(id), ins.Prefix.Later.RepairErr))
 	case CompactionLocked(stored):
 		return cmdErr(Busy, CodeCompactionLock, fmt.Sprintf("session %s holds a live compaction lock (a compaction/start with no compaction/end); run resume to end its lifecycle", jsQuote(id)))
 	}

@@ -153,6 +153,15 @@ func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) 
 	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: st.Location(snap.Path), Revision: snap.Revision.Artifact, Identity: snap.Revision.Identity,
 		mtime: fixedTime(snap.ModTime), Header: &h, Events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
 		store: st, opts: opts}
+	if snap.Generation >= 3 {
+		// the engine of a later generation keeps no fold: the projections fold its surface view
+		s.Generation = snap.Generation
+		var err error
+		if s.surfaceEvents, err = generation.SurfaceView(snap.Generation, snap.Events); err != nil {
+			s.Refusal = err
+		}
+		return s
+	}
 	s.foldOnce.Do(func() { s.fold = snap.Fold })
 	return s
 }

@@ -61,6 +61,10 @@ type Artifact struct {
 	// torn tail (raw: the final line without LF; compressed: an incomplete final frame) and, in a
 	// Recoverable read, the rejected rows after the accepted prefix.
 	Committed int64
+	// TornRecovered is how many of Events came from the complete lines of a torn final zstd frame (v4).
+	TornRecovered int
+
+	v4 *v4Relations // the v4 lifecycle state at the end of Events, for Repair
 }
 
 // Options says how to read an artifact.
@@ -120,6 +124,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		return nil, &UnsupportedGenerationError{Version: o.Generation}
 	}
 	text := artifact
+	tornFrom := -1 // where the lines recovered from a torn final frame start in text
 	committedOf := func(lineEnd int) int64 { return int64(lineEnd) }
 	if o.Compressed {
 		var err error
@@ -134,6 +139,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 			if o.Generation >= 4 && o.TornPrefix != nil {
 				plain := o.TornPrefix(artifact[torn:])
 				if nl := bytes.LastIndexByte(plain, '\n'); nl >= 0 {
+					tornFrom = len(text)
 					text = append(text[:len(text):len(text)], plain[:nl+1]...)
 				}
 			}
@@ -176,7 +182,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		events = append(events, e)
 		return nil
 	}
-	line := 0
+	line, recovered := 0, 0
 	for p := nl + 1; p < len(text); {
 		end := bytes.IndexByte(text[p:], '\n')
 		if end < 0 {
@@ -184,7 +190,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		}
 		end += p
 		line++
-		row, lineEnd := text[p:end], end+1
+		row, lineEnd, rowStart := text[p:end], end+1, p
 		p = lineEnd
 		ev, perr := event.ParseEvent(row)
 		var v event.Value
@@ -205,6 +211,9 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		if err := decodeRow(v, ev, line, emit); err != nil {
 			return nil, err
 		}
+		if len(events) > n && tornFrom >= 0 && rowStart >= tornFrom {
+			recovered++
+		}
 		if len(events) > n {
 			committed = committedOf(lineEnd)
 		}
@@ -221,15 +230,17 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
+	var rel *v4Relations
 	if o.Generation == 4 {
-		err = restoreV4(h, cut, events)
+		rel = newV4Relations(events)
+		_, err = restoreV4At(h, cut, events, rel)
 	} else {
 		err = rest.finish(cut, events)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed}, nil
+	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel}, nil
 }
 
 // payloadTypes are the event types whose data a check reads (v3's structural admission, canonical

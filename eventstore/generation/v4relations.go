@@ -17,15 +17,26 @@ import (
 
 // restoreV4 validates the decoded events of a v4 artifact with header h and inherited cut.
 func restoreV4(h Header, cut int64, events []event.Event) error {
+	_, err := restoreV4At(h, cut, events, nil)
+	return err
+}
+
+// restoreV4At is restoreV4 that also says at which event the reported failure was found (the last event
+// for the inherited-marker checks, which need them all), and leaves the walker's final state in rel when
+// given one (a repair reads it).
+func restoreV4At(h Header, cut int64, events []event.Event, rel *v4Relations) (int, error) {
 	var errA, errB, errL error
+	var atA, atB, atL int
 	last := int64(-1)
-	rel := newV4Relations(events)
+	if rel == nil {
+		rel = newV4Relations(events)
+	}
 	children := map[string]bool{}
 	for i, e := range events {
 		known := IsV4Type(e.Type)
 		if errA == nil && !known {
 			if ig, _ := e.Member("ignorable"); string(ig) != "true" {
-				errA = unsupportedErr("format v4 contains unknown event type " + quote(e.Type) + " at seq " + strconv.Itoa(i))
+				errA, atA = unsupportedErr("format v4 contains unknown event type "+quote(e.Type)+" at seq "+strconv.Itoa(i)), i
 			}
 		}
 		if !known {
@@ -33,10 +44,10 @@ func restoreV4(h Header, cut int64, events []event.Event) error {
 		}
 		v, err := v4Value(e)
 		if err != nil {
-			return err
+			return i, err
 		}
 		if errA == nil {
-			errA = v4EventAdmission(v)
+			errA, atA = v4EventAdmission(v), i
 			if errA == nil && e.Type == "session/end-seed" {
 				if data, _ := v.Get("data"); isObject(data) && isTrue(data, "inherited") {
 					last = int64(i)
@@ -44,23 +55,23 @@ func restoreV4(h Header, cut int64, events []event.Event) error {
 			}
 		}
 		if errB == nil {
-			errB = v4Attribution(h, cut, v, int64(i), children)
+			errB, atB = v4Attribution(h, cut, v, int64(i), children), i
 		}
 		if errL == nil {
-			errL = rel.accept(e, v)
+			errL, atL = rel.accept(e, v), i
 		}
 	}
 	switch {
 	case errA != nil:
-		return errA
+		return atA, errA
 	case h.IsSeeded && last != cut:
-		return formatErr("format v4 seeded header disagrees with its last inherited end-seed marker")
+		return len(events) - 1, formatErr("format v4 seeded header disagrees with its last inherited end-seed marker")
 	case !h.IsSeeded && last >= 0:
-		return formatErr("format v4 unseeded Session contains an inherited end-seed marker")
+		return len(events) - 1, formatErr("format v4 unseeded Session contains an inherited end-seed marker")
 	case errB != nil:
-		return errB
+		return atB, errB
 	}
-	return errL
+	return atL, errL
 }
 
 // v4EventAdmission is the restore's per-event checks of a known event.
@@ -246,6 +257,7 @@ type v4Relations struct {
 	compaction         *v4Compaction
 	tools              map[string]*toolLifecycle
 	toolOrder          []string
+	callSeqs           map[string]int64 // the tool/call seq of each started call
 	dispatches         map[string]*v4Dispatch
 	retries            []event.Value
 	startedRetries     map[string]bool
@@ -255,7 +267,7 @@ type v4Relations struct {
 
 func newV4Relations(events []event.Event) *v4Relations {
 	r := &v4Relations{events: events, turn: jsNull, step: jsNull, nextTurn: 1, nextStep: 1, protectedHead: -1,
-		tools: map[string]*toolLifecycle{}, dispatches: map[string]*v4Dispatch{}, startedRetries: map[string]bool{},
+		tools: map[string]*toolLifecycle{}, callSeqs: map[string]int64{}, dispatches: map[string]*v4Dispatch{}, startedRetries: map[string]bool{},
 		commands: map[string]bool{}, orphans: map[int64]bool{}}
 	start := int64(-1)
 	for _, e := range events {
@@ -616,6 +628,7 @@ func (r *v4Relations) tool(typ string, seq int64, v, data event.Value) error {
 			return formatErr("tool/call " + id + " does not match one advertised tool call")
 		}
 		pending.started = true
+		r.callSeqs[id] = seq
 		return nil
 	}
 	if !pending.started {

@@ -30,11 +30,16 @@ var ErrMessagesUndecided = errors.New("the messages of a format v3 session are n
 // A v4 artifact is returned the same way, with developer/message, v4's fifth surface type, handed over as
 // a system message is: a user/message whose data is the developer message with role "user".
 func SurfaceEvents(a *Artifact) ([]event.Event, error) {
-	if a.Header.Version < 3 {
-		return a.Events, nil
+	return SurfaceView(a.Header.Version, a.Events)
+}
+
+// SurfaceView is SurfaceEvents of the events of a log of generation gen.
+func SurfaceView(gen int, events []event.Event) ([]event.Event, error) {
+	if gen < 3 {
+		return events, nil
 	}
-	out := make([]event.Event, len(a.Events))
-	for i, e := range a.Events {
+	out := make([]event.Event, len(events))
+	for i, e := range events {
 		typ := relationshipType(e.Type)
 		if e.Type == "developer/message" {
 			typ = "user/message"

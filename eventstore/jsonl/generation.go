@@ -142,7 +142,7 @@ func (b *Backend) sessionFiles(dir string) SessionFiles {
 }
 
 // Supported says which generations dshfs reads and writes, for refusals.
-const Supported = "dshfs reads generations v0, v2, v3 and v4 and writes v0 only"
+const Supported = "dshfs reads generations v0, v2, v3 and v4 and writes v0 and v4"
 
 // GenerationError refuses a session whose artifact is of a generation this build does not read (v1, or one
 // newer than v3), or a write to one of any generation but v0. It is an *eventstore.UnsupportedError to

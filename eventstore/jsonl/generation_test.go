@@ -123,7 +123,7 @@ func TestGenerationDiscovery(t *testing.T) {
 		{"v3 beside v0", None, []string{"session.jsonl", "session.v3.jsonl"}, "session.v3.jsonl", []string{"session.jsonl"}, ""},
 		{"v2 beside v0", Zstd, []string{"session.jsonl.zstd", "session.v2.jsonl.zstd"}, "session.v2.jsonl.zstd", []string{"session.jsonl.zstd"}, ""},
 		{"numeric not lexical", None, []string{"session.jsonl", "session.v2.jsonl", "session.v10.jsonl", "session.v9.jsonl"}, "session.v10.jsonl",
-			[]string{"session.jsonl", "session.v2.jsonl", "session.v9.jsonl"}, "is format generation v10, written by a harness newer than dshfs reads; dshfs reads generations v0, v2, v3 and v4 and writes v0 only (the older session.jsonl, session.v2.jsonl, session.v9.jsonl beside it are kept untouched and are not the session)"},
+			[]string{"session.jsonl", "session.v2.jsonl", "session.v9.jsonl"}, "is format generation v10, written by a harness newer than dshfs reads; dshfs reads generations v0, v2, v3 and v4 and writes v0 and v4 (the older session.jsonl, session.v2.jsonl, session.v9.jsonl beside it are kept untouched and are not the session)"},
 		{"zstd v3 with ignored", Zstd, []string{"session.jsonl.zstd", "session.v3.jsonl.zstd", "session.v3.jsonl.zstd.tmp", "session.v03.jsonl.zstd"},
 			"session.v3.jsonl.zstd", []string{"session.jsonl.zstd"}, ""},
 		{"v1 is no release's", None, []string{"session.jsonl", "session.v1.jsonl"}, "session.v1.jsonl", []string{"session.jsonl"},

@@ -41,6 +41,10 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 		return nil, art, err
 	}
 	p := &eventstore.Prefix{Header: laterHeader(a.Header), Events: a.Events, Generation: int(g.Gen)}
+	if g.Gen == 4 {
+		closers, err := a.Repair()
+		p.Later = &eventstore.LaterLog{Header: a.Header, Cut: a.InheritedEventCount, Closers: closers, RepairErr: err}
+	}
 	if g.Gen >= 3 {
 		if p.SurfaceEvents, err = generation.SurfaceEvents(a); err != nil {
 			return nil, art, laterRefusal(path, err)
@@ -50,7 +54,7 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 		// a torn last line, as in a v0 log: excluded from every view, kept in raw.jsonl
 		p.Torn = &eventstore.Torn{TruncateTo: a.Committed, Bytes: n - a.Committed}
 	} else if a.Committed < art.Size && g.Compression == Zstd {
-		p.Torn = &eventstore.Torn{TruncateTo: a.Committed, Bytes: art.Size - a.Committed}
+		p.Torn = &eventstore.Torn{TruncateTo: a.Committed, Bytes: art.Size - a.Committed, Recovered: a.TornRecovered}
 	}
 	return p, art, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 )
 
 // Materialize publishes a new transcript holding the header and the first batch, which may be empty
@@ -185,14 +186,52 @@ func conflict(path string, want, got eventstore.Artifact) error {
 // expect describes; on failure the file is cut back to its previous size so a retry of the same batch
 // cannot leave a seq gap (spec/jsonl.md §5.3).
 func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect eventstore.Artifact, batch []event.Event, packing []event.Packing) (eventstore.Artifact, error) {
-	path, err := b.Locate(h)
+	path, err := b.writeTarget(h)
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
-	if err := b.requireWritable(path); err != nil {
-		return eventstore.Artifact{}, superseded(path, err)
+	content, err := b.encodeFor(h, batch, packing)
+	if err != nil {
+		return eventstore.Artifact{}, err
 	}
-	return b.appendBytes(path, expect, b.encodeBatch(nil, batch, packing))
+	return b.appendBytes(path, expect, content)
+}
+
+// writeTarget is the artifact a writer of header h appends to: the session's v0 log, or its v4 file for a
+// v4 header. Either must still be the session: a newer generation published beside it since the writer
+// read it is a conflict, never written to.
+func (b *Backend) writeTarget(h event.Header) (string, error) {
+	path, err := b.Locate(h)
+	if err != nil {
+		return "", err
+	}
+	if h.Version == 4 {
+		path = filepath.Join(filepath.Dir(path), GenerationFile{Gen: 4, Compression: b.mode}.Name())
+	}
+	if err := b.requireWritable(path); err != nil {
+		return "", superseded(path, err)
+	}
+	return path, nil
+}
+
+// encodeFor is one batch as the writer of header h stores it: v0's lines (packed where the harness packs
+// them), or v4's physical rows, each batch one zstd frame in a zstd root.
+func (b *Backend) encodeFor(h event.Header, batch []event.Event, packing []event.Packing) ([]byte, error) {
+	if h.Version != 4 {
+		return b.encodeBatch(nil, batch, packing), nil
+	}
+	var body []byte
+	for _, e := range batch {
+		row, err := generation.PhysicalRow(e)
+		if err != nil {
+			return nil, err
+		}
+		body = append(append(body, row...), '\n')
+	}
+	if b.mode == Zstd {
+		return EncodeFrame(nil, body), nil
+	}
+	return body, nil
 }
 
 // superseded is the refusal of a write to a v0 log that stopped being the session under its writer: a
@@ -207,19 +246,32 @@ func superseded(path string, err error) error {
 // generation published beside it since the writer loaded it (an upgraded harness opened the session), or
 // a generation file in the other encoding. The v0 file's revision does not change when that happens, so
 // the writer's revision check alone would append where the harness never reads again.
+//
+// The same holds for a v4 file; a generation dshfs does not write (v2, v3, and any it does not read) is
+// refused as the session's generation.
 func (b *Backend) requireWritable(path string) error {
 	files := b.sessionFiles(filepath.Dir(path))
 	if len(files.Opposite) > 0 {
 		return errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
 	}
-	if g, ok := files.Current(); ok && g.Gen != ReadGeneration {
-		if err := b.checkLaterHeader(files, g); err != nil {
-			return err
+	want, _ := ParseGenerationName(filepath.Base(path))
+	g, ok := files.Current()
+	if !ok {
+		return nil // nothing published yet: a create writes it
+	}
+	if g.Gen != want.Gen || !writesGeneration(g.Gen) {
+		if g.Gen != ReadGeneration {
+			if err := b.checkLaterHeader(files, g); err != nil {
+				return err
+			}
 		}
 		return b.generationError(files, g)
 	}
 	return nil
 }
+
+// writesGeneration reports whether dshfs writes sessions of generation g.
+func writesGeneration(g Generation) bool { return g == ReadGeneration || g == 4 }
 
 func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content []byte) (eventstore.Artifact, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -367,12 +419,9 @@ func (b *Backend) truncateSynced(path string, size int64) error {
 // first kept in a sidecar `<artifact>.torn-<unix ns>` beside the transcript — the harness's discovery reads
 // only the fixed transcript name, and evidence is never thrown away.
 func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect eventstore.Artifact, torn *eventstore.Torn, recovered, closers []event.Event) (eventstore.Artifact, error) {
-	path, err := b.Locate(h)
+	path, err := b.writeTarget(h)
 	if err != nil {
 		return eventstore.Artifact{}, err
-	}
-	if err := b.requireWritable(path); err != nil {
-		return eventstore.Artifact{}, superseded(path, err)
 	}
 	cur, err := statArtifact(path)
 	if err != nil {
@@ -407,7 +456,11 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		_ = stampLease(filepath.Dir(path))
 		return cur, nil
 	}
-	return b.appendBytes(path, cur, b.appendBatch(nil, batch))
+	content, err := b.encodeFor(h, batch, nil)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
+	return b.appendBytes(path, cur, content)
 }
 
 // KeepPending writes events that were accepted but could not be appended (the transcript changed under

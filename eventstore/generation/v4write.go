@@ -1,0 +1,240 @@
+package generation
+
+import (
+	"strconv"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// Writing v4: what a writer appends to a v4 session must be what the v4 reader restores, so each request is
+// checked by the reader's own rules over the log it would make (CheckV4Append), each event is stored in the
+// codec's physical row form (PhysicalRow), and a crash repair closes an open turn with events the
+// relationships accept (RepairV4).
+
+// AppendError is a refused v4 append: the first event of the request that breaks a v4 rule, and the rule.
+type AppendError struct {
+	Index int // into the request, 0-based
+	Err   error
+}
+
+func (e *AppendError) Error() string { return e.Err.Error() }
+func (e *AppendError) Unwrap() error { return e.Err }
+
+// CheckV4Append checks that the events add, appended after the stored events of a v4 session with header
+// h and inherited cut, make a log the v4 reader restores unchanged: each row passes the codec's admission
+// and row decoding, and the whole log the restore. It returns add as the reader restores them (a
+// range-encoded sourceEventSeqs expanded); a refusal is an *AppendError naming the first bad event.
+func CheckV4Append(h Header, cut int64, stored, add []event.Event) ([]event.Event, error) {
+	out := make([]event.Event, len(add))
+	next := int64(len(stored))
+	for i, e := range add {
+		v, err := e.Record()
+		if err != nil {
+			return nil, &AppendError{Index: i, Err: err}
+		}
+		if err := v4RowAdmission(v); err != nil {
+			return nil, &AppendError{Index: i, Err: err}
+		}
+		ev, changed, err := decodeEvent(v, int(next)+i, next+int64(i))
+		if err != nil {
+			return nil, &AppendError{Index: i, Err: err}
+		}
+		if seq, _ := ev.Get("seq"); seq.Kind != event.KindNumber || seq.Num != float64(next+int64(i)) {
+			return nil, &AppendError{Index: i, Err: formatErr("format v4 event " + strconv.FormatInt(next+int64(i), 10) + " is not dense")}
+		}
+		out[i] = e
+		if changed {
+			if out[i], err = expanded(accepted{row: e, v: ev}); err != nil {
+				return nil, &AppendError{Index: i, Err: err}
+			}
+		}
+	}
+	all := make([]event.Event, 0, len(stored)+len(out))
+	all = append(append(all, stored...), out...)
+	if at, err := restoreV4At(h, cut, all, nil); err != nil {
+		return nil, &AppendError{Index: max(at-len(stored), 0), Err: err}
+	}
+	return out, nil
+}
+
+// PhysicalRow is the row the v4 codec stores for event e: the event itself, except that a strictly
+// increasing sourceEventSeqs has each run of three or more consecutive seqs written as [start, end].
+func PhysicalRow(e event.Event) ([]byte, error) {
+	raw, ok := e.Member("sourceEventSeqs")
+	if !ok {
+		return e.Raw, nil
+	}
+	list, err := event.Parse(raw)
+	if err != nil || list.Kind != event.KindArray {
+		return e.Raw, err
+	}
+	enc, changed := encodeSeqRanges(list.Arr)
+	if !changed {
+		return e.Raw, nil
+	}
+	rec, err := e.Record()
+	if err != nil {
+		return nil, err
+	}
+	return event.Stringify(setMember(rec, "sourceEventSeqs", event.Value{Kind: event.KindArray, Arr: enc})), nil
+}
+
+// encodeSeqRanges is the codec's encodeSeqRanges; changed is false when the list stays as it is (not
+// strictly increasing, or no run long enough).
+func encodeSeqRanges(seqs []event.Value) ([]event.Value, bool) {
+	for i, s := range seqs {
+		if s.Kind != event.KindNumber || (i > 0 && s.Num <= seqs[i-1].Num) {
+			return seqs, false
+		}
+	}
+	var out []event.Value
+	changed := false
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1].Num == seqs[j].Num+1 {
+			j++
+		}
+		if j-i >= 2 {
+			out = append(out, event.Array(seqs[i], seqs[j]))
+			changed = true
+		} else {
+			out = append(out, seqs[i:j+1]...)
+		}
+		i = j + 1
+	}
+	return out, changed
+}
+
+// The texts and errors of the harness's interrupted-turn repair, as its v0 planner writes them.
+const (
+	outcomeUnknownText = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
+)
+
+// ErrOpenCompaction refuses a v4 repair of a turn that holds an open compaction: the relationships refuse a
+// turn end that crosses it, and the harness's sources say nothing of how its v4 repair ends one.
+type ErrOpenCompaction struct{ StartSeq int64 }
+
+func (e *ErrOpenCompaction) Error() string {
+	return "the open turn holds compaction/start at seq " + strconv.FormatInt(e.StartSeq, 10) +
+		" with no compaction/end; a v4 repair does not end a compaction (end it, or resume with the harness)"
+}
+
+// RepairV4 plans the closers of a v4 log that ends inside an open turn, nil when it is balanced. The
+// meaning is v0's repair (docs/formats.md#v4-repair): each advertised tool call without a result gets one
+// — the exact TOOL_NOT_STARTED repair when no tool/call started it, a TOOL_OUTCOME_UNKNOWN error result
+// citing its tool/call when one did (an unknown outcome stays unknown, never a success) — in the shape
+// of a v4 tool-role message; then the open step ends, then the turn, with reason interrupted. Each
+// closer carries the time of the log's last event.
+func RepairV4(h Header, cut int64, events []event.Event) ([]event.Event, error) {
+	rel := newV4Relations(events)
+	if _, err := restoreV4At(h, cut, events, rel); err != nil {
+		return nil, err
+	}
+	out, err := closersOf(rel, events)
+	if err != nil || out == nil {
+		return out, err
+	}
+	// what the repair writes must restore: checked as any append is
+	all := append(append([]event.Event(nil), events...), out...)
+	if _, err := restoreV4At(h, cut, all, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Repair is RepairV4 of a decoded v4 artifact, from the state its restore ended in (no second walk of
+// the log); nil for other generations. The closers are checked by the lifecycle walk they continue.
+func (a *Artifact) Repair() ([]event.Event, error) {
+	if a.v4 == nil {
+		return nil, nil
+	}
+	out, err := closersOf(a.v4, a.Events)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range out {
+		v, err := e.Record()
+		if err == nil {
+			if err = v4EventAdmission(v); err == nil {
+				err = a.v4.accept(e, v)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	a.v4 = nil // the walk went on past the log: it no longer describes it
+	return out, nil
+}
+
+// closersOf plans the closers from the lifecycle state rel reached at the end of events.
+func closersOf(rel *v4Relations, events []event.Event) ([]event.Event, error) {
+	if rel.turn.isNull() || len(events) == 0 {
+		return nil, nil
+	}
+	if rel.compaction != nil && !rel.orphans[rel.compaction.seq] {
+		return nil, &ErrOpenCompaction{StartSeq: rel.compaction.seq}
+	}
+	seq := int64(len(events))
+	tm, _ := events[len(events)-1].Member("time")
+	timeV, err := event.Parse(tm)
+	if err != nil {
+		return nil, err
+	}
+	emit := func(typ string, data event.Value, extra ...event.Member) (event.Event, error) {
+		ms := []event.Member{{Key: "type", Value: event.String(typ)}, {Key: "seq", Value: event.Int(seq)},
+			{Key: "time", Value: timeV}, {Key: "data", Value: data}}
+		seq++
+		return event.NewEvent(event.Stringify(event.Object(append(ms, extra...)...)))
+	}
+	var out []event.Event
+	for _, id := range rel.toolOrder {
+		call := rel.tools[id]
+		text, name, code := NotStartedText, "ToolNotStartedError", "TOOL_NOT_STARTED"
+		extra := []event.Member{{Key: "surfaceOp", Value: event.String("append")}}
+		if call.started {
+			text, name, code = outcomeUnknownText, "ToolOutcomeUnknownError", "TOOL_OUTCOME_UNKNOWN"
+			extra = append(extra, event.Member{Key: "sourceEventSeqs", Value: event.Array(event.Int(rel.callSeqs[id]))})
+		}
+		msg := event.Object(
+			event.Member{Key: "role", Value: event.String("tool")},
+			event.Member{Key: "source", Value: event.Object(
+				event.Member{Key: "kind", Value: event.String("tool")},
+				event.Member{Key: "callId", Value: event.String(id)})},
+			event.Member{Key: "toolCallId", Value: event.String(id)},
+			event.Member{Key: "content", Value: event.Array(event.Object(
+				event.Member{Key: "type", Value: event.String("text")},
+				event.Member{Key: "text", Value: event.String(text)}))},
+			event.Member{Key: "isError", Value: event.Bool(true)},
+			event.Member{Key: "id", Value: event.String(InterruptedResultPrefix + id + "-" + strconv.FormatInt(seq, 10))},
+		)
+		data := event.Object(
+			event.Member{Key: "turn", Value: rel.turn.v},
+			event.Member{Key: "step", Value: rel.step.v},
+			event.Member{Key: "message", Value: msg},
+			event.Member{Key: "error", Value: event.Object(
+				event.Member{Key: "name", Value: event.String(name)},
+				event.Member{Key: "code", Value: event.String(code)})},
+		)
+		e, err := emit("tool/result", data, extra...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if !rel.step.isNull() {
+		e, err := emit("step/end", event.Object(
+			event.Member{Key: "turn", Value: rel.turn.v}, event.Member{Key: "step", Value: rel.step.v}))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	e, err := emit("turn/end", event.Object(
+		event.Member{Key: "turn", Value: rel.turn.v},
+		event.Member{Key: "reason", Value: event.Object(event.Member{Key: "kind", Value: event.String("interrupted")})}))
+	if err != nil {
+		return nil, err
+	}
+	return append(out, e), nil
+}

@@ -1,0 +1,204 @@
+package jsonl
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/internal/fixtures"
+	"github.com/dshfs/dshfs/internal/harness"
+)
+
+const v4WriteID = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
+
+// v4Turn is one turn in the append syntax (no seq, no time): a user message, a tool call and its result,
+// an answer. Turn n follows a log whose last turn is n-1.
+func v4Turn(n int, call string) [][]byte {
+	msg := func(step int, content string) string {
+		return fmt.Sprintf(`{"type":"assistant/message","data":{"turn":%d,"step":%d,"message":{"role":"assistant","content":%s,"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"},"id":"a-%d-%d"}},"surfaceOp":"append"}`, n, step, content, n, step)
+	}
+	lines := []string{
+		fmt.Sprintf(`{"type":"turn/start","data":{"turn":%d}}`, n),
+		fmt.Sprintf(`{"type":"step/start","data":{"turn":%d,"step":1}}`, n),
+		fmt.Sprintf(`{"type":"user/message","data":{"content":[{"type":"text","text":"turn %d"}],"source":{"kind":"user"},"role":"user","id":"u-%d"},"surfaceOp":"append"}`, n, n),
+		msg(1, `[{"type":"tool-call","id":"`+call+`","name":"bash","arguments":"{\"command\":\"ls\"}"}]`),
+		fmt.Sprintf(`{"type":"tool/call","data":{"turn":%d,"step":1,"callId":"%s","name":"bash","arguments":"{\"command\":\"ls\"}"}}`, n, call),
+		fmt.Sprintf(`{"type":"tool/result","data":{"turn":%d,"step":1,"message":{"role":"tool","source":{"kind":"tool","callId":"%s"},"toolCallId":"%s","content":[{"type":"text","text":"README.md"}],"id":"r-%d"}},"surfaceOp":"append"}`, n, call, call, n),
+		fmt.Sprintf(`{"type":"step/end","data":{"turn":%d,"step":1}}`, n),
+		fmt.Sprintf(`{"type":"step/start","data":{"turn":%d,"step":2}}`, n),
+		msg(2, `[{"type":"text","text":"done"}]`),
+		fmt.Sprintf(`{"type":"step/end","data":{"turn":%d,"step":2}}`, n),
+		fmt.Sprintf(`{"type":"turn/end","data":{"turn":%d,"reason":{"kind":"completed"}}}`, n),
+	}
+	out := make([][]byte, len(lines))
+	for i, l := range lines {
+		out[i] = []byte(l)
+	}
+	return out
+}
+
+// v4Store is a copy of a v4 fixture root opened as a store.
+func v4Store(t *testing.T, root string) (*eventstore.Store, *Backend, string) {
+	t.Helper()
+	mode := Zstd
+	if root == "raw-root" {
+		mode = None
+	}
+	dir := fixtures.CopyTree(t, fixtures.Path(t, "generations", "v4", root))
+	b, err := Open(dir, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "--home-dev-projects-acme-api--", v4WriteID, GenerationFile{Gen: 4, Compression: mode}.Name())
+	return eventstore.New(b), b, file
+}
+
+// agreeWithHarness checks that the harness's v4 code restores the file to exactly the events dshfs loads
+// from it.
+func agreeWithHarness(t *testing.T, b *Backend, file string) *eventstore.Prefix {
+	t.Helper()
+	p, err := b.LoadStored(context.Background(), v4WriteID)
+	if err != nil {
+		t.Fatalf("dshfs reading what it wrote: %v", err)
+	}
+	r, err := harness.GetFormatsV4(t).Decode(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Refusal != "" {
+		t.Fatalf("the harness's v4 code refuses what dshfs wrote: %s", r.Refusal)
+	}
+	if got := eventLines(p); !bytes.Equal(got, r.Events) {
+		t.Fatalf("dshfs and the harness's v4 code restore different events (%d lines vs %d)", bytes.Count(got, []byte("\n")), bytes.Count(r.Events, []byte("\n")))
+	}
+	if !bytes.Equal(p.Header.Meta(), r.Header) {
+		t.Fatalf("header %s, the harness's %s", p.Header.Meta(), r.Header)
+	}
+	return p
+}
+
+// TestV4Append: appends to a v4 session, raw and zstd, are checked by v4's rules, flushed as one batch
+// each (one checksummed frame in zstd) after the bytes already there, and restored by the harness's own v4
+// code to exactly the events dshfs reports. A refused request names the rule and the line and keeps nothing.
+func TestV4Append(t *testing.T) {
+	ctx := context.Background()
+	for _, root := range []string{"raw-root", "zstd-root"} {
+		t.Run(root, func(t *testing.T) {
+			st, b, file := v4Store(t, root)
+			before := readFileT(t, file)
+			w, err := st.Writer(ctx, v4WriteID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Accept(v4Turn(3, "call-3")); err != nil {
+				t.Fatalf("append a turn: %v", err)
+			}
+			if err := w.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// a released v3 wrapper result, the v0 shape of a tool result, is not v4
+			bad := v4Turn(4, "call-4")
+			bad[5] = []byte(`{"type":"tool/result","data":{"turn":4,"step":1,"message":{"id":"r","role":"user","source":{"kind":"tool","callId":"call-4"},"content":[{"type":"tool-result","toolCallId":"call-4","content":[]}]}},"surfaceOp":"append"}`)
+			err = w.Accept(bad)
+			ce := eventstore.AsCommandError(err)
+			if ce == nil || ce.Line != 6 || !strings.Contains(err.Error(), "requires a tool-role message") {
+				t.Fatalf("refusal %v (line %d)", err, ce.Line)
+			}
+			if w.Pending() != 0 {
+				t.Fatalf("%d events of a refused request kept", w.Pending())
+			}
+			if err := w.Accept(v4Turn(4, "call-4")); err != nil {
+				t.Fatalf("append after a refusal: %v", err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			after := readFileT(t, file)
+			if !bytes.HasPrefix(after, before) {
+				t.Fatal("bytes already in the file changed")
+			}
+			if root == "zstd-root" {
+				frames, torn, err := ScanFrames(after[len(before):], 0)
+				if err != nil || torn >= 0 || len(frames) != 2 {
+					t.Fatalf("appended %d frames (torn %d, %v), want one per flush", len(frames), torn, err)
+				}
+			}
+			p := agreeWithHarness(t, b, file)
+			if len(p.Events) != 26+22 {
+				t.Fatalf("%d events after two turns", len(p.Events))
+			}
+		})
+	}
+}
+
+// TestV4Resume: a v4 session a crash left inside a turn — one tool call started, one only advertised — is
+// refused to writers until resume closes it with the harness's meaning: the started call's outcome stays
+// unknown (an error result citing its tool/call), the other gets the exact TOOL_NOT_STARTED repair, the
+// step and the turn end as interrupted. The harness's v4 code accepts the result.
+func TestV4Resume(t *testing.T) {
+	ctx := context.Background()
+	for _, root := range []string{"raw-root", "zstd-root"} {
+		t.Run(root, func(t *testing.T) {
+			st, b, file := v4Store(t, root)
+			w, err := st.Writer(ctx, v4WriteID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			crash := v4Turn(3, "call-a")[:5] // through the tool/call of call-a
+			crash[3] = []byte(`{"type":"assistant/message","data":{"turn":3,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"call-a","name":"bash","arguments":"{\"command\":\"ls\"}"},{"type":"tool-call","id":"call-b","name":"bash","arguments":"{}"}],"source":{"kind":"model"},"id":"a-3"}},"surfaceOp":"append"}`)
+			if err := w.Accept(crash); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			st2 := eventstore.New(b)
+			if _, err := st2.Writer(ctx, v4WriteID); eventstore.AsCommandError(err).Code != eventstore.CodeOpenTurn {
+				t.Fatalf("writer on an open turn: %v", err)
+			}
+			ins, err := st2.Inspect(ctx, v4WriteID)
+			if err != nil || len(ins.Closers) != 4 {
+				t.Fatalf("repair preview: %d closers, %v", len(ins.Closers), err)
+			}
+			if _, err := st2.Resume(ctx, v4WriteID); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			p := agreeWithHarness(t, b, file)
+			tail := p.Events[len(p.Events)-5:]
+			want := []string{"tool/result", "tool/result", "step/end", "turn/end", "session/end-seed"}
+			for i, e := range tail {
+				if e.Type != want[i] {
+					t.Fatalf("closer %d is %s, want %s", i, e.Type, want[i])
+				}
+			}
+			for i, code := range []string{`"code":"TOOL_OUTCOME_UNKNOWN"`, `"code":"TOOL_NOT_STARTED"`} {
+				if !bytes.Contains(tail[i].Raw, []byte(code)) {
+					t.Fatalf("result %d: %s", i, tail[i].Raw)
+				}
+			}
+			if !bytes.Contains(tail[3].Raw, []byte(`"reason":{"kind":"interrupted"}`)) {
+				t.Fatalf("turn end %s", tail[3].Raw)
+			}
+			if _, err := st2.Writer(ctx, v4WriteID); err != nil {
+				t.Fatalf("writer after resume: %v", err)
+			}
+		})
+	}
+}
+
+// TestV4Superseded: a v0 writer never appends to a session whose v4 successor appeared.
+func TestV4Superseded(t *testing.T) {
+	_, b, file := v4Store(t, "raw-root")
+	if err := os.WriteFile(filepath.Join(filepath.Dir(file), "session.v5.jsonl"), []byte(`{"type":"session","version":5}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.requireWritable(file); err == nil || !strings.Contains(err.Error(), "newer format v5") {
+		t.Fatalf("a v4 write under a v5 file: %v", err)
+	}
+}

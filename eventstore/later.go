@@ -1,0 +1,71 @@
+package eventstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
+)
+
+// The engine of a v4 session (docs/formats.md#v4). Its appends are checked by the v4 reader's own rules
+// over the log they would make (generation.CheckV4Append), so nothing dshfs writes is a log the harness
+// refuses; the batching, the flush under the lease and the sidecars are the v0 engine's.
+
+// laterOf is the v4 log an inspection holds, nil for any other.
+func laterOf(ins *Inspection) *LaterLog {
+	if ins.Prefix == nil {
+		return nil
+	}
+	return ins.Prefix.Later
+}
+
+// acceptLaterLines parses the lines of one request to a v4 session (the append syntax of v0: seq and
+// time optional) and accepts them all, or none (mu held).
+func (w *Session) acceptLaterLines(lines [][]byte, next, now int64) error {
+	evs := make([]event.Event, len(lines))
+	for i, l := range lines {
+		in, ce := parseLine(l, next+int64(i), now)
+		if ce != nil {
+			ce.Line = i + 1
+			return ce
+		}
+		evs[i] = in.ev
+	}
+	return w.acceptLaterLocked(evs)
+}
+
+// acceptLaterLocked accepts events that continue a v4 log when the v4 reader restores the log they make
+// (mu held); the refusal names the first event that breaks a rule, and the rule.
+func (w *Session) acceptLaterLocked(evs []event.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	out, err := generation.CheckV4Append(w.later.Header, w.later.Cut, w.events, evs)
+	if err != nil {
+		line := 0
+		var ae *generation.AppendError
+		if errors.As(err, &ae) {
+			line = ae.Index + 1
+		}
+		return &CommandError{Failure: Invalid, Code: CodeBadInput, Line: line, Message: err.Error(), Err: err}
+	}
+	for _, e := range out {
+		w.events = append(w.events, e)
+		w.packing = append(w.packing, event.Packing{})
+		w.noteTime(e)
+		w.rawBytes += int64(len(e.Raw))
+	}
+	w.usedLocked()
+	if w.timer == nil && w.st.Window > 0 {
+		w.timer = time.AfterFunc(w.st.Window, w.batchDue)
+	}
+	return nil
+}
+
+// laterTransactRefusal refuses compact and prune of a v4 session: their events are v0's shapes, which the
+// v4 relationships do not accept as they are.
+func laterTransactRefusal(id string) *CommandError {
+	return cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v4: dshfs appends to it, flushes and resumes it, but does not write its compactions or prunes (compact it with the harness); nothing was written", jsQuote(id)))
+}
