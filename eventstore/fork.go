@@ -29,6 +29,11 @@ func (s *Store) Fork(ctx context.Context, id string, boundary *int64, child stri
 	if err != nil {
 		return "", err
 	}
+	if h.Logical != nil {
+		// a child takes its parent's generation, and dshfs materializes only v0 sessions: a v0 child
+		// holding a later generation's events would be a log no harness reads
+		return "", cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v%s: dshfs does not materialize a child of a later generation (fork it with the harness); nothing was written", jsQuote(id), event.FormatNumber(h.Version)))
+	}
 	seed, err := forkSeed(id, events, boundary)
 	if err != nil {
 		return "", err

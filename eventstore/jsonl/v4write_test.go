@@ -202,3 +202,20 @@ func TestV4Superseded(t *testing.T) {
 		t.Fatalf("a v4 write under a v5 file: %v", err)
 	}
 }
+
+// TestV4ForkRefused: a fork of a v4 session is refused by name, and nothing is written.
+func TestV4ForkRefused(t *testing.T) {
+	st, _, file := v4Store(t, "zstd-root")
+	project := filepath.Dir(filepath.Dir(file))
+	before, err := os.ReadDir(project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Fork(context.Background(), v4WriteID, nil, "child")
+	if err == nil || !strings.Contains(err.Error(), "format generation v4") {
+		t.Fatalf("fork: %v", err)
+	}
+	if after, _ := os.ReadDir(project); len(after) != len(before) {
+		t.Fatalf("%d session directories after a refused fork, %d before", len(after), len(before))
+	}
+}
