@@ -139,7 +139,26 @@ func TestV4TornFrame(t *testing.T) {
 	if got, want := eventLines(p), v4Expected(t, "raw-root", id); !bytes.Equal(got, want) {
 		t.Fatalf("recovered %d events, want the %d of the intact log", len(p.Events), len(events))
 	}
-	if p.Torn == nil || p.Torn.TruncateTo != int64(start) || p.Torn.Bytes != int64(len(art)-start) {
-		t.Fatalf("torn %+v, want the last frame from %d", p.Torn, start)
+	if p.Torn == nil || p.Torn.TruncateTo != int64(start) || p.Torn.Bytes != int64(len(art)-start) || p.Torn.Recovered != 5 {
+		t.Fatalf("torn %+v, want the last frame from %d, 5 events recovered", p.Torn, start)
+	}
+
+	// resume cuts the torn frame to a sidecar and writes the recovered events again, as the harness does
+	if _, err := eventstore.New(b).Resume(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	p, err = b.LoadStored(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(v4Expected(t, "raw-root", id), p.Events[len(p.Events)-1].Raw...)
+	if got := eventLines(p); p.Torn != nil || !bytes.Equal(got, append(want, '\n')) {
+		t.Fatalf("after resume: %d events, torn %+v", len(p.Events), p.Torn)
+	}
+	if last := p.Events[len(p.Events)-1]; last.Type != "session/end-seed" {
+		t.Fatalf("last event %s", last.Raw)
+	}
+	if side, _ := filepath.Glob(filepath.Join(dir, "session.v4.jsonl.zstd.torn-*")); len(side) != 1 {
+		t.Fatalf("torn sidecars %v", side)
 	}
 }
