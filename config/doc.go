@@ -1,4 +1,4 @@
-// Package config reads dshfs's TOML configuration (DESIGN.md §6a): every key is optional, defaults are
+// Package config reads dshfs's TOML configuration (docs/configuration.md): every key is optional, defaults are
 // applied, and the whole schema is validated at load time so that a typo or a bad value fails the command
 // that reads the file instead of being silently ignored.
 //

@@ -100,7 +100,7 @@ func FileToken(fi os.FileInfo) (token string, ok bool) {
 	return string(b), true
 }
 
-// Frozen is the durable prefix of an artifact, as a backup copies it (DESIGN.md §4, store/): its first
+// Frozen is the durable prefix of an artifact, as a backup copies it (docs/tree.md, store/): its first
 // Size bytes end at a complete line (raw) or a complete zstd frame — at a flush point for a session this
 // process writes — so a copy of them never ends in a torn record. ModTime is derived from the data: the
 // time of the last event in the prefix (the header's createdAt when it holds none), so it changes exactly
@@ -190,7 +190,7 @@ type Backend interface {
 	KeepPending(ctx context.Context, h event.Header, events []event.Event) (string, error)
 }
 
-// Store is the seam of DESIGN.md §3 over one backend. It is safe for concurrent use; operations on one
+// Store is the store seam (docs/architecture.md#the-store-seam) over one backend. It is safe for concurrent use; operations on one
 // session are serialized, as the harness's coordinator does with its per-id chain. A Store is also the
 // home of the session engines (Session) of the sessions it writes: at most one per id, holding the
 // backend's writer lock while live.
@@ -200,7 +200,7 @@ type Store struct {
 	// constructor does; New installs the surface package's fold.
 	Surface func() SurfaceChecker
 	// Window is the write-behind batch window: the first accepted event of a batch starts it, and
-	// the batch is written when it ends (DESIGN.md §3). Zero: only explicit flushes (and Close) write.
+	// the batch is written when it ends (docs/architecture.md#the-session-engine). Zero: only explicit flushes (and Close) write.
 	Window time.Duration
 	// MaxLine is the longest append line a writer accepts (config writer.max_line_bytes); 0: no limit.
 	MaxLine int64

@@ -25,7 +25,7 @@
 //
 // # The index
 //
-// Index turns locators into the rows of a session's spill/index.json (DESIGN.md §4): one row per
+// Index turns locators into the rows of a session's spill/index.json (docs/tree.md): one row per
 // (citing seq, locator), numbered from 0, with the status at the time of the call. IndexJSON renders the
 // rows as the CLI's `--view spill` and the mount's file, byte for byte.
 package spill

@@ -13,7 +13,7 @@ import (
 // Status is what a locator's target is, from dshfs's point of view, at the time of the check.
 type Status string
 
-// The three statuses of DESIGN.md §4's spill index.
+// The three statuses of docs/tree.md's spill index.
 const (
 	// Present: a regular file under a spill root (after resolving symlinks); it is served.
 	Present Status = "present"

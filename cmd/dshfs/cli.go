@@ -19,7 +19,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore/sqlite"
 )
 
-// Exit codes of DESIGN.md §6.
+// Exit codes of docs/cli.md.
 const (
 	exitOK       = 0
 	exitFound    = 1 // a refusal, corruption or difference was found
@@ -81,7 +81,7 @@ type opts struct {
 	host       string
 }
 
-// parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
+// parseArgs accepts flags anywhere among the arguments (docs/cli.md); `--` ends flag parsing. A negative
 // number is an argument, not a flag (no flag is a number): `dshfs fork STORE ID -1` gives the boundary -1.
 func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 	o := opts{view: "events"}
@@ -238,7 +238,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-// loadConfig reads --config FILE (DESIGN.md §6a); without one, the defaults.
+// loadConfig reads --config FILE (docs/configuration.md); without one, the defaults.
 func loadConfig(path string) (config.Config, error) {
 	cfg, err := config.Load(expandHome(path))
 	if err != nil {
@@ -325,7 +325,7 @@ func isDatabaseName(path string) bool {
 	return false
 }
 
-// openStore resolves a STORE argument (DESIGN.md §6) to a Store; a JSONL root holding no session yet gets
+// openStore resolves a STORE argument (docs/cli.md) to a Store; a JSONL root holding no session yet gets
 // the configured writer.compression.
 func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	if postgres.IsDSN(spec) {

@@ -17,7 +17,7 @@ import (
 	"github.com/dshfs/dshfs/spill"
 )
 
-// cmdMount mounts a store and serves it in the foreground until a signal (DESIGN.md §6).
+// cmdMount mounts a store and serves it in the foreground until a signal (docs/cli.md).
 func cmdMount(args []string, stderr io.Writer) (int, error) {
 	o, pos, err := parseArgs(args, map[string]bool{"config": true, "read-only": true, "allow-other": true, "demo": true, "nonempty": true})
 	if err != nil {

@@ -134,7 +134,7 @@ func OpenDefault(root string, mode, empty Compression) (*Backend, error) {
 		maxSession: eventstore.DefaultMaxSessionBytes}, nil
 }
 
-// Default caps of one line and one decoded frame (DESIGN.md §6a): far above any real session.
+// Default caps of one line and one decoded frame (docs/configuration.md): far above any real session.
 const (
 	DefaultMaxLineBytes  = 64 << 20
 	DefaultMaxFrameBytes = 256 << 20
@@ -191,7 +191,7 @@ func (b *Backend) Root() string { return b.root }
 // Compression is the encoding this backend reads and writes.
 func (b *Backend) Compression() Compression { return b.mode }
 
-// Name is "jsonl" for zstd roots and "jsonl+raw" for uncompressed ones (the STORE prefixes of DESIGN.md §6).
+// Name is "jsonl" for zstd roots and "jsonl+raw" for uncompressed ones (the STORE prefixes of docs/cli.md).
 func (b *Backend) Name() string {
 	if b.mode == Zstd {
 		return "jsonl"
