@@ -33,14 +33,14 @@ const usage = `usage:
   dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
   dshfs index [--config FILE] [--page N] STORE
   dshfs check [--config FILE] [--json] STORE [ID...]
-  dshfs append [--config FILE] STORE ID [FILE|-]
+  dshfs append [--config FILE] [--force] STORE ID [FILE|-]
   dshfs create [--config FILE] [--cwd DIR] STORE [ID]
-  dshfs resume [--config FILE] STORE ID
+  dshfs resume [--config FILE] [--force] STORE ID
   dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
-  dshfs compact [--config FILE] STORE ID [START END]
-  dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
+  dshfs compact [--config FILE] [--force] STORE ID [START END]
+  dshfs backup [--config FILE] [--mount MNT] [--with-spill] [--allow-empty] STORE DEST
   dshfs verify [--config FILE] DEST
-  dshfs restore [--config FILE] BACKUP DEST
+  dshfs restore [--config FILE] [--allow-empty] [--force] BACKUP DEST
   dshfs convert [--config FILE] [--verify] [--session ID]... SRC DST
   dshfs sync [--config FILE] [--watch] [--release ID] [--host NAME] SRC DST
   dshfs pg init [--config FILE] DSN
