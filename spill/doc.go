@@ -18,8 +18,8 @@
 // Locators point outside the store, into directories dshfs does not own, so they are treated as
 // untrusted: a path is served only when, after resolving every symlink, it names a regular file under a
 // spill root. The roots are the harness's defaults — the per-process `dsh-spill-*` directories directly in
-// os.TempDir() (matched at every check, because the harness makes a new one per process), and
-// $DSH_HOME/spill — plus configured ones. Classification never opens anything and never follows a path
+// os.TempDir() (matched at every check, because the harness makes a new one per process), $DSH_HOME/spill,
+// and the spill directory of the home a store at HOME/sessions belongs to (HomeRoot) — plus configured ones. Classification never opens anything and never follows a path
 // with anything but lstat, so a FIFO or device node cited by a log cannot block or trigger a driver; Open
 // re-checks at open time and verifies the opened inode, so a swap between check and open is caught.
 //

@@ -56,6 +56,22 @@ func NewRoots(extra []string) *Roots {
 	return r
 }
 
+// HomeRoot is the spill root of the dsh home a store directory belongs to. The harness keeps its sessions
+// in $DSH_HOME/sessions and its local spill files in $DSH_HOME/spill, so a store at HOME/sessions was
+// written by a harness whose home was HOME, and the spill files its logs cite lie in HOME/spill — also
+// when HOME is not this process's $DSH_HOME (another user's home, a copied home, the demo's directory).
+// ok is false for a store directory of any other name, whose home is unknown.
+func HomeRoot(store string) (root string, ok bool) {
+	if store == "" {
+		return "", false
+	}
+	s := absClean(store)
+	if filepath.Base(s) != "sessions" || filepath.Dir(s) == s {
+		return "", false
+	}
+	return filepath.Join(filepath.Dir(s), "spill"), true
+}
+
 // NewRootsExact returns a policy with exactly roots and no defaults (tests, --demo).
 func NewRootsExact(roots []string) *Roots {
 	r := &Roots{}

@@ -31,7 +31,8 @@ mountpoint is refused, so that forgetting MOUNTPOINT cannot mount over the direc
 --demo: ignores STORE and mounts a writable demo store built in a new temp dir (see dshfs help demo).`,
 	"demo": `dshfs demo DIR
 Writes a demo store to DIR/sessions (a clean session, a crashed one, a compacted one, a fork pair, one citing a
-spilled tool result) and its spill file under DIR/spill.`,
+spilled tool result) and its spill file under DIR/spill: DIR is laid out as a dsh home, so every command
+(mount DIR/sessions, cat, backup --with-spill) finds the spill file without configuration.`,
 	"ls": `dshfs ls [--config FILE] [--json] STORE
 Lists the store's sessions from their headers: id, state (ok|refused), createdAt, cwd, parentSession.
 --json: one {id, projectDir, revision, header, refusal} object a line instead (plus host, the source host, in
