@@ -176,7 +176,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// the collector off below a 160 MiB soft limit, a cold cat of 500k events was no faster (bench/load.sh
 	// with BASE set: 3.69 s against 3.38 s without) and ls of 10k sessions within the noise (bench/list.sh:
 	// 1.98 s against 2.09 s, the harness's list() 24 s), for a heap that grew to the limit before its
-	// first collection: ls peaked at 125 MiB of RSS for 31 without (bench/results/tuning-2026-12-02.txt).
+	// first collection: ls peaked at 125 MiB of RSS for 31 without.
 	switch args[0] {
 	case "ls":
 		code, err = cmdLs(ctx, args[1:], out, stderr)
