@@ -56,9 +56,9 @@ func NewRoots(extra []string) *Roots {
 	return r
 }
 
-// HomeRoot is the spill root of the dsh home a store directory belongs to. The harness keeps its sessions
-// in $DSH_HOME/sessions and its local spill files in $DSH_HOME/spill, so a store at HOME/sessions was
-// written by a harness whose home was HOME, and the spill files its logs cite lie in HOME/spill — also
+// HomeRoot is the spill root of the dsh home a store directory belongs to. A dsh home holds its sessions
+// in HOME/sessions and its spill files in HOME/spill, which is why $DSH_HOME/spill is a default root; a
+// store at HOME/sessions is such a home's store, so HOME/spill is where the files its logs cite lie — also
 // when HOME is not this process's $DSH_HOME (another user's home, a copied home, the demo's directory).
 // ok is false for a store directory of any other name, whose home is unknown.
 func HomeRoot(store string) (root string, ok bool) {

@@ -1,9 +1,9 @@
 // Package demo writes the demo store of `dshfs demo DIR` and `dshfs mount --demo`: hand-built event logs,
 // written through dshfs's own writer, that show each thing the mount explains — a clean session, one that
 // crashed mid-turn with an unknown tool outcome, one with a compaction, a fork pair, and one citing a
-// spilled tool result. DIR is laid out as a dsh home: the store in DIR/sessions, and the spill file where a
-// harness whose home is DIR keeps its spill files, DIR/spill (outside the store root, where the harness's
-// discovery would trip over it), so that every command serves it without configuration (spill.HomeRoot).
+// spilled tool result. DIR is laid out as a dsh home: the store in DIR/sessions, and the spill file in the
+// home's spill directory, DIR/spill (outside the store root, where the harness's discovery would trip over
+// it), so that every command serves it without configuration (spill.HomeRoot).
 package demo
 
 import (
