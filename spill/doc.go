@@ -2,7 +2,7 @@
 //
 // # Where locators come from
 //
-// The harness's spill policy (packages/spill/spill-policy, spec/compaction-query-spill.md C.4) replaces an
+// The harness's spill policy (packages/spill/spill-policy; docs/harness.md#spill-notices) replaces an
 // oversized plain-text tool result with a head/tail preview and a notice
 //
 //	(Omitted <N> bytes. Full formatted result stored at: <locator>. <retrievalHint>)

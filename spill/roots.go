@@ -27,7 +27,7 @@ const (
 )
 
 // TempRootPrefix names the per-process directories the harness's spill-local backend makes with
-// mkdtemp(<os tmpdir>/dsh-spill-XXXXXX) when no root is configured (spec C.2).
+// mkdtemp(<os tmpdir>/dsh-spill-XXXXXX) when no root is configured (docs/harness.md#spill-notices).
 const TempRootPrefix = "dsh-spill-"
 
 // ErrOutsideRoots is the reason Open refuses a path that the spill-root policy does not allow.
