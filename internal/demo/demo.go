@@ -103,7 +103,7 @@ type builder struct {
 }
 
 // systemTokens is the context of a first request: the system prompt and the tools' definitions.
-const systemTokens = 1850
+const systemTokens = 420
 
 func newBuilder() *builder { return &builder{time: 1778573701000, context: systemTokens} }
 
