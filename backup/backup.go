@@ -1,5 +1,5 @@
 // Package backup takes, verifies and restores copies of a store, following the operator's backup
-// checklist (../shared/CANARIES.md): quiesce and flush before the copy; for JSONL copy each raw artifact
+// checklist (docs/backups.md): quiesce and flush before the copy; for JSONL copy each raw artifact
 // with its header, frozen at a flush point; inventory the spill locators separately; restore into an
 // isolated root and validate continuity before enabling writes; never modify the backup.
 //

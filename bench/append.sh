@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/append.sh [N] — the live writer's append rate (DESIGN §7): N events (default 100000) written to
+# bench/append.sh [N] — the live writer's append rate (docs/performance.md): N events (default 100000) written to
 # MNT/sessions/<id>/append in chunks of 1,000 lines (`cat chunk >> append`), each followed by
 # `echo flush > ctl`, into
 #   - a fresh session, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/live.sh — a mount as the live writer (DESIGN.md §7), each figure against a baseline measured in this
+# bench/live.sh — a mount as the live writer (docs/performance.md), each figure against a baseline measured in this
 # same run of the script:
 #   1. `tail -n 1 -f -s 0.1 MNT/sessions/bench/events.jsonl` of a live session while a driver appends one
 #      whole turn (15 events, valid per docs/writing.md) every 100 ms through MNT/sessions/bench/append and

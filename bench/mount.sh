@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/mount.sh — the mount's performance figures (DESIGN.md §7), each as a ratio against a baseline
+# bench/mount.sh — the mount's performance figures (docs/performance.md), each as a ratio against a baseline
 # measured in this same run of the script:
 #   1. cat MNT/sessions/bench/events.jsonl > /dev/null of a BIG-event (default 500000) session, cold (the
 #      first read after a fresh mount, COLD_RUNS mounts) and warm (RUNS repeated reads), vs cat of the same

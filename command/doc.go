@@ -1,4 +1,4 @@
-// Package command holds the write-side commands of DESIGN.md §5 as typed values, parsed once and run
+// Package command holds the write-side commands of docs/writing.md as typed values, parsed once and run
 // once for every front-end: a session's or the store's ctl file in the mount, and the write commands of
 // the CLI (dshfs resume, fork, create, compact).
 //

@@ -64,7 +64,7 @@ func (o Outcome) Message() string {
 }
 
 // Compact runs one manual compaction transaction on a live session, as the harness's compactNow does
-// (spec/compaction-query-spill.md §A.2–A.4), with selected-span stability:
+// (docs/harness.md#compaction-transactions), with selected-span stability:
 //
 //  1. Refuse (EBUSY, nothing written) while the compaction lock is live or a turn is open; select the
 //     span (or validate Request.Range: EINVAL with the harness's text, nothing written). No span: no

@@ -8,7 +8,7 @@ import (
 	"github.com/dshfs/dshfs/surface"
 )
 
-// Event types of the compaction vocabulary (spec/compaction-query-spill.md §A.1).
+// Event types of the compaction vocabulary (docs/harness.md#compaction-transactions).
 const (
 	TypeStart   = "compaction/start"
 	TypeSummary = "compaction/summary"

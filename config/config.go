@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Config is the whole DESIGN.md §6a schema with defaults applied; see the package documentation for what
+// Config is the whole docs/configuration.md schema with defaults applied; see the package documentation for what
 // each key does and which keys are accepted without effect yet.
 type Config struct {
 	Store      string // expanded and absolute (a backend prefix, if any, kept in front)
@@ -31,7 +31,7 @@ type FUSE struct {
 	AllowOther      bool
 }
 
-// Cache holds the LRU byte budgets that keep the mount's memory bounded (DESIGN.md §1.6).
+// Cache holds the LRU byte budgets that keep the mount's memory bounded (docs/architecture.md#principles).
 type Cache struct {
 	SessionsBytes int64
 	ViewsBytes    int64
@@ -178,7 +178,7 @@ func Default() Config {
 		// The cache budgets are what a mount keeps beyond its working set; with them, a mount's whole
 		// process stays within 256 MiB under any walk (the read-path issue's target, tested): 32 + 16 MiB
 		// of caches, the node tree bounded by session (fs/trees.go), and a soft memory limit of the
-		// budgets + 112 MiB for everything else. DESIGN.md's sample still shows the old 256/128 MiB.
+		// budgets + 112 MiB for everything else.
 		Cache: Cache{
 			SessionsBytes: 32 << 20,
 			ViewsBytes:    16 << 20,

@@ -1,4 +1,4 @@
-// Package config reads dshfs's TOML configuration (DESIGN.md §6a): every key is optional, defaults are
+// Package config reads dshfs's TOML configuration (docs/configuration.md): every key is optional, defaults are
 // applied, and the whole schema is validated at load time so that a typo or a bad value fails the command
 // that reads the file instead of being silently ignored.
 //
@@ -45,9 +45,10 @@
 //   - Sizes are a TOML integer (bytes) or a string of digits with an optional binary unit: "B", "KiB",
 //     "MiB", "GiB" or "TiB" (one optional space before the unit). Decimal units ("MB", "KB") are refused
 //     rather than guessed at, because "256MB" is ambiguous between 10^6 and 2^20 in common usage.
-//   - The pruner mirrors the harness's ToolResultPruneConfig validation (spec/compaction-query-spill.md
-//     A.4), quoting its messages: threshold_chars positive, head_chars and tail_chars non-negative, and
-//     head_chars + the 39-code-point PRUNE_MARKER + tail_chars at most threshold_chars.
+//   - The pruner mirrors the harness's ToolResultPruneConfig validation
+//     (docs/harness.md#compaction-transactions), quoting its messages: threshold_chars positive, head_chars
+//     and tail_chars non-negative, and head_chars + the 39-code-point PRUNE_MARKER + tail_chars at most
+//     threshold_chars.
 //   - Paths (store, spill roots) expand a leading "~" or "~/" against the user's home exactly as the
 //     harness's expandHomePath does; any other "~user" form is left as it is. A relative path is resolved
 //     against the directory of the configuration file, so a file means the same thing from any working

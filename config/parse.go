@@ -169,7 +169,7 @@ func Parse(data []byte, source string) (Config, error) {
 		v.fail("cache.index", fmt.Sprintf(`$%s must be "on" or "off", got %q`, IndexEnv, os.Getenv(IndexEnv)))
 	}
 	v.boolean("cache.index", f.Cache.Index, &c.Cache.Index)
-	if s, ok := f.Cache.Dir.(string); !ok || s != "" { // "" is the default, as DESIGN.md's sample writes it
+	if s, ok := f.Cache.Dir.(string); !ok || s != "" { // "" is the default (docs/configuration.md)
 		v.path("cache.dir", f.Cache.Dir, &c.Cache.Dir, false)
 	}
 

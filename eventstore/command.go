@@ -11,7 +11,7 @@ import (
 // exit code and status.json names it, so all three read the same value.
 type Failure string
 
-// The failure classes of DESIGN.md §5.
+// The failure classes of docs/writing.md.
 const (
 	// Busy: another writer holds the session, a turn is open, a compaction lock is held, or the artifact
 	// changed under this writer (EBUSY).

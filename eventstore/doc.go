@@ -1,8 +1,9 @@
-// Package eventstore is the seam between dshfs and a session store (DESIGN.md §3), with the logic every
-// backend shares, reproduced from the harness's persistence coordinator:
+// Package eventstore is the seam between dshfs and a session store (docs/architecture.md#the-store-seam),
+// with the logic every backend shares, reproduced from the harness's persistence coordinator:
 //
-//   - Store wraps a Backend (the storage format: JSONL today, SQLite later) with the operations of the
-//     harness's service: List (headers only), ReadFrom (the stored, normalized log; readFrom), Inspect
+//   - Store wraps a Backend (a storage format: eventstore/jsonl, eventstore/sqlite, eventstore/postgres;
+//     what only some can do, such as Freezer, Leaser or Watcher, is an interface beside it) with the
+//     operations of the harness's service: List (headers only), ReadFrom (the stored, normalized log; readFrom), Inspect
 //     (plus the crash-repair closers in memory; inspect), Load (the repair committed; load), ReadRaw,
 //     Create (a header-only session published at once), Append (one writer run: contiguous seqs, one
 //     durable batch), Locate and Stat (the artifact's state as a value: token, mtime, size).
@@ -11,9 +12,9 @@
 //     refused unless ignorable), then the restore checks of the Session constructor — header rules,
 //     envelope, request/header, seq contiguity and the surface fold (package surface) — wrapped as
 //     `stored session "<id>" failed validation: …` (*CorruptionError).
-//   - Crash-repair planning (Closers): TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN results, step/end and
+//   - Crash-repair planning (repair.go): TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN results, step/end and
 //     turn/end {interrupted} for a log that ends inside a turn.
-//   - Turns, unknown tool outcomes and the status.json objects of DESIGN.md §4.
+//   - Turns, unknown tool outcomes and the status.json objects of docs/tree.md.
 //   - The session engine (Session): what a session is while this process writes it — its event list
 //     (stored + pending), logical revision, incremental fold, write-behind batching and flush, the
 //     backend's writer lock — and the write commands over it: Writer (a balanced session only: no implicit

@@ -10,7 +10,7 @@ import (
 // RefusalKind classifies why a session cannot be shown; status.json, the CLI and errno mapping all read it.
 type RefusalKind string
 
-// Refusal kinds as DESIGN.md §4 names them.
+// Refusal kinds as docs/tree.md names them.
 const (
 	// KindUnsupported is an intact log this build cannot interpret (the harness's SessionFormatUnsupportedError).
 	KindUnsupported RefusalKind = "unsupported"

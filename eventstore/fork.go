@@ -10,11 +10,11 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// Fork is the harness's SessionStore.fork (spec/events.md §6.3) over a stored or live session: the child
-// holds the parent's events 0..boundary (inclusive; nil means the last) followed by a session/end-seed,
-// and a header naming the parent, the seed length and the parent's cwd. The checks run in the harness's
-// order with its codes and texts; on any error no child exists. A live parent is flushed first, so the
-// child is always a durable prefix. The child is published atomically, header and events together. It
+// Fork is the harness's SessionStore.fork (docs/harness.md#fork-resume-and-the-end-seed) over a stored or
+// live session: the child holds the parent's events 0..boundary (inclusive; nil means the last) followed by a
+// session/end-seed, and a header naming the parent, the seed length and the parent's cwd. The checks run in
+// the harness's order with its codes and texts; on any error no child exists. A live parent is flushed first,
+// so the child is always a durable prefix. The child is published atomically, header and events together. It
 // returns the child id (a new UUIDv4 when child is "").
 func (s *Store) Fork(ctx context.Context, id string, boundary *int64, child string) (string, error) {
 	if child != "" {
@@ -94,7 +94,8 @@ func (s *Store) forkSource(ctx context.Context, id string) ([]event.Event, event
 	return ins.Events[:len(ins.Events)-len(ins.Closers)], ins.Header, nil
 }
 
-// forkSeed applies the boundary rules (spec/events.md §6.3 steps 3–7) and returns the seed.
+// forkSeed applies the boundary rules (docs/harness.md#fork-resume-and-the-end-seed: the boundary checks) and
+// returns the seed.
 func forkSeed(id string, events []event.Event, boundary *int64) ([]event.Event, error) {
 	invalid := func(msg string) error { return cmdErr(Invalid, CodeInvalidBoundary, msg) }
 	if boundary == nil {

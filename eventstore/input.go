@@ -6,7 +6,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// inputKeys are the members an append line may carry (DESIGN.md §5): the event envelope, with seq and
+// inputKeys are the members an append line may carry (docs/writing.md): the event envelope, with seq and
 // time optional.
 var inputKeys = []string{"type", "data", "seq", "time", "surfaceOp", "sourceEventSeqs", "ignorable"}
 

@@ -8,7 +8,7 @@ import (
 
 // The live writer's rules. The loader accepts any log whose turns it can repair, but the harness's live
 // path runs two invariant companions on every append (the session package's and the compaction
-// package's, spec/events.md on turn and step brackets): a turn/end that names another turn, a step
+// package's, docs/harness.md#turns-steps-and-token-usage): a turn/end that names another turn, a step
 // outside its turn, a tool/result without its tool/call in the step, a compaction bracket crossing a
 // turn boundary, are vetoed there with an InvariantError. liveTrace holds what those companions hold
 // for one session and applies the same checks, with their texts, to every event dshfs accepts, so that

@@ -216,8 +216,9 @@ func rowMember(rows []uint64, i int) bool {
 	return i/64 < len(rows) && rows[i/64]&(1<<(i%64)) != 0
 }
 
-// HasTurnEnd reports whether events hold a turn/end: a stored line carrying one proves a turn was
-// committed after it, which turns damage remembered before it into a refusal (spec/jsonl.md §5.4).
+// HasTurnEnd reports whether events hold a turn/end: a stored line carrying one proves a turn was committed
+// after it, which turns damage remembered before it into a refusal
+// (docs/harness.md#committed-prefix-and-torn-tails).
 func HasTurnEnd(events []event.Event) bool {
 	for _, e := range events {
 		if e.Type == "turn/end" {

@@ -7,11 +7,11 @@ import (
 )
 
 // PrefixScan keeps the contiguous committed prefix of a stored log, one stored line at a time, as the
-// harness's SessionLogScanner does (spec/jsonl.md §5.4): the first line that does not decode, or whose
-// events break the seq sequence, is remembered rather than thrown, and it and every line after it are
-// left out; the remembered damage is thrown only when a line — a later one, or the gap's own — carries a
-// turn/end, which proves a turn was committed after it. Every reader of stored lines goes through one:
-// the JSONL and fleet store loads, and sync as it copies a log's lines into the fleet store.
+// harness's SessionLogScanner does (docs/harness.md#committed-prefix-and-torn-tails): the first line that
+// does not decode, or whose events break the seq sequence, is remembered rather than thrown, and it and every
+// line after it are left out; the remembered damage is thrown only when a line — a later one, or the gap's
+// own — carries a turn/end, which proves a turn was committed after it. Every reader of stored lines goes
+// through one: the JSONL and fleet store loads, and sync as it copies a log's lines into the fleet store.
 type PrefixScan struct {
 	Events []event.Event
 	// Next is the seq the next line's first event must carry: the number of events kept, or where a

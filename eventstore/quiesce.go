@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Quiescence (DESIGN.md §4, the backup checklist: "quiesce and flush before any external snapshot"): the
+// Quiescence (docs/tree.md, the backup checklist: "quiesce and flush before any external snapshot"): the
 // Store flushes every live session, then holds every durable write of this process — write-behind
 // batches, flushes, creates, forks, resumes — until ResumeWrites or a deadline. Appends are still
 // accepted and visible in the views; they wait in memory. So for as long as it lasts the artifacts this

@@ -13,7 +13,7 @@ import (
 	"github.com/dshfs/dshfs/surface"
 )
 
-// Session is the session engine of a session this process writes (DESIGN.md §3): one handle per live
+// Session is the session engine of a session this process writes (docs/architecture.md#the-session-engine): one handle per live
 // session that owns its event list (stored + pending), the logical revision, the data-derived mtime,
 // the incremental surface fold and the writer state. Accepting k events costs O(k): they are validated
 // against the fold and appended in memory, visible at once in every snapshot, and written by a
@@ -217,7 +217,7 @@ func (w *Session) writableLocked() error {
 }
 
 // Accept parses and validates the lines of one write request (each one event in the append syntax of
-// DESIGN.md §5) and accepts them all, or none: the error names the first bad line.
+// docs/writing.md) and accepts them all, or none: the error names the first bad line.
 func (w *Session) Accept(lines [][]byte) error {
 	if err := w.checkElsewhere(); err != nil {
 		return err

@@ -36,7 +36,7 @@ type StatusInput struct {
 	Scan *StatusScan
 }
 
-// SessionStatus renders the session status.json object of DESIGN.md §4, every key present and in order.
+// SessionStatus renders the session status.json object of docs/tree.md, every key present and in order.
 func SessionStatus(in StatusInput) event.Value {
 	null := event.Value{}
 	state := "cold"
@@ -135,7 +135,7 @@ type UnknownOutcome struct {
 	ResolvedBySeq int64 // seq of the synthetic TOOL_OUTCOME_UNKNOWN result; -1 when there is none
 }
 
-// Value renders the DESIGN.md §4 unknownOutcomes entry.
+// Value renders the docs/tree.md unknownOutcomes entry.
 func (u UnknownOutcome) Value() event.Value {
 	resolved := event.Value{}
 	if u.ResolvedBySeq >= 0 {
@@ -292,7 +292,7 @@ func timeText(t time.Time) event.Value {
 	return event.String(t.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
-// StoreStatus renders the store status.json object of DESIGN.md §4.
+// StoreStatus renders the store status.json object of docs/tree.md.
 func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 	refused := 0
 	for _, e := range l.Entries {

@@ -101,7 +101,7 @@ func FileToken(fi os.FileInfo) (token string, ok bool) {
 	return string(b), true
 }
 
-// Frozen is the durable prefix of an artifact, as a backup copies it (DESIGN.md §4, store/): its first
+// Frozen is the durable prefix of an artifact, as a backup copies it (docs/tree.md, store/): its first
 // Size bytes end at a complete line (raw) or a complete zstd frame — at a flush point for a session this
 // process writes — so a copy of them never ends in a torn record. ModTime is derived from the data: the
 // time of the last event in the prefix (the header's createdAt when it holds none), so it changes exactly
@@ -205,17 +205,18 @@ type Backend interface {
 	KeepPending(ctx context.Context, h event.Header, events []event.Event) (string, error)
 }
 
-// Store is the seam of DESIGN.md §3 over one backend. It is safe for concurrent use; operations on one
-// session are serialized, as the harness's coordinator does with its per-id chain. A Store is also the
-// home of the session engines (Session) of the sessions it writes: at most one per id, holding the
-// backend's writer lock while live.
+// Store is the store seam (docs/architecture.md#the-store-seam) over one backend. It is safe for concurrent
+// use; operations on one session are serialized, as the harness's coordinator does with its per-id chain. A
+// Store is also the home of the session engines (Session) of the sessions it writes: at most one per id,
+// holding the backend's writer lock while live.
 type Store struct {
 	b Backend
 	// Surface builds the surface validator Inspect runs over every event, as the harness's Session
 	// constructor does; New installs the surface package's fold.
 	Surface func() SurfaceChecker
-	// Window is the write-behind batch window: the first accepted event of a batch starts it, and
-	// the batch is written when it ends (DESIGN.md §3). Zero: only explicit flushes (and Close) write.
+	// Window is the write-behind batch window: the first accepted event of a batch starts it, and the batch
+	// is written when it ends (docs/architecture.md#the-session-engine). Zero: only explicit flushes (and
+	// Close) write.
 	Window time.Duration
 	// MaxLine is the longest append line a writer accepts (config writer.max_line_bytes); 0: no limit.
 	MaxLine int64
@@ -601,7 +602,7 @@ func resumeNeeded(id string, ins *Inspection) error {
 }
 
 // CompactionLocked reports whether the log holds a live compaction lock, as the harness's
-// inspectCompactionEntryState decides it (spec/compaction-query-spill.md §A.5): scanning backwards, the
+// inspectCompactionEntryState decides it (docs/harness.md#the-compaction-lock): scanning backwards, the
 // newest compaction/start-or-end marker is a start, and no session/end-seed follows it. The harness does
 // not match ids here: any newer end, of whatever transaction, hides an older start.
 func CompactionLocked(events []event.Event) bool {

@@ -34,10 +34,10 @@ type corruptError struct{ msg string }
 func (e *corruptError) Error() string { return e.msg }
 
 // lineScanner splits a session's plaintext into its header and the committed lines, with the harness's
-// scanning rules (spec/jsonl.md §5.4): lines split on LF only; a final fragment without LF is torn and
-// never read; the first unparsable line or seq gap ends the committed prefix, and is corruption of the
-// whole session only when a later line carries a turn/end. emit gets each committed line in order; the
-// bytes it gets are its own.
+// scanning rules (docs/harness.md#committed-prefix-and-torn-tails): lines split on LF only; a final fragment
+// without LF is torn and never read; the first unparsable line or seq gap ends the committed prefix, and is
+// corruption of the whole session only when a later line carries a turn/end. emit gets each committed line in
+// order; the bytes it gets are its own.
 type lineScanner struct {
 	header []byte // the first line, once complete
 	frag   []byte

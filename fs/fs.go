@@ -401,7 +401,7 @@ func (f *FS) refresh(ctx context.Context) (changes, error) {
 	return diff(prev, next), nil
 }
 
-// buildListing indexes a store listing for the tree: encoded names (DESIGN.md §4 naming rules, sorted),
+// buildListing indexes a store listing for the tree: encoded names (docs/tree.md naming rules, sorted),
 // project groups and fork children.
 func buildListing(l eventstore.Listing, backend, root string) *nodes.Listing {
 	out := &nodes.Listing{ByName: map[string]int{}, ByID: map[string]int{}, Projects: map[string][]int{},

@@ -10,7 +10,7 @@ import (
 	"github.com/dshfs/dshfs/spill"
 )
 
-// The write side of the mount (DESIGN.md §5): append, ctl and mkdir, over the session engines of the
+// The write side of the mount (docs/writing.md): append, ctl and mkdir, over the session engines of the
 // Store. Every outcome a user sees as an errno is recorded — in the session's (or the store's)
 // status.json and in the log — before the errno is returned.
 
@@ -98,7 +98,7 @@ func (f *FS) changed(ctx context.Context, c command.Change) {
 	}
 }
 
-// Command runs one ctl command (DESIGN.md §5): on a session, or on the store when id is "".
+// Command runs one ctl command (docs/writing.md): on a session, or on the store when id is "".
 func (f *FS) Command(ctx context.Context, id, line string) command.Result {
 	r := f.commands().Line(ctx, id, line)
 	for _, s := range r.Sessions { // a store flush: each session's status.json shows its own flush

@@ -143,7 +143,7 @@ func TestMountRefused(t *testing.T) {
 	if err := json.Unmarshal(mustRun(t, "cat", filepath.Join(mnt, "status.json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	// the store status counts header-level refusals (List), as DESIGN.md §4 says
+	// the store status counts header-level refusals (List), as docs/tree.md says
 	if st.Sessions != 1+len(refused) || st.Refused != 3 {
 		t.Errorf("store status.json sessions %d refused %d, want %d and 3 (header-level)", st.Sessions, st.Refused, 1+len(refused))
 	}

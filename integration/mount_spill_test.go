@@ -18,7 +18,7 @@ import (
 	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
-// spillRowKeys is one spill/index.json row, in order (DESIGN.md §4, spill.IndexJSON).
+// spillRowKeys is one spill/index.json row, in order (docs/tree.md, spill.IndexJSON).
 var spillRowKeys = []string{"row", "callId", "seq", "locator", "status", "bytes", "shadowed", "file"}
 
 // spillRow is one decoded spill/index.json row.

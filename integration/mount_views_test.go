@@ -16,12 +16,12 @@ import (
 	"github.com/dshfs/dshfs/spill"
 )
 
-// sessionStatusKeys is the session status.json schema, in order (DESIGN.md §4, with custody last).
+// sessionStatusKeys is the session status.json schema, in order (docs/tree.md, with custody last).
 var sessionStatusKeys = []string{"id", "state", "backend", "location", "formatVersion", "revision", "events",
 	"nextSeq", "durableSeq", "pending", "balanced", "openTurn", "repairNeeded", "repairPreview", "tornBytes",
 	"unknownOutcomes", "activeCompaction", "refusal", "lastError", "lastCommand", "custody"}
 
-// storeStatusKeys is the root status.json schema, in order (DESIGN.md §4).
+// storeStatusKeys is the root status.json schema, in order (docs/tree.md).
 var storeStatusKeys = []string{"backend", "root", "formatVersion", "schemaVersion", "sessions", "refused", "live", "pending",
 	"rootErrors", "lastError", "quiescedUntil", "lastQuiesce"}
 
@@ -415,7 +415,7 @@ func eventLine(t *testing.T, path, name string, evLines [][]byte) (int64, []byte
 	return seq, evLines[seq]
 }
 
-// eventFileName is the DESIGN.md §4 name of one event file: <seq10>.<encodeSegment(type)>.json.
+// eventFileName is the docs/tree.md name of one event file: <seq10>.<encodeSegment(type)>.json.
 func eventFileName(t *testing.T, seq int64, line []byte) string {
 	t.Helper()
 	var ev struct{ Type string }

@@ -40,9 +40,10 @@ func readmeRecipes(t *testing.T) []string {
 }
 
 // TestReadmeRecipes runs every shell block of README.md's recipes section verbatim, in order, against a
-// writable mount of the demo store, with the system's jq (Debian's 1.6 on CI) and dshfs on PATH: each
-// exits 0 and prints what the README says it prints, or at least something. A script (a block starting
-// with #!) runs with the arguments its usage line names.
+// writable mount of the demo store, with the system's jq (Debian's 1.6 on CI) and dshfs on PATH, in a
+// scratch working directory and with a scratch $HOME: each exits 0 and prints what the README says it
+// prints, or at least something. A script (a block starting with #!) runs with the arguments its usage
+// line names; a block holding a here-document runs whole.
 func TestReadmeRecipes(t *testing.T) {
 	blocks := readmeRecipes(t)
 	if len(blocks) < 6 {
@@ -56,9 +57,8 @@ func TestReadmeRecipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := startMount(t, "--config", cfg, store)
-	// the append recipe's FILE: one minimal complete turn of a session made with mkdir, as the README says
-	mustRun(t, "mkdir", filepath.Join(m.dir, "sessions", "recipe-append"))
-	turn := filepath.Join(dir, "turn.jsonl")
+	// one minimal complete turn (the README's append recipe writes its own turn.jsonl)
+	turn := filepath.Join(dir, "surrogate-turn.jsonl")
 	if err := os.WriteFile(turn, []byte(`{"type":"turn/start","data":{"turn":1}}
 {"type":"step/start","data":{"turn":1,"step":1}}
 {"type":"user/message","data":{"id":"u1","role":"user","content":[{"type":"text","text":"hello"}],"source":{"kind":"user"}},"surfaceOp":"append"}
@@ -78,7 +78,7 @@ func TestReadmeRecipes(t *testing.T) {
 	backups := filepath.Join(dir, "backups")
 	// the arguments of each script, by its usage line
 	scriptArgs := map[string][]string{
-		"# append-flush MNT ID FILE":  {m.dir, "recipe-append", turn},
+		"# append-flush MNT ID FILE":  {m.dir, "my-session", filepath.Join(dir, "turn.jsonl")},
 		"# dsh-backup [STORE] [BASE]": {store, backups},
 	}
 	// what each block must print, by a line it holds (the outputs the README shows)
@@ -93,7 +93,11 @@ func TestReadmeRecipes(t *testing.T) {
 		"wc -l $M/sessions/demo-fork-parent": regexp.MustCompile(`(?s)^\s*2 \S*surface\.jsonl\n\s*7 \S*shadowed\.jsonl\n`),
 	}
 	bin := filepath.Dir(dshfsBin(t))
-	env := append(os.Environ(), "M="+m.dir, "PATH="+bin+":"+os.Getenv("PATH"))
+	home := filepath.Join(dir, "home") // the rsync recipe copies to ~/: never the real home
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "M="+m.dir, "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+home)
 	type step struct {
 		block int
 		text  string   // what the README shows (for the error)
@@ -120,6 +124,10 @@ func TestReadmeRecipes(t *testing.T) {
 		if scripted {
 			continue
 		}
+		if strings.Contains(block, "<<'EOF'") {
+			steps = append(steps, step{i, block, []string{"sh", "-e", "-c", block}})
+			continue
+		}
 		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
 			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
 				steps = append(steps, step{i, line, []string{"sh", "-c", line}})
@@ -130,7 +138,7 @@ func TestReadmeRecipes(t *testing.T) {
 	for _, s := range steps {
 		ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 		cmd := exec.CommandContext(ctx, s.argv[0], s.argv[1:]...)
-		cmd.Env = env
+		cmd.Env, cmd.Dir = env, dir
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -140,7 +148,8 @@ func TestReadmeRecipes(t *testing.T) {
 			continue
 		}
 		// commands that print nothing by design: a ctl write, the copy
-		silent := strings.HasPrefix(s.text, "echo ") && !strings.Contains(s.text, "&& jq")
+		silent := strings.HasPrefix(s.text, "echo ") && !strings.Contains(s.text, "&& jq") ||
+			strings.HasPrefix(s.text, "mkdir ")
 		if stdout.Len() == 0 && !silent {
 			t.Errorf("recipe %d printed nothing:\n%s\nstderr:\n%s", s.block+1, s.text, stderr.String())
 		}
@@ -155,7 +164,6 @@ func TestReadmeRecipes(t *testing.T) {
 		}
 		if strings.Contains(s.text, "rsync -a $M/store/") {
 			// the copy is a store the CLI lists: every demo session
-			home, _ := os.UserHomeDir()
 			if out := cli(t, 0, "ls", filepath.Join(home, "dsh-store-copy")); bytes.Count(out, []byte("demo-")) < 6 {
 				t.Errorf("the rsync copy of store/ lists:\n%s", out)
 			}

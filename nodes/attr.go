@@ -26,7 +26,7 @@ func ino(parts ...string) uint64 {
 	return n
 }
 
-// Permissions of DESIGN.md §4 (read-only tree). Directories report their owner's write bit although nothing
+// Permissions of docs/tree.md (read-only tree). Directories report their owner's write bit although nothing
 // in them can be created or removed (a read-only mount refuses with EROFS, a writable one with EPERM): a copy
 // made with `rsync -a` or `cp -a` then has directories its owner can remove, not dr-x------ ones.
 const (

@@ -116,7 +116,7 @@ func (d *sessionDir) list(ctx context.Context) ([]child, error) {
 	}
 	if h := d.e.Header; h != nil && h.ParentSession != nil && h.ParentSession.Kind == event.KindString {
 		// a one-line file naming the parent, not a link: a parent link beside the parent's forks/ link
-		// would make diff -r, grep -R and find -L loop (DESIGN.md §4)
+		// would make diff -r, grep -R and find -L loop (docs/tree.md)
 		kids = append(kids, fileChild("parent", fileEntry{t: d.t, ino: ino(id, "parent"), sess: id, gen: gen, what: base + "/parent",
 			body: fixed{data: []byte(h.ParentSession.Str + "\n"), mtime: d.e.ModTime}}))
 	}

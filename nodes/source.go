@@ -1,4 +1,4 @@
-// Package nodes holds the go-fuse node types of the mounted tree (DESIGN.md §4): the root, the session
+// Package nodes holds the go-fuse node types of the mounted tree (docs/tree.md): the root, the session
 // directories, view files, per-event directories and symlinks, and on a writable mount the control files
 // (ctl, append) and mkdir in sessions/. Nodes contain no format or projection logic: every byte they serve
 // comes from a Source (the fs layer's caches over the views package), so a mounted file and `dshfs cat

@@ -14,7 +14,7 @@ import (
 )
 
 // spillFile serves a spilled tool result from outside the store. It re-resolves its target against the
-// spill roots at every GETATTR and open (DESIGN.md §4): a file that was deleted, or replaced by a link out
+// spill roots at every GETATTR and open (docs/tree.md): a file that was deleted, or replaced by a link out
 // of the roots, stops being served.
 type spillFile struct {
 	fs.Inode

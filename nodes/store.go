@@ -13,7 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// store/ mirrors the physical store (DESIGN.md §4): the harness's own layout, each artifact a regular file
+// store/ mirrors the physical store (docs/tree.md): the harness's own layout, each artifact a regular file
 // frozen at its last durable flush — complete lines or zstd frames only — with its exact size and a
 // data-derived time, so `rsync -a MNT/store/ DEST/` copies a store the harness opens, and a repeat copies
 // nothing when nothing was flushed. Refused sessions' artifacts are mirrored whole; anything the backend

@@ -55,7 +55,7 @@ func errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// Permissions of the write-side files (DESIGN.md §4).
+// Permissions of the write-side files (docs/tree.md).
 const (
 	modeAppend = syscall.S_IFREG | 0o200
 	modeCtl    = syscall.S_IFREG | 0o600
@@ -133,8 +133,8 @@ func (c *control) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAtt
 	return c.Getattr(ctx, fh, out)
 }
 
-// appendFile is sessions/<id>/append: each newline-terminated line written to it is one event (DESIGN.md
-// §5). The lines of one WRITE request are applied together or not at all; a partial line waits in the
+// appendFile is sessions/<id>/append: each newline-terminated line written to it is one event
+// (docs/writing.md). The lines of one WRITE request are applied together or not at all; a partial line waits in the
 // handle for its newline.
 type appendFile struct{ control }
 

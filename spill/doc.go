@@ -2,7 +2,7 @@
 //
 // # Where locators come from
 //
-// The harness's spill policy (packages/spill/spill-policy, spec/compaction-query-spill.md C.4) replaces an
+// The harness's spill policy (packages/spill/spill-policy; docs/harness.md#spill-notices) replaces an
 // oversized plain-text tool result with a head/tail preview and a notice
 //
 //	(Omitted <N> bytes. Full formatted result stored at: <locator>. <retrievalHint>)
@@ -18,14 +18,14 @@
 // Locators point outside the store, into directories dshfs does not own, so they are treated as
 // untrusted: a path is served only when, after resolving every symlink, it names a regular file under a
 // spill root. The roots are the harness's defaults — the per-process `dsh-spill-*` directories directly in
-// os.TempDir() (matched at every check, because the harness makes a new one per process), and
-// $DSH_HOME/spill — plus configured ones. Classification never opens anything and never follows a path
+// os.TempDir() (matched at every check, because the harness makes a new one per process), $DSH_HOME/spill,
+// and the spill directory of the home a store at HOME/sessions belongs to (HomeRoot) — plus configured ones. Classification never opens anything and never follows a path
 // with anything but lstat, so a FIFO or device node cited by a log cannot block or trigger a driver; Open
 // re-checks at open time and verifies the opened inode, so a swap between check and open is caught.
 //
 // # The index
 //
-// Index turns locators into the rows of a session's spill/index.json (DESIGN.md §4): one row per
+// Index turns locators into the rows of a session's spill/index.json (docs/tree.md): one row per
 // (citing seq, locator), numbered from 0, with the status at the time of the call. IndexJSON renders the
 // rows as the CLI's `--view spill` and the mount's file, byte for byte.
 package spill

@@ -7,7 +7,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// Row is one spill/index.json row (DESIGN.md §4), fields in the file's key order.
+// Row is one spill/index.json row (docs/tree.md), fields in the file's key order.
 type Row struct {
 	Row      int    // position in the index, from 0; also the <row> of the file name
 	CallID   string // the citing call (see Locator.CallID)
@@ -49,7 +49,7 @@ func Index(locs []Locator, r *Roots, shadowed func(seq int64) bool) []Row {
 	return rows
 }
 
-// IndexJSON renders rows as spill/index.json: one compact JSON array and a line feed, keys in DESIGN.md §4
+// IndexJSON renders rows as spill/index.json: one compact JSON array and a line feed, keys in docs/tree.md
 // order, strings escaped as the harness's JSON.stringify would escape them (the CLI prints the same
 // bytes).
 func IndexJSON(rows []Row) []byte {

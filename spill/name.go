@@ -16,7 +16,7 @@ const MaxNameBytes = 200
 const nameHashHex = 16
 
 // NameSegment encodes a data-derived string (a session id, event type, call id, compaction id) as one file
-// name, as DESIGN.md §4 "Names" prescribes: upstream encodeSegment over UTF-16 code units — [A-Za-z0-9._-]
+// name, as docs/tree.md "Names" prescribes: upstream encodeSegment over UTF-16 code units — [A-Za-z0-9._-]
 // kept, every other unit (including "~") written as "~" and four uppercase hex digits, "." and ".." escaped
 // — with the empty string becoming "~"; an encoding longer than MaxNameBytes is cut to 183 bytes followed by
 // "~" and the first 16 hex digits of the SHA-256 of s itself (its bytes as given, i.e. WTF-8 for event

@@ -13,7 +13,7 @@ import (
 // Status is what a locator's target is, from dshfs's point of view, at the time of the check.
 type Status string
 
-// The three statuses of DESIGN.md §4's spill index.
+// The three statuses of docs/tree.md's spill index.
 const (
 	// Present: a regular file under a spill root (after resolving symlinks); it is served.
 	Present Status = "present"
@@ -27,7 +27,7 @@ const (
 )
 
 // TempRootPrefix names the per-process directories the harness's spill-local backend makes with
-// mkdtemp(<os tmpdir>/dsh-spill-XXXXXX) when no root is configured (spec C.2).
+// mkdtemp(<os tmpdir>/dsh-spill-XXXXXX) when no root is configured (docs/harness.md#spill-notices).
 const TempRootPrefix = "dsh-spill-"
 
 // ErrOutsideRoots is the reason Open refuses a path that the spill-root policy does not allow.
@@ -54,6 +54,22 @@ func NewRoots(extra []string) *Roots {
 	r.dirs = append(r.dirs, filepath.Join(dshHome(), "spill"))
 	r.add(extra)
 	return r
+}
+
+// HomeRoot is the spill root of the dsh home a store directory belongs to. A dsh home holds its sessions
+// in HOME/sessions and its spill files in HOME/spill, which is why $DSH_HOME/spill is a default root; a
+// store at HOME/sessions is such a home's store, so HOME/spill is where the files its logs cite lie — also
+// when HOME is not this process's $DSH_HOME (another user's home, a copied home, the demo's directory).
+// ok is false for a store directory of any other name, whose home is unknown.
+func HomeRoot(store string) (root string, ok bool) {
+	if store == "" {
+		return "", false
+	}
+	s := absClean(store)
+	if filepath.Base(s) != "sessions" || filepath.Dir(s) == s {
+		return "", false
+	}
+	return filepath.Join(filepath.Dir(s), "spill"), true
 }
 
 // NewRootsExact returns a policy with exactly roots and no defaults (tests, --demo).

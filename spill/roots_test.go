@@ -305,3 +305,53 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("Open after swap = %v", err)
 	}
 }
+
+// TestHomeRoot: a store named sessions belongs to the dsh home above it, whose spill directory is a root;
+// a store of any other name has no home.
+func TestHomeRoot(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		store, root string
+		ok          bool
+	}{
+		{"/home/dev/.dsh/sessions", "/home/dev/.dsh/spill", true},
+		{"/tmp/demo/sessions/", "/tmp/demo/spill", true},
+		{"/tmp/demo/./x/../sessions", "/tmp/demo/spill", true},
+		{"demo/sessions", filepath.Join(wd, "demo", "spill"), true},
+		{"/sessions", "/spill", true},
+		{"/tmp/demo/store", "", false},
+		{"/tmp/demo/sessions.db", "", false},
+		{"/", "", false},
+		{"", "", false},
+	} {
+		root, ok := HomeRoot(c.store)
+		if root != c.root || ok != c.ok {
+			t.Errorf("HomeRoot(%q) = %q, %v; want %q, %v", c.store, root, ok, c.root, c.ok)
+		}
+	}
+	// a file in the home's spill directory is served; one beside the store, outside it, is not
+	home := t.TempDir()
+	t.Setenv("DSH_HOME", filepath.Join(home, "elsewhere"))
+	for _, d := range []string{"sessions", "spill", "other"} {
+		if err := os.Mkdir(filepath.Join(home, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, out := filepath.Join(home, "spill", "a.txt"), filepath.Join(home, "other", "b.txt")
+	for _, p := range []string{in, out} {
+		if err := os.WriteFile(p, []byte("spilled"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, _ := HomeRoot(filepath.Join(home, "sessions"))
+	roots := NewRoots([]string{root})
+	if st, _, size := roots.Resolve(in); st != Present || size != 7 {
+		t.Errorf("%s: %s %d, want present", in, st, size)
+	}
+	if st, _, _ := roots.Resolve(out); st != OutsideRoots {
+		t.Errorf("%s: %s, want outside-roots", out, st)
+	}
+}

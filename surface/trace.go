@@ -44,7 +44,7 @@ func Classify(events []event.Event, r *Result) []Class {
 	return out
 }
 
-// Trace is DESIGN.md §4's trace object (session-query's event trace without its session header and
+// Trace is docs/tree.md's trace object (session-query's event trace without its session header and
 // record wrapper).
 type Trace struct {
 	Seq   int64

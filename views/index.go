@@ -13,7 +13,11 @@ import (
 // The store index (MNT/index.html, `dshfs index STORE`) is where a person starts: every session with its
 // state, last activity, size, tokens and evidence counts, newest first, each linking to its transcript
 // page. A store of 10,000 sessions is cut into pages of IndexPageSize, so that a page costs the sessions
-// on it, not the store.
+// on it, not the store: the pages are cut from the listing in the order of the artifacts' last change
+// (IndexOrder, known without a decode), and each page lists its rows by the last activity it shows (the
+// newest event's time), so that what a reader sees is in the order the page says. The two orders agree
+// wherever the harness wrote the log as it ran; they differ for a store whose files were copied or
+// generated at another time than their events, and then only across pages.
 
 // IndexPageSize is how many sessions one page of the index lists.
 const IndexPageSize = 1000
@@ -110,7 +114,18 @@ func StoreIndex(ctx context.Context, entries []eventstore.Entry, p int, dir func
 	for _, i := range order[lo:hi] {
 		rows = append(rows, IndexRowOf(session(entries[i]), dir(i)))
 	}
+	SortIndexRows(rows)
 	return IndexPage(ctx, rows, p, pages, len(entries)), true
+}
+
+// SortIndexRows orders a page's rows as the page shows them: the latest activity first, then by id.
+func SortIndexRows(rows []IndexRow) {
+	sort.SliceStable(rows, func(a, b int) bool {
+		if !rows[a].Activity.Equal(rows[b].Activity) {
+			return rows[a].Activity.After(rows[b].Activity)
+		}
+		return rows[a].ID < rows[b].ID
+	})
 }
 
 // IndexPage renders page p of pages of the index: its rows, in order. Like the transcript page it is

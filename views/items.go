@@ -164,7 +164,7 @@ func (s *Session) Find(d Dir, name string) (Item, bool, error) {
 		}
 		return eventItem(name, seq), true, nil
 	case DirTrace:
-		// Lookup accepts the trace of any seq of the log, listed or not (DESIGN.md §4)
+		// Lookup accepts the trace of any seq of the log, listed or not (docs/tree.md)
 		seq, ok := parseSeqName(name)
 		if !ok || name != fmt.Sprintf("%010d.json", seq) || seq >= int64(len(s.Events)) {
 			return Item{}, false, nil

@@ -268,7 +268,8 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 		w.mark("Pruned", txt(text+"; the originals are in "), link("shadowed/", "shadowed/"), txt("."))
 	case "session/end-seed":
 		// the marker a seeded session's constructor appends at seq = seed length: at the header's seedLength
-		// it ends what a fork copied, anywhere else it is where a stored log was resumed (spec/events.md §6)
+		// it ends what a fork copied, anywhere else it is where a stored log was resumed
+		// (docs/harness.md#fork-resume-and-the-end-seed)
 		if st.seedLength >= 0 && e.Seq == st.seedLength {
 			w.mark("Fork boundary", txt("("+seq+"): the "+strconv.FormatInt(e.Seq, 10)+" events above were copied from the parent session ("),
 				link("parent", "parent"), txt("); this session's own begin here."))

@@ -9,10 +9,10 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// The usage views (`--view usage`, `--view usage-svg`) account a session's tokens per step, by the
-// harness's rule (spec/events.md §3.5): a step's usage chunks are primary — every attempt's, a failed one
-// keeps only its chunk — and the committed assistant/message's usage is the fallback for a step that
-// streamed none. A step's inputTokens is the size of the model context it sent, which the picture plots
+// The usage views (`--view usage`, `--view usage-svg`) account a session's tokens per step, by the harness's
+// rule (docs/harness.md#turns-steps-and-token-usage): a step's usage chunks are primary — every attempt's, a
+// failed one keeps only its chunk — and the committed assistant/message's usage is the fallback for a step
+// that streamed none. A step's inputTokens is the size of the model context it sent, which the picture plots
 // over the log with the events that change it marked: compactions, prunes, crash repairs, fork and resume
 // boundaries.
 

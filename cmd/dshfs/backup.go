@@ -144,6 +144,7 @@ func cmdBackup(ctx context.Context, args []string, out *bufio.Writer, stderr io.
 	if err != nil {
 		return exitUsageErr, err
 	}
+	opts.Spill = spillRoots(cfg, st)
 	defer closeBackend(st.Backend())
 	root := storeRoot(st)
 	if abs, aerr := filepath.Abs(root); aerr == nil {

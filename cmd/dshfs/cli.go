@@ -19,7 +19,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore/sqlite"
 )
 
-// Exit codes of DESIGN.md §6.
+// Exit codes of docs/cli.md.
 const (
 	exitOK       = 0
 	exitFound    = 1 // a refusal, corruption or difference was found
@@ -33,14 +33,14 @@ const usage = `usage:
   dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
   dshfs index [--config FILE] [--page N] STORE
   dshfs check [--config FILE] [--json] STORE [ID...]
-  dshfs append [--config FILE] STORE ID [FILE|-]
+  dshfs append [--config FILE] [--force] STORE ID [FILE|-]
   dshfs create [--config FILE] [--cwd DIR] STORE [ID]
-  dshfs resume [--config FILE] STORE ID
+  dshfs resume [--config FILE] [--force] STORE ID
   dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
-  dshfs compact [--config FILE] STORE ID [START END]
-  dshfs backup [--config FILE] [--mount MNT] [--with-spill] STORE DEST
+  dshfs compact [--config FILE] [--force] STORE ID [START END]
+  dshfs backup [--config FILE] [--mount MNT] [--with-spill] [--allow-empty] STORE DEST
   dshfs verify [--config FILE] DEST
-  dshfs restore [--config FILE] BACKUP DEST
+  dshfs restore [--config FILE] [--allow-empty] [--force] BACKUP DEST
   dshfs convert [--config FILE] [--verify] [--session ID]... SRC DST
   dshfs sync [--config FILE] [--watch] [--release ID] [--host NAME] SRC DST
   dshfs pg init [--config FILE] DSN
@@ -81,7 +81,7 @@ type opts struct {
 	host       string
 }
 
-// parseArgs accepts flags anywhere among the arguments (DESIGN.md §6); `--` ends flag parsing. A negative
+// parseArgs accepts flags anywhere among the arguments (docs/cli.md); `--` ends flag parsing. A negative
 // number is an argument, not a flag (no flag is a number): `dshfs fork STORE ID -1` gives the boundary -1.
 func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 	o := opts{view: "events"}
@@ -176,7 +176,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// the collector off below a 160 MiB soft limit, a cold cat of 500k events was no faster (bench/load.sh
 	// with BASE set: 3.69 s against 3.38 s without) and ls of 10k sessions within the noise (bench/list.sh:
 	// 1.98 s against 2.09 s, the harness's list() 24 s), for a heap that grew to the limit before its
-	// first collection: ls peaked at 125 MiB of RSS for 31 without (bench/results/tuning-2026-12-02.txt).
+	// first collection: ls peaked at 125 MiB of RSS for 31 without.
 	switch args[0] {
 	case "ls":
 		code, err = cmdLs(ctx, args[1:], out, stderr)
@@ -238,7 +238,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-// loadConfig reads --config FILE (DESIGN.md §6a); without one, the defaults.
+// loadConfig reads --config FILE (docs/configuration.md); without one, the defaults.
 func loadConfig(path string) (config.Config, error) {
 	cfg, err := config.Load(expandHome(path))
 	if err != nil {
@@ -325,7 +325,7 @@ func isDatabaseName(path string) bool {
 	return false
 }
 
-// openStore resolves a STORE argument (DESIGN.md §6) to a Store; a JSONL root holding no session yet gets
+// openStore resolves a STORE argument (docs/cli.md) to a Store; a JSONL root holding no session yet gets
 // the configured writer.compression.
 func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 	if postgres.IsDSN(spec) {

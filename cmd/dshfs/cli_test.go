@@ -17,7 +17,7 @@ import (
 const crashID = "main-session-30628611-e45f-4f98-9688-010e1428e585"
 const tornID = "main-session-c652f155-0402-4151-9cf3-89ee925d873b"
 
-// statusKeys is the session status schema of DESIGN.md §4, in order, with custody (the fleet store's) last.
+// statusKeys is the session status schema of docs/tree.md, in order, with custody (the fleet store's) last.
 var statusKeys = []string{"id", "state", "backend", "location", "formatVersion", "revision", "events", "nextSeq",
 	"durableSeq", "pending", "balanced", "openTurn", "repairNeeded", "repairPreview", "tornBytes",
 	"unknownOutcomes", "activeCompaction", "refusal", "lastError", "lastCommand", "custody"}

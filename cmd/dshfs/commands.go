@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/spill"
@@ -134,7 +135,7 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 		return exitUsageErr, err
 	}
 	defer wholeLoadCollector()()
-	sess, err := views.Load(ctx, st, pos[1], views.Options{Inspect: o.inspect, Spill: spill.NewRoots(cfg.Spill.Roots)})
+	sess, err := views.Load(ctx, st, pos[1], views.Options{Inspect: o.inspect, Spill: spillRoots(cfg, st)})
 	if err != nil {
 		return failCode(err), err
 	}
@@ -178,7 +179,7 @@ func cmdIndex(ctx context.Context, args []string, out *bufio.Writer) (int, error
 	if err != nil {
 		return exitUsageErr, err
 	}
-	opts := views.Options{Spill: spill.NewRoots(cfg.Spill.Roots)}
+	opts := views.Options{Spill: spillRoots(cfg, st)}
 	b, ok := views.StoreIndex(ctx, l.Entries, page, func(i int) string { return spill.NameSegment(l.Entries[i].ID) },
 		func(e eventstore.Entry) *views.Session {
 			if e.Refusal != nil {
@@ -298,4 +299,15 @@ func cmdCheck(ctx context.Context, args []string, out *bufio.Writer, stderr io.W
 // prints it (2026-05-12T08:15:01.000Z): what a reader of ls expects, where --json keeps the stored number.
 func isoTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// spillRoots is the spill-root policy for a store: the harness's defaults, the configured roots, and the
+// spill directory of the dsh home the store belongs to (spill.HomeRoot), where the harness that wrote the
+// store kept the files its logs cite.
+func spillRoots(cfg config.Config, st *eventstore.Store) *spill.Roots {
+	extra := append([]string(nil), cfg.Spill.Roots...)
+	if home, ok := spill.HomeRoot(storeRoot(st)); ok {
+		extra = append(extra, home)
+	}
+	return spill.NewRoots(extra)
 }

@@ -21,34 +21,46 @@ var commandHelp = map[string]string{
 Mounts STORE at MOUNTPOINT and serves it in the foreground until SIGINT/SIGTERM (which flushes live sessions,
 then unmounts; a second signal detaches). Writable unless --read-only: sessions/<id>/append takes events,
 ctl files take commands (see the mount's README). STORE defaults to the config's store, else
-$DSH_HOME/sessions, else ~/.dsh/sessions. --demo mounts a demo store built in a temp dir.`,
+$DSH_HOME/sessions, else ~/.dsh/sessions.
+--read-only: no append, ctl or mkdir; nothing is ever written to the store (as read_only = true in the config).
+--allow-other: lets other users (root included) use the mount, each judged by the modes the files show (FUSE
+allow_other, as [fuse] allow_other in the config); a non-root user needs user_allow_other in /etc/fuse.conf.
+Without it only the mounting user (and not even root) can enter the mount.
+--nonempty: mounts over a MOUNTPOINT that is not empty, hiding its files until the unmount; without it such a
+mountpoint is refused, so that forgetting MOUNTPOINT cannot mount over the directory meant as STORE.
+--demo: ignores STORE and mounts a writable demo store built in a new temp dir (see dshfs help demo).`,
 	"demo": `dshfs demo DIR
 Writes a demo store to DIR/sessions (a clean session, a crashed one, a compacted one, a fork pair, one citing a
-spilled tool result) and its spill file under DIR/spill.`,
+spilled tool result) and its spill file under DIR/spill: DIR is laid out as a dsh home, so every command
+(mount DIR/sessions, cat, backup --with-spill) finds the spill file without configuration.`,
 	"ls": `dshfs ls [--config FILE] [--json] STORE
-Lists the store's sessions from their headers: id, state (ok|refused), createdAt, cwd, parentSession; --json
-prints {id, projectDir, revision, header, refusal} objects (plus host, the source host, in a fleet store).`,
+Lists the store's sessions from their headers: id, state (ok|refused), createdAt, cwd, parentSession.
+--json: one {id, projectDir, revision, header, refusal} object a line instead (plus host, the source host, in
+a fleet store).`,
 	"cat": `dshfs cat [--config FILE] [--inspect] [--view VIEW] STORE ID
 Prints one view of a session, byte for byte what the mount's file holds. VIEW: events (default) | raw | header |
 status | surface | messages | shadowed | transcript | transcript-html | usage | usage-svg | event:SEQ | turn:N |
 trace:SEQ | compactions | prunes | spill.
---inspect computes every view over the harness's in-memory crash repair.`,
+--view VIEW: the view to print (default events).
+--inspect: computes every view over the harness's in-memory crash repair (never written), as check reads it.`,
 	"index": `dshfs index [--config FILE] [--page N] STORE
-Prints page N (default 1) of the store's index as one HTML page, what a mount serves as index.html (page 2 as
+Prints page N (--page N, default 1) of the store's index as one HTML page, what a mount serves as index.html (page 2 as
 index-2.html, …): every session newest first, 1,000 a page, with its state (ok, live, needs repair, refused),
 last activity, turns, events, tokens, unknown tool outcomes, compactions and parent, each linking to
 sessions/<id>/transcript.html (links relative to the mount's root).`,
 	"check": `dshfs check [--config FILE] [--json] STORE [ID...]
 Validates sessions as the harness's loader does (never repairing): one line per refused or corrupt session and
 per root error. Exit 0: every session opens in the harness; 1: something was refused; 2: an id is missing or
-the store cannot be read.`,
+the store cannot be read.
+--json: one {id, kind, message} object a line instead (a root error with its path).`,
 	"append": `dshfs append [--config FILE] [--force] STORE ID [FILE|-]
 Appends newline-delimited events ({"type":…,"data":…} plus optional seq, time, surfaceOp, sourceEventSeqs,
 ignorable) from FILE or stdin: all accepted together or none, then flushed and released. A session ending inside
 an open turn must be resumed first. A session another process changed within [writer] foreign_quiet (a harness
 before 0.1.5 writing it) is refused as live elsewhere; --force acknowledges that change once no harness runs it.`,
 	"create": `dshfs create [--config FILE] [--cwd DIR] STORE [ID]
-Publishes a header-only session at once (default id: a new UUIDv4); the harness lists and opens it.`,
+Publishes a header-only session at once (default id: a new UUIDv4); the harness lists and opens it.
+--cwd DIR: the session's cwd (absolute; default the current directory), which decides its project directory.`,
 	"resume": `dshfs resume [--config FILE] [--force] STORE ID
 The harness's resume: commits the crash repair (torn bytes kept in a sidecar, the interrupted closers) and a
 session/end-seed. --force: as for append.`,
@@ -137,12 +149,23 @@ func printHelp(w io.Writer, cmd string) error {
 		_, err := fmt.Fprint(w, usage)
 		return err
 	}
-	h, ok := commandHelp[cmd]
-	if !ok {
+	if _, ok := commandHelp[cmd]; !ok {
 		return &usageError{fmt.Sprintf("no command %q (commands: %s)", cmd, strings.Join(commandNames(), ", "))}
 	}
-	_, err := fmt.Fprintln(w, h)
+	_, err := fmt.Fprintln(w, helpText(cmd))
 	return err
+}
+
+// configHelp explains --config once for every command that takes it.
+const configHelp = `--config FILE: read the TOML configuration FILE (docs/configuration.md) instead of the defaults.`
+
+// helpText is one command's whole help: its text, and the --config line when its synopsis offers --config.
+func helpText(cmd string) string {
+	h := commandHelp[cmd]
+	if synopsis, _, _ := strings.Cut(h, "\n"); strings.Contains(synopsis, "--config") {
+		h += "\n" + configHelp
+	}
+	return h
 }
 
 // commandNames are the commands that have help, sorted.

@@ -14,10 +14,9 @@ import (
 	"github.com/dshfs/dshfs/eventstore/postgres"
 	dfs "github.com/dshfs/dshfs/fs"
 	"github.com/dshfs/dshfs/internal/demo"
-	"github.com/dshfs/dshfs/spill"
 )
 
-// cmdMount mounts a store and serves it in the foreground until a signal (DESIGN.md §6).
+// cmdMount mounts a store and serves it in the foreground until a signal (docs/cli.md).
 func cmdMount(args []string, stderr io.Writer) (int, error) {
 	o, pos, err := parseArgs(args, map[string]bool{"config": true, "read-only": true, "allow-other": true, "demo": true, "nonempty": true})
 	if err != nil {
@@ -56,7 +55,6 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	// (grep -r): with the default budgets the process stays within 256 MiB (tested). It follows the live
 	// heap above that (a large session's decode), so it never makes the collector run back to back.
 	defer softMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)()
-	roots := spill.NewRoots(cfg.Spill.Roots)
 	if o.demo {
 		dir, err := os.MkdirTemp("", "dshfs-demo-")
 		if err != nil {
@@ -66,8 +64,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		if err := demo.Write(dir); err != nil {
 			return exitUsageErr, err
 		}
-		storeSpec = filepath.Join(dir, "sessions")
-		roots = spill.NewRoots(append(append([]string(nil), cfg.Spill.Roots...), filepath.Join(dir, "spill")))
+		storeSpec = filepath.Join(dir, "sessions") // its spill files are in DIR/spill, its home's (spillRoots)
 		log.Info("demo store", "dir", dir)
 	}
 	open := openExisting
@@ -79,7 +76,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		return exitUsageErr, err
 	}
 	root := storeRoot(st)
-	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: roots, Log: log})
+	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: spillRoots(cfg, st), Log: log})
 	if err != nil {
 		return exitUsageErr, err
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // prepareMountpoint checks a MOUNTPOINT before anything is mounted, so that a mistake is refused with the
-// reason and never leaves a dead mount behind (DESIGN.md §6): it must not be the store, lie inside it or
+// reason and never leaves a dead mount behind (docs/cli.md): it must not be the store, lie inside it or
 // contain it (readers of either would loop through the mount), must be a directory, and must be empty
 // unless nonempty. A mountpoint left dead by a killed dshfs ("transport endpoint is not connected") is
 // cleared first. A missing one is created; created reports that, so the caller removes it afterwards.

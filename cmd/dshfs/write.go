@@ -13,7 +13,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 )
 
-// The write commands for scripts that do not mount (DESIGN.md §6): each is one writer run through the same
+// The write commands for scripts that do not mount (docs/cli.md): each is one writer run through the same
 // session engine and the same writer lock as the mount. On success they print the command's result as one
 // JSON line — the object a read of ctl returns — and exit 0; a refusal (busy, invalid, exists, refused log)
 // exits 1 and anything else (a missing session, an I/O failure) exits 2, with the reason on stderr.

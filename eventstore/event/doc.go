@@ -30,7 +30,7 @@
 // # Packed chunk rows
 //
 // A run of three or more streaming-delta assistant/chunk events is stored as one text-chunks,
-// reasoning-chunks or tool-call-chunks row (spec/jsonl.md §3.3). DecodeStored validates and expands
+// reasoning-chunks or tool-call-chunks row (docs/harness.md#packed-chunk-rows). DecodeStored validates and expands
 // a row into the exact events the harness would produce; PackBatch encodes one durable batch the way
 // the harness's writer does, so rewritten logs stay byte-identical.
 package event

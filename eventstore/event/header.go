@@ -9,7 +9,7 @@ import (
 // FormatVersion is the harness's SESSION_FORMAT_VERSION: the only header version it reads.
 const FormatVersion = 0
 
-// Header is a session header as the JSONL header line carries it (spec/jsonl.md §2).
+// Header is a session header as the JSONL header line carries it (docs/harness.md#header-line).
 //
 // The optional fields are kept as parsed values because the header shape guard does not check their types
 // (restore-time validation does, later): a header with `"cwd":5` still lists and inspects as the harness
@@ -53,7 +53,7 @@ type UnsupportedVersionError struct {
 // Error is the refusal text; backends add their " (raw log: <path>)" suffix themselves.
 func (e *UnsupportedVersionError) Error() string { return VersionRefusal(e.ID, e.Version) }
 
-// VersionRefusal is the harness's direction-aware refusal text (spec/jsonl.md §7.2), without a raw-log
+// VersionRefusal is the harness's direction-aware refusal text (docs/harness.md#header-line), without a raw-log
 // suffix. The version prints as JS prints a number.
 func VersionRefusal(id string, version float64) string {
 	v := FormatNumber(version)

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// Packed chunk rows (spec/jsonl.md §3.3, the harness's chunk-rows.ts) are a storage encoding, not events:
+// Packed chunk rows (docs/harness.md#packed-chunk-rows, the harness's chunk-rows.ts) are a storage encoding, not events:
 // a run of consecutive streaming-delta assistant/chunk events is stored as one `text-chunks`,
 // `reasoning-chunks` or `tool-call-chunks` line and expanded back on read.
 
@@ -557,7 +557,7 @@ type Record struct {
 }
 
 // Limits bound a packed row; zero means unbounded. The JSONL codec has none; the SQLite schema bounds a
-// row to 1024 members and 1 MiB of data (spec/sqlite.md §3.1).
+// row to 1024 members and 1 MiB of data (docs/harness.md#packed-chunk-rows).
 type Limits struct {
 	MaxMembers   int
 	MaxDataBytes int

@@ -1,8 +1,8 @@
 package event
 
-// KnownTypes is the harness's KNOWN_SESSION_EVENT_TYPES (known-event-types.ts, spec/jsonl.md §7.3), sorted.
-// A stored event whose type is outside it and that is not marked `ignorable: true` makes the harness
-// refuse the whole log as written by a newer harness.
+// KnownTypes is the harness's KNOWN_SESSION_EVENT_TYPES (known-event-types.ts;
+// docs/harness.md#event-lines-and-the-vocabulary), sorted. A stored event whose type is outside it and that
+// is not marked `ignorable: true` makes the harness refuse the whole log as written by a newer harness.
 var KnownTypes = []string{
 	"agent-preset/selected",
 	"agent/inbox/spliced",

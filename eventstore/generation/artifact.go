@@ -300,7 +300,7 @@ func (a *Artifact) AppendRestored(dst []byte) []byte {
 }
 
 // WrittenBy names the harness releases that write generation gen, for refusals that tell a user which
-// harness a file came from (fixtures/generations/README.md).
+// harness a file came from (docs/formats.md#generations).
 func WrittenBy(gen int) string {
 	switch {
 	case gen == 0:

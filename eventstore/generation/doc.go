@@ -37,8 +37,8 @@
 // over a malformed payload with a JavaScript TypeError: that refusal is ClassTypeError with a text of
 // dshfs's own.
 //
-// Framing follows the v0 rules (spec/jsonl.md): a raw artifact's final line without LF is a torn tail
-// and is excluded; a compressed artifact is a sequence of zstd frames (the header frame, then one frame
-// per written batch), an incomplete final frame is torn and excluded whole, and a complete frame whose
-// text does not end in LF is corruption.
+// Framing follows the v0 rules (docs/harness.md#committed-prefix-and-torn-tails): a raw artifact's final line
+// without LF is a torn tail and is excluded; a compressed artifact is a sequence of zstd frames (the header
+// frame, then one frame per written batch), an incomplete final frame is torn and excluded whole, and a
+// complete frame whose text does not end in LF is corruption.
 package generation

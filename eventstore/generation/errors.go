@@ -44,7 +44,7 @@ func unsupportedErr(msg string) *FormatError {
 }
 
 // CorruptError is damage below the codec: the framing of lines and zstd frames, or a line that is not
-// JSON. Texts follow the v0 reader's (spec/jsonl.md §4, §5.4).
+// JSON. Texts follow the v0 reader's (docs/harness.md#zstd-framing and #committed-prefix-and-torn-tails).
 type CorruptError struct {
 	Message string
 }

@@ -1,5 +1,5 @@
 // Package jsonl is the JSONL session store of the harness's session-persistence-jsonl, byte-compatible in
-// both encodings (spec/jsonl.md):
+// both encodings (docs/harness.md#jsonl-store-layout):
 //
 //	<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl        compression "none"
 //	<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.jsonl.zstd   compression "zstd" (the default)

@@ -11,10 +11,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// The zstd container of a `.jsonl.zstd` transcript (spec/jsonl.md §4): RFC 8878 frames, simply concatenated, one
-// per durable batch. The harness finds frame boundaries structurally (it never trusts a decoder to tell it where
-// a frame ends) so that an EOF inside the last frame is a torn tail rather than corruption; ScanFrames reproduces
-// that walk so both sides agree on which bytes are committed.
+// The zstd container of a `.jsonl.zstd` transcript (docs/harness.md#zstd-framing): RFC 8878 frames, simply
+// concatenated, one per durable batch. The harness finds frame boundaries structurally (it never trusts a
+// decoder to tell it where a frame ends) so that an EOF inside the last frame is a torn tail rather than
+// corruption; ScanFrames reproduces that walk so both sides agree on which bytes are committed.
 
 const (
 	zstdMagic = 0xFD2FB528

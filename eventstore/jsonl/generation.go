@@ -19,7 +19,7 @@ import (
 
 // Generation is a session format generation as its file name states it: 0 for session.jsonl, N for
 // session.vN.jsonl. Releases after 0.1.2 publish a newer generation as a new immutable file beside the
-// older ones (fixtures/generations/README.md); the highest valid one is the session.
+// older ones (docs/formats.md#generations); the highest valid one is the session.
 type Generation int
 
 // GenerationFile is what a session directory entry's name says about it when it is a generation file.
@@ -69,11 +69,11 @@ func ParseGenerationName(name string) (GenerationFile, bool) {
 }
 
 // ReadGeneration is the generation this package reads and writes: the v0 log of the harness up to
-// dsh-v0.1.2 (spec/jsonl.md).
+// dsh-v0.1.2 (docs/harness.md).
 const ReadGeneration Generation = 0
 
 // Release names the harness releases that write a generation, for refusals that tell a user which harness
-// made the file (fixtures/generations/README.md).
+// made the file (docs/formats.md#generations).
 func (g Generation) Release() string {
 	switch {
 	case g == 0:

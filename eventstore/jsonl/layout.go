@@ -7,9 +7,10 @@ import (
 	"unicode/utf8"
 )
 
-// Directory names of a JSONL root (spec/jsonl.md §1.2-1.3). The harness derives them from JavaScript strings,
-// i.e. sequences of UTF-16 code units, and a reader that computes them differently would not find, or would
-// refuse, the harness's sessions. So both encoders below walk UTF-16 units, not bytes or runes.
+// Directory names of a JSONL root (docs/harness.md#jsonl-store-layout). The harness derives them from
+// JavaScript strings, i.e. sequences of UTF-16 code units, and a reader that computes them differently would
+// not find, or would refuse, the harness's sessions. So both encoders below walk UTF-16 units, not bytes or
+// runes.
 
 // NoCwdDir is the project directory of sessions whose header has no cwd.
 const NoCwdDir = "_no-cwd"

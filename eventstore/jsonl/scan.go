@@ -12,8 +12,8 @@ import (
 )
 
 // scanner consumes the plaintext after the header record and keeps the contiguous event prefix, as the
-// harness's SessionLogScanner does (spec/jsonl.md §5.4): lines split only on LF, a final fragment without LF
-// is never parsed, and each complete line goes to the PrefixScan.
+// harness's SessionLogScanner does (docs/harness.md#committed-prefix-and-torn-tails): lines split only on LF,
+// a final fragment without LF is never parsed, and each complete line goes to the PrefixScan.
 type scanner struct {
 	eventstore.PrefixScan
 	input     int64  // bytes consumed, header included

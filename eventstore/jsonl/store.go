@@ -134,7 +134,7 @@ func OpenDefault(root string, mode, empty Compression) (*Backend, error) {
 		maxSession: eventstore.DefaultMaxSessionBytes}, nil
 }
 
-// Default caps of one line and one decoded frame (DESIGN.md §6a): far above any real session.
+// Default caps of one line and one decoded frame (docs/configuration.md): far above any real session.
 const (
 	DefaultMaxLineBytes  = 64 << 20
 	DefaultMaxFrameBytes = 256 << 20
@@ -191,7 +191,7 @@ func (b *Backend) Root() string { return b.root }
 // Compression is the encoding this backend reads and writes.
 func (b *Backend) Compression() Compression { return b.mode }
 
-// Name is "jsonl" for zstd roots and "jsonl+raw" for uncompressed ones (the STORE prefixes of DESIGN.md §6).
+// Name is "jsonl" for zstd roots and "jsonl+raw" for uncompressed ones (the STORE prefixes of docs/cli.md).
 func (b *Backend) Name() string {
 	if b.mode == Zstd {
 		return "jsonl"
@@ -202,7 +202,7 @@ func (b *Backend) Name() string {
 // SetPackChunks turns packed chunk rows off (the harness's packChunks: false). Reading always decodes rows.
 func (b *Backend) SetPackChunks(on bool) { b.pack = on }
 
-// Locate returns the transcript path derived from the header's cwd and id (spec/jsonl.md §1.1).
+// Locate returns the transcript path derived from the header's cwd and id (docs/harness.md#jsonl-store-layout).
 func (b *Backend) Locate(h event.Header) (string, error) {
 	project := NoCwdDir
 	if h.Cwd != nil {
@@ -726,7 +726,7 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 	return p, nil
 }
 
-// checkIdentity binds an artifact to its header (spec/jsonl.md §2.4): the requested id must match, and the
+// checkIdentity binds an artifact to its header (docs/harness.md#header-line): the requested id must match, and the
 // path must be the one the header's cwd and id derive, or the same file through a symlink or case alias.
 func (b *Backend) checkIdentity(path string, h event.Header, want string, checkID bool) error {
 	if checkID && h.ID != want {

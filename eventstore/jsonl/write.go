@@ -18,7 +18,7 @@ import (
 )
 
 // Materialize publishes a new transcript holding the header and the first batch, which may be empty
-// (spec/jsonl.md §5.2): directories created 0700 and fsynced, content written to an exclusive temp file,
+// (docs/harness.md#durable-writes): directories created 0700 and fsynced, content written to an exclusive temp file,
 // fsynced, then hard-linked to the final name so an existing log is never clobbered, and the session
 // directory fsynced.
 func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (eventstore.Artifact, error) {
@@ -184,7 +184,7 @@ func conflict(path string, want, got eventstore.Artifact) error {
 
 // AppendBatch appends one batch at EOF and fsyncs, after checking that the transcript is still in the state
 // expect describes; on failure the file is cut back to its previous size so a retry of the same batch
-// cannot leave a seq gap (spec/jsonl.md §5.3).
+// cannot leave a seq gap (docs/harness.md#durable-writes).
 func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect eventstore.Artifact, batch []event.Event, packing []event.Packing) (eventstore.Artifact, error) {
 	path, err := b.writeTarget(h)
 	if err != nil {
@@ -486,7 +486,7 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 }
 
 // Lock takes the session's writer lock without blocking: an exclusive flock(2) on the transcript itself
-// (eventstore.Flock). The harness itself takes no lock (spec/jsonl.md §6); writes by it are caught by the
+// (eventstore.Flock). The harness itself takes no lock (docs/harness.md#one-writer); writes by it are caught by the
 // revision check.
 func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
 	path, err := b.find(id)

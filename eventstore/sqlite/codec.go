@@ -13,7 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Row limits and the compression rule (spec/sqlite.md §3.1, §7).
+// Row limits and the compression rule (docs/harness.md#sqlite-rows-and-compression).
 const (
 	MinPackedMembers = 3
 	MaxPackedMembers = 1024

@@ -1,6 +1,6 @@
 // Package sqlite is the harness's opt-in SQLite session store (schema 17, application id "DSHP") behind the
 // eventstore backend seam: one database file holds every session, each as a `sessions` row and its
-// `events` rows (spec/sqlite.md).
+// `events` rows (docs/formats.md#sqlite).
 //
 // What the harness's format fixes, and so this package must reproduce exactly:
 //

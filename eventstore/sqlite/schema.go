@@ -14,7 +14,7 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
-// Format constants (spec/sqlite.md §1.2).
+// Format constants (docs/harness.md#sqlite-rows-and-compression).
 const (
 	SchemaVersion = 17
 	ApplicationID = 1146308688 // 0x44534850, "DSHP"

@@ -17,7 +17,7 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
-// Backups of a SQLite store (DESIGN.md §4, store/): a copy of the database file while writers run could
+// Backups of a SQLite store (docs/tree.md, store/): a copy of the database file while writers run could
 // mix pages of two transactions, so every copy is made with SQLite's online backup API, which copies the
 // pages of one read transaction — one consistent instant. The mount's store/ shows that copy as
 // sessions.db; `dshfs backup` writes it.

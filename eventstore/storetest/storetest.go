@@ -1,5 +1,5 @@
-// Package storetest is the backend contract suite (DESIGN.md §3): one set of tests that every storage
-// backend must pass through the eventstore seam — listing, reading, inspecting, creating, appending,
+// Package storetest is the backend contract suite (docs/architecture.md#the-store-seam): one set of
+// tests that every storage backend must pass through the eventstore seam — listing, reading, inspecting, creating, appending,
 // revisions, torn tails, refusals, the session engine, the writer lock, conflicts with a foreign writer,
 // resume and fork. A backend's own test calls Run with a way to open it; the suite never looks at files.
 package storetest

@@ -1,8 +1,9 @@
 // Package demo writes the demo store of `dshfs demo DIR` and `dshfs mount --demo`: hand-built event logs,
 // written through dshfs's own writer, that show each thing the mount explains — a clean session, one that
 // crashed mid-turn with an unknown tool outcome, one with a compaction, a fork pair, and one citing a
-// spilled tool result (the spill file lives under DIR/spill, outside the store root, where the harness's
-// discovery would trip over it).
+// spilled tool result. DIR is laid out as a dsh home: the store in DIR/sessions, and the spill file in the
+// home's spill directory, DIR/spill (outside the store root, where the harness's discovery would trip over
+// it), so that every command serves it without configuration (spill.HomeRoot).
 package demo
 
 import (
@@ -92,13 +93,34 @@ func write(st *eventstore.Store, spillDir string) error {
 // forkSeed is how many of the parent's events the fork child starts with: its whole first turn.
 const forkSeed = 12
 
-// builder accumulates a log with contiguous seqs and the harness's batch boundaries.
+// builder accumulates a log with contiguous seqs and the harness's batch boundaries, and keeps the token
+// account a provider would report: the model context each request sends grows with every message.
 type builder struct {
-	events []event.Event
-	time   int64
+	events  []event.Event
+	time    int64
+	context int // tokens of the model context the next request sends
+	cached  int // tokens of it the provider's prefix cache holds from the previous request
 }
 
-func newBuilder() *builder { return &builder{time: 1778573701000} }
+// systemTokens is the context of a first request: the system prompt and the tools' definitions.
+const systemTokens = 420
+
+func newBuilder() *builder { return &builder{time: 1778573701000, context: systemTokens} }
+
+// tokens is a rough token count of a text, as the usage views need no more than a plausible figure.
+func tokens(s string) int { return len(s)/4 + 4 }
+
+// heard adds a message the model will see (a user's question, a tool's result) to the context.
+func (b *builder) heard(text string) { b.context += tokens(text) }
+
+// usage is the TokenUsage a provider reports for the next request answered with output tokens: the whole
+// context as input, the part its prefix cache held, and the answer (which joins the context).
+func (b *builder) usage(output int) string {
+	u := fmt.Sprintf(`{"inputTokens":%d,"outputTokens":%d,"cacheReadTokens":%d}`, b.context, output, b.cached)
+	b.cached = b.context / 64 * 64
+	b.context += output
+	return u
+}
 
 // add appends one event; extra is the JSON of envelope members after data (e.g. `"surfaceOp":"append"`).
 func (b *builder) add(typ, data string, extra ...string) int64 {
@@ -138,8 +160,11 @@ func user(id, text string) string {
 	return fmt.Sprintf(`{"id":%q,"role":"user","content":[{"type":"text","text":%s}],"source":{"kind":"user"}}`, id, quote(text))
 }
 
-func assistant(turn, step int, id, content string) string {
-	return fmt.Sprintf(`{"turn":%d,"step":%d,"message":{"id":%q,"role":"assistant","content":%s,"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}}}`, turn, step, id, content)
+// assistant is an assistant/message's data with the step's usage (the committed-step account, as a
+// provider that streams no usage chunks leaves it).
+func (b *builder) assistant(turn, step int, id, content string) string {
+	return fmt.Sprintf(`{"turn":%d,"step":%d,"message":{"id":%q,"role":"assistant","content":%s,"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}},"usage":%s}`,
+		turn, step, id, content, b.usage(tokens(content)+12))
 }
 
 func toolResult(turn, step int, id, callID, text string) string {
@@ -154,26 +179,34 @@ func (b *builder) toolTurn(turn int, question, command, output, answer string) {
 	b.add("turn/start", fmt.Sprintf(`{"turn":%d}`, turn))
 	b.add("step/start", fmt.Sprintf(`{"turn":%d,"step":1}`, turn))
 	b.add("user/message", user(fmt.Sprintf("u%d", turn), question), appendOp)
+	b.heard(question)
 	if turn == 1 {
 		b.add("request/header", `{"header":{"config":{"provider":"deepseek-official","model":"deepseek-v4-flash"},"system":"You are a coding agent."},"reason":"initial"}`)
 	}
 	call := fmt.Sprintf("call-%d", turn)
 	args := quote(fmt.Sprintf(`{"command":%s}`, quote(command)))
-	b.add("assistant/message", assistant(turn, 1, fmt.Sprintf("a%d-1", turn),
+	b.add("assistant/message", b.assistant(turn, 1, fmt.Sprintf("a%d-1", turn),
 		fmt.Sprintf(`[{"type":"tool-call","id":%q,"name":"bash","arguments":%s}]`, call, args)), `"sourceEventSeqs":[]`, appendOp)
 	callSeq := b.add("tool/call", fmt.Sprintf(`{"turn":%d,"step":1,"callId":%q,"name":"bash","arguments":%s}`, turn, call, args))
 	b.add("tool/result", toolResult(turn, 1, fmt.Sprintf("t%d", turn), call, output), fmt.Sprintf(`"sourceEventSeqs":[%d]`, callSeq), appendOp)
+	b.heard(output)
 	b.add("step/end", fmt.Sprintf(`{"turn":%d,"step":1}`, turn))
 	b.add("step/start", fmt.Sprintf(`{"turn":%d,"step":2}`, turn))
-	b.add("assistant/message", assistant(turn, 2, fmt.Sprintf("a%d-2", turn), fmt.Sprintf(`[{"type":"text","text":%s}]`, quote(answer))), `"sourceEventSeqs":[]`, appendOp)
+	b.add("assistant/message", b.assistant(turn, 2, fmt.Sprintf("a%d-2", turn), fmt.Sprintf(`[{"type":"text","text":%s}]`, quote(answer))), `"sourceEventSeqs":[]`, appendOp)
 	b.add("step/end", fmt.Sprintf(`{"turn":%d,"step":2}`, turn))
 	b.add("turn/end", fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, turn))
 }
 
 func cleanLog() *builder {
+	b := cleanFirstTurn()
+	b.toolTurn(2, "Why does it fail?", "go test -run TestParse -v ./pkg/parse", "parse_test.go:12: want 3, got 4", "It expects 3 tokens and the parser returns 4.")
+	return b
+}
+
+// cleanFirstTurn is the clean session's first turn: forkSeed events.
+func cleanFirstTurn() *builder {
 	b := newBuilder()
 	b.toolTurn(1, "Which tests fail?", "go test ./...", "--- FAIL: TestParse (0.00s)\nFAIL\tpkg/parse", "TestParse in pkg/parse fails.")
-	b.toolTurn(2, "Why does it fail?", "go test -run TestParse -v ./pkg/parse", "parse_test.go:12: want 3, got 4", "It expects 3 tokens and the parser returns 4.")
 	return b
 }
 
@@ -184,16 +217,18 @@ func crashedLog() *builder {
 	b.add("turn/start", `{"turn":2}`)
 	b.add("step/start", `{"turn":2,"step":1}`)
 	b.add("user/message", user("u2", "Apply them."), appendOp)
+	b.heard("Apply them.")
 	args := quote(`{"command":"make migrate"}`)
-	b.add("assistant/message", assistant(2, 1, "a2-1", fmt.Sprintf(`[{"type":"tool-call","id":"call-migrate","name":"bash","arguments":%s}]`, args)), `"sourceEventSeqs":[]`, appendOp)
+	b.add("assistant/message", b.assistant(2, 1, "a2-1", fmt.Sprintf(`[{"type":"tool-call","id":"call-migrate","name":"bash","arguments":%s}]`, args)), `"sourceEventSeqs":[]`, appendOp)
 	b.add("tool/call", fmt.Sprintf(`{"turn":2,"step":1,"callId":"call-migrate","name":"bash","arguments":%s}`, args))
 	return b
 }
 
 // compactedLog has three turns, then a manual compaction that replaces the first two turns' messages
-// with a summary checkpoint.
+// with a summary checkpoint, then a fourth turn whose requests send the smaller context.
 func compactedLog() *builder {
 	b := cleanLog()
+	twoTurns := b.context
 	b.toolTurn(3, "Fix it.", "sed -i s/4/3/ pkg/parse/parse.go && go test ./pkg/parse", "ok\tpkg/parse", "Fixed; the tests pass.")
 	// surface nodes before compaction, in order: u1 a1-1 t1 a1-2 u2 a2-1 t2 a2-2 u3 ...
 	var nodes []int64
@@ -216,14 +251,17 @@ func compactedLog() *builder {
 	b.add("user/message", checkpoint, fmt.Sprintf(`"surfaceOp":{"op":"replace","start":%d,"end":%d}`, shadowed[0], shadowed[len(shadowed)-1]),
 		fmt.Sprintf(`"sourceEventSeqs":[%d,%d,%s]`, start, sum, list))
 	b.add("compaction/end", `{"compactionId":"cmp-demo-1","turn":null}`)
+	// the context now holds the checkpoint instead of the first two turns, and no cached prefix survives
+	b.context, b.cached = systemTokens+tokens(summary)+(b.context-twoTurns), 0
+	b.toolTurn(4, "Commit the fix.", "git commit -am 'parse: return 3 tokens'", "[main 4e1f2a9] parse: return 3 tokens\n 1 file changed, 1 insertion(+), 1 deletion(-)", "Committed as 4e1f2a9.")
 	return b
 }
 
 // forkChildLog is the parent's first turn (seqs 0..11: a fork is refused inside an open turn) plus the
 // end-seed a fork appends.
 func forkChildLog() *builder {
-	b := cleanLog()
-	b.events = b.events[:forkSeed]
+	b := cleanFirstTurn()
+	b.time = cleanLog().time // the fork is made after the parent's last event
 	b.add("session/end-seed", `{}`)
 	b.toolTurn(2, "Try a different fix.", "git stash && go test ./pkg/parse", "ok\tpkg/parse", "With the change stashed the tests pass.")
 	return b
