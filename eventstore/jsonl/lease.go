@@ -164,7 +164,7 @@ func (b *Backend) LiveElsewhere(ctx context.Context, c eventstore.LiveCheck) err
 		}
 	}
 	if c.Scan {
-		if ws := eventstore.OpenWriters(path, fi); len(ws) > 0 {
+		if ws := procscan.OpenWriters(path, fi); len(ws) > 0 {
 			return liveElsewhere(c.ID, "pid "+strconv.Itoa(ws[0].PID)+" ("+ws[0].Comm+") has "+name+" open for writing", false)
 		}
 	}
