@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/internal/namecodec"
 	"github.com/dshfs/dshfs/internal/procscan"
 )
 
@@ -204,7 +205,7 @@ func liveElsewhere(id, seen string, ack bool) error {
 // sessionOf is the session id of an artifact path (its directory's decoded name).
 func sessionOf(path string) string {
 	seg := filepath.Base(filepath.Dir(path))
-	if id, ok := DecodeSegment(seg); ok {
+	if id, ok := namecodec.DecodeSegment(seg); ok {
 		return id
 	}
 	return seg

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/namecodec"
 )
 
 // Compression selects the physical encoding of a root; a root holds exactly one.
@@ -209,13 +210,13 @@ func (b *Backend) Locate(h event.Header) (string, error) {
 		if h.Cwd.Kind != event.KindString {
 			return "", errors.New("header cwd is not a string")
 		}
-		k, err := ProjectKey(h.Cwd.Str)
+		k, err := namecodec.ProjectKey(h.Cwd.Str)
 		if err != nil {
 			return "", err
 		}
 		project = k
 	}
-	seg, err := EncodeSegment(h.ID)
+	seg, err := namecodec.EncodeSegment(h.ID)
 	if err != nil {
 		return "", err
 	}
@@ -276,7 +277,7 @@ func (b *Backend) find(id string) (string, error) {
 // same id in two project directories is a duplicate. The highest generation is the session; a predecessor
 // is never returned in its place.
 func (b *Backend) discover(id string) (SessionFiles, GenerationFile, error) {
-	seg, err := EncodeSegment(id)
+	seg, err := namecodec.EncodeSegment(id)
 	if err != nil {
 		return SessionFiles{}, GenerationFile{}, err
 	}
@@ -966,7 +967,7 @@ func (a artifactFile) direct() bool { return a.lstat != nil && a.lstat.Mode().Is
 // file (for a session refused for a file in the other encoding, that file when there is no other), and its
 // Beside the other generation files in its directory, either encoding. buf is scratch space for the read.
 func (b *Backend) entry(l listed, files SessionFiles, buf *[]byte) eventstore.Entry {
-	id, decoded := DecodeSegment(l.name)
+	id, decoded := namecodec.DecodeSegment(l.name)
 	if !decoded {
 		id = l.name
 	}
@@ -1053,7 +1054,7 @@ func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g Gene
 		return e
 	}
 	e.Header = &h
-	id, decoded := DecodeSegment(filepath.Base(files.Dir))
+	id, decoded := namecodec.DecodeSegment(filepath.Base(files.Dir))
 	if !decoded {
 		id = filepath.Base(files.Dir)
 	}

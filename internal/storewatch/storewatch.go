@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/namecodec"
 )
 
 const (
@@ -152,7 +153,7 @@ func (w *Watcher) addLocked(dir string, mask uint32) {
 // transcript written into it a moment later is reported too.
 func (w *Watcher) addNewLocked(dir string) {
 	if filepath.Dir(dir) != w.root {
-		if id, ok := jsonl.DecodeSegment(filepath.Base(dir)); ok {
+		if id, ok := namecodec.DecodeSegment(filepath.Base(dir)); ok {
 			w.sessions[dir] = id
 		}
 		w.addLocked(dir, sessionMask)
@@ -165,7 +166,7 @@ func (w *Watcher) addNewLocked(dir string) {
 			continue
 		}
 		sub := filepath.Join(dir, e.Name())
-		if id, ok := jsonl.DecodeSegment(e.Name()); ok {
+		if id, ok := namecodec.DecodeSegment(e.Name()); ok {
 			w.sessions[sub] = id
 		}
 		w.addLocked(sub, sessionMask)
