@@ -30,11 +30,6 @@ const (
 	filesMask   = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_ATTRIB | unix.IN_ONLYDIR
 )
 
-// LeaseName is the harness's write lease in a session directory (0.1.5 and later): created once, never
-// deleted, and opened for writing by every writer around every write, so its events say nothing about the
-// session's content.
-const LeaseName = "session.lock"
-
 // Watcher is an inotify instance and its watches.
 type Watcher struct {
 	file   *os.File
@@ -217,7 +212,7 @@ func (w *Watcher) Run(changed func(id string), structural func()) {
 				changed(id)
 				continue
 			}
-			if isSession && (written || name == LeaseName) {
+			if isSession && (written || name == jsonl.LeaseName) {
 				// a sidecar or a temp file beside the transcript, or the harness's write lease: none of it
 				// is the session's content
 				continue

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dshfs/dshfs/eventstore/jsonl"
 )
 
 // start runs w, whose reports arrive on the channel: a session's id, or "" for a structural change.
@@ -100,8 +102,8 @@ func TestSessionsTree(t *testing.T) {
 
 	// the harness's lease and a sidecar beside the transcript are not the session's content
 	quiet(t, ch, func() {
-		write(t, filepath.Join(sess, LeaseName), "")
-		write(t, filepath.Join(sess, LeaseName), "x")
+		write(t, filepath.Join(sess, jsonl.LeaseName), "")
+		write(t, filepath.Join(sess, jsonl.LeaseName), "x")
 	}, func() { write(t, transcript, "{}\n") }, "s1", "the lease")
 
 	// a session made in a project that held none: watched as it appears, its transcript reported by id
