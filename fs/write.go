@@ -34,7 +34,7 @@ func (f *FS) record(id string, r eventstore.Result) {
 		f.opts.Store.Record(id, r)
 	}
 	if r.Err != nil {
-		f.log.Warn("command refused", "session", id, "command", r.Command, "errno", r.Err.Failure.Errno(), "code", r.Err.Code, "reason", r.Err.Error())
+		f.log.Warn("command refused", "session", id, "command", r.Command, "errno", r.Err.Failure.ErrnoName(), "code", r.Err.Code, "reason", r.Err.Error())
 	}
 	f.touch(id)
 }

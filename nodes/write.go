@@ -34,27 +34,6 @@ type Writer interface {
 	LineLimit() int64
 }
 
-// errno maps a write-side error to the errno a user sees.
-func errno(err error) syscall.Errno {
-	ce := eventstore.AsCommandError(err)
-	if ce == nil {
-		return 0
-	}
-	switch ce.Failure {
-	case eventstore.Busy:
-		return syscall.EBUSY
-	case eventstore.Invalid:
-		return syscall.EINVAL
-	case eventstore.Exists:
-		return syscall.EEXIST
-	case eventstore.Missing:
-		return syscall.ENOENT
-	case eventstore.Again:
-		return syscall.EAGAIN
-	}
-	return syscall.EIO
-}
-
 // Permissions of the write-side files (DESIGN.md §4).
 const (
 	modeAppend = syscall.S_IFREG | 0o200
@@ -205,7 +184,7 @@ func (f *appendFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, o
 		if err := f.w.Append(ctx, f.id, lines); err != nil {
 			h.rejected = true
 			h.partial = nil
-			return 0, errno(err)
+			return 0, eventstore.WriteErrno(err)
 		}
 	}
 	h.partial = append([]byte(nil), buf[end+1:]...)
@@ -231,7 +210,7 @@ func (f *appendFile) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno 
 
 // Fsync is flush: it returns once every accepted event of the session is durable.
 func (f *appendFile) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	return errno(f.w.Flush(ctx, f.id))
+	return eventstore.WriteErrno(f.w.Flush(ctx, f.id))
 }
 
 // ctlFile is a control file (a session's, or the store's when id is ""): each write is one command; the
@@ -302,7 +281,7 @@ func (f *ctlFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off 
 	}
 	h.mu.Unlock()
 	if r.Err != nil {
-		return 0, errno(r.Err)
+		return 0, eventstore.WriteErrno(r.Err)
 	}
 	return uint32(len(data)), 0
 }
@@ -323,7 +302,7 @@ func (d *writableSessionsDir) Getattr(ctx context.Context, fh fs.FileHandle, out
 
 func (d *writableSessionsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if _, err := d.w.Mkdir(ctx, name); err != nil {
-		return nil, errno(err)
+		return nil, eventstore.WriteErrno(err)
 	}
 	return d.sessionsDir.Lookup(ctx, name, out)
 }

@@ -30,11 +30,10 @@ func writeStore(o opts, spec string) (*eventstore.Store, config.Config, error) {
 
 // commandCode is the exit code of a failed write command.
 func commandCode(err error) int {
-	switch eventstore.AsCommandError(err).Failure {
-	case eventstore.Missing, eventstore.Failed:
-		return exitUsageErr
+	if eventstore.AsCommandError(err).Failure.Refusal() {
+		return exitFound
 	}
-	return exitFound
+	return exitUsageErr
 }
 
 // finish prints a successful result, or returns the failure with its exit code; the store is closed
