@@ -19,8 +19,9 @@ import (
 // *eventstore.CommandError, whose Failure picks the errno; the fs layer has already recorded its reason
 // in status.json and the log.
 type Writer interface {
-	// Append accepts the complete lines of one write request to a session's append file: all or none.
-	Append(ctx context.Context, id string, lines [][]byte) error
+	// Append accepts the complete lines of one write request to a session's append file (input ends
+	// before the request's last newline): all or none, as the command layer's Append.
+	Append(ctx context.Context, id string, input []byte) error
 	// Flush makes a session's accepted events durable (fsync on append).
 	Flush(ctx context.Context, id string) error
 	// Command runs one ctl command on a session, or on the store when id is "".
@@ -174,18 +175,10 @@ func (f *appendFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, o
 		h.partial = buf
 		return uint32(len(data)), 0
 	}
-	var lines [][]byte
-	for _, l := range bytes.Split(buf[:end], []byte{'\n'}) {
-		if len(bytes.TrimSpace(l)) > 0 { // blank lines carry no event
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > 0 {
-		if err := f.w.Append(ctx, f.id, lines); err != nil {
-			h.rejected = true
-			h.partial = nil
-			return 0, eventstore.WriteErrno(err)
-		}
+	if err := f.w.Append(ctx, f.id, buf[:end]); err != nil {
+		h.rejected = true
+		h.partial = nil
+		return 0, eventstore.WriteErrno(err)
 	}
 	h.partial = append([]byte(nil), buf[end+1:]...)
 	return uint32(len(data)), 0
