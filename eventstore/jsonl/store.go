@@ -73,6 +73,9 @@ type Backend struct {
 	// hook, when set, is called before every durable write step (tests: fault injection, crash points,
 	// recording what was made durable); an error fails the step as the system call would.
 	hook func(op Op, path string) error
+
+	// watch is the running change feed (watch.go), nil when none runs
+	watch atomic.Pointer[watching]
 }
 
 // Op names a durable write step for a test hook.
@@ -907,6 +910,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 			out.Entries[i].Refusal = errors.New(duplicateText(id))
 		}
 	}
+	b.followListing(out)
 	return out, nil
 }
 

@@ -13,12 +13,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"golang.org/x/sys/unix"
+	"github.com/dshfs/dshfs/internal/storewatch"
 )
 
 // Options configure a backend.
@@ -55,6 +58,9 @@ type Backend struct {
 	snap    *snapshot // the latest consistent copy, for store/ and backups
 	snapDir string    // where copies are made; removed by Close
 	snapSeq int
+
+	// watch is the running change feed's inotify watcher (watch.go), nil when none runs
+	watch atomic.Pointer[storewatch.Watcher]
 }
 
 type lastTime struct {
@@ -280,9 +286,6 @@ func (b *Backend) Path() string { return b.path }
 
 // SchemaVersion is the physical schema version status.json reports.
 func (b *Backend) SchemaVersion() int { return SchemaVersion }
-
-// WatchFiles are the files whose changes mean another connection committed: the database and its WAL.
-func (b *Backend) WatchFiles() []string { return []string{b.path, b.path + "-wal"} }
 
 // Stored is the package's Stored over a whole log (on every core): the events as this database will give
 // them back, or why one cannot be stored (convert compares by it).
