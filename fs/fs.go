@@ -38,6 +38,9 @@ type Options struct {
 	Config config.Config
 	Spill  *spill.Roots
 	Log    *slog.Logger
+	// Readahead is how many goroutines render ahead of a walk (readahead.go); 0: as many as the store's
+	// Tuning gives its own work.
+	Readahead int
 }
 
 // FS is the mounted store: the nodes.Source behind the tree.

@@ -131,7 +131,7 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	closeFuseOnExec()
 	f.root = root.EmbeddedInode()
 	go f.notifier(ctx)
-	for range readaheadWorkers() {
+	for range f.readaheadWorkers() {
 		go f.readaheadLoop(ctx)
 	}
 	return server, nil

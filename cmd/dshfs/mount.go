@@ -56,6 +56,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	// (grep -r): with the default budgets the process stays within 256 MiB (tested). It follows the live
 	// heap above that (a large session's decode), so it never makes the collector run back to back.
 	defer softMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)()
+	spareProc() // before the store is opened: its tuning and the readahead follow the Ps
 	roots := spill.NewRoots(cfg.Spill.Roots)
 	if o.demo {
 		dir, err := os.MkdirTemp("", "dshfs-demo-")
@@ -79,7 +80,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		return exitUsageErr, err
 	}
 	root := storeRoot(st)
-	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: roots, Log: log})
+	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: roots, Log: log, Readahead: runtime.GOMAXPROCS(0)})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -98,7 +99,6 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	if created {
 		defer os.Remove(mountpoint)
 	}
-	spareProc()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watch := f.StartWatch(ctx) // every directory watched before the mount serves a request

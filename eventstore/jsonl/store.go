@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -73,6 +72,9 @@ type Backend struct {
 	// hook, when set, is called before every durable write step (tests: fault injection, crash points,
 	// recording what was made durable); an error fails the step as the system call would.
 	hook func(op Op, path string) error
+
+	// tuning is how parallel a load's decoding and a listing's header reads run (SetTuning)
+	tuning eventstore.Tuning
 
 	// watch is the running change feed (watch.go), nil when none runs
 	watch atomic.Pointer[watching]
@@ -150,6 +152,10 @@ func (b *Backend) SetLimits(maxLine, maxFrame int64) { b.maxLine, b.maxFrame = m
 // SetSessionLimit sets the load budget of one session's decoded events (config writer.max_session_bytes;
 // 0: none); a session over it is refused with an *eventstore.TooLargeError.
 func (b *Backend) SetSessionLimit(n int64) { b.maxSession = n }
+
+// SetTuning sets how parallel a load's decoding and a listing's header reads run (the program decides;
+// the zero Tuning takes one worker per P). Call it before the backend is used.
+func (b *Backend) SetTuning(t eventstore.Tuning) { b.tuning = t }
 
 // Detect reports which encoding the sessions under root use: the one more session directories hold
 // generation files of, zstd on a tie; found is false when there are none (the encoding is then zstd).
@@ -449,7 +455,8 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 	s := newScanner(int64(nl + 1))
 	s.Budget.Limit = b.maxSession
 	carry = carry[nl+1:]
-	pieces := 2 * runtime.GOMAXPROCS(0)
+	workers := b.tuning.N()
+	pieces := 2 * workers // a raw log's complete lines, cut so each worker has two pieces
 	for line := 0; ; {
 		if last := bytes.LastIndexByte(carry, '\n'); last >= 0 {
 			complete := carry[:last+1]
@@ -458,7 +465,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 			}
 			line += bytes.Count(complete, []byte{'\n'})
 			parts := splitLines(complete, pieces)
-			if err := decodeParallel(len(parts), func(i int) chunk { return predecode(parts[i], false) }, func(c chunk) error {
+			if err := decodeParallel(workers, len(parts), func(i int) chunk { return predecode(parts[i], false) }, func(c chunk) error {
 				if size > 0 {
 					s.share = float64(s.input+int64(c.size)) / float64(size)
 				}
@@ -696,7 +703,7 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 	}
 	pieces := framePieces(buf, frames[1:], zstdPieceBytes, zstdPieceText)
 	done := 0
-	err = decodeParallel(len(pieces), func(i int) chunk {
+	err = decodeParallel(b.tuning.N(), len(pieces), func(i int) chunk {
 		return b.decodePiece(buf, pieces[i])
 	}, func(c chunk) error {
 		last := pieces[done]
@@ -926,7 +933,7 @@ type listed struct {
 func (b *Backend) entries(found []listed) []eventstore.Entry {
 	out := make([]eventstore.Entry, len(found))
 	session := make([]bool, len(found))
-	workers := min(len(found), runtime.GOMAXPROCS(0))
+	workers := min(len(found), b.tuning.N())
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {

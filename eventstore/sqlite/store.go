@@ -40,6 +40,8 @@ type Options struct {
 	// MaxSession is the load budget of one session's decoded events (config writer.max_session_bytes;
 	// 0: none): rows are small on disk and many, and a session past it is refused (eventstore.TooLargeError).
 	MaxSession int64
+	// Tuning is how parallel a large batch's encoding and a large load's decoding run.
+	Tuning eventstore.Tuning
 }
 
 // Backend is one SQLite session database. It is safe for concurrent use.
@@ -291,7 +293,7 @@ func (b *Backend) SchemaVersion() int { return SchemaVersion }
 // them back, or why one cannot be stored (convert compares by it).
 func (b *Backend) Stored(events []event.Event) ([]event.Event, error) {
 	out := make([]event.Event, len(events))
-	err := eventstore.Parallel(len(events), 1024, func(lo, hi int) error {
+	err := b.opts.Tuning.Parallel(len(events), 1024, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			se, err := Stored(events[i])
 			if err != nil {
@@ -663,7 +665,7 @@ func (b *Backend) loadRows(ctx context.Context, q querier, id string, sink event
 	if err := q.QueryRowContext(ctx, sqlCountEvents, id).Scan(&count); err != nil {
 		return nil, 0, err
 	}
-	s := newRowScan(0, committed, true)
+	s := newRowScan(0, committed, true, b.opts.Tuning)
 	var torn, given int64
 	var refused error // a committed row that does not decode: reported once every row is validated
 	block := make([]row, 0, loadBlock)
