@@ -52,7 +52,9 @@ func (f *FS) watchFeed(ctx context.Context, w eventstore.Watcher) (passNow <-cha
 	f.feedLive.Store(true)
 	if f.cover != nil && f.cover.Gap() == nil && !f.cover.Vouches("") {
 		// a network filesystem's other hosts raise no event here; a database's files name no session
-		f.log.Info("the store's change feed does not vouch for the sessions' files (a network filesystem, whose other hosts' writes only the safety-net listing finds, or a store kept in files of its own): every access stats the artifact, and names keep the configured timeouts")
+		f.log.Info("the store's change feed does not vouch for the sessions' files (a network filesystem, " +
+			"whose other hosts' writes only the safety-net listing finds, or a store kept in files of its own): " +
+			"every access stats the artifact, and names keep the configured timeouts")
 	}
 	f.noteGap()
 	pass := make(chan struct{}, 1)
@@ -156,6 +158,7 @@ func (f *FS) noteGap() {
 		return
 	}
 	if gap := f.cover.Gap(); gap != nil && f.gapSaid.CompareAndSwap(false, true) {
-		f.log.Info("the store's change feed cannot hear of every change; changes there are found by polling every refresh_interval", "err", gap)
+		f.log.Info("the store's change feed cannot hear of every change; changes there are found by polling "+
+			"every refresh_interval", "err", gap)
 	}
 }

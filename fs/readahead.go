@@ -20,8 +20,8 @@ import (
 //
 // There is a worker per core (Options.Readahead, which cmd/dshfs sets to one per P), not one: the walk is
 // as fast as the renders ahead of it, and with one worker a third of the machine's CPU time sat idle
-// during a glob over a cold 10k-session store (stat of every events.jsonl: 9.6–10.9 s with one worker, 7.5–8.7 s with two, alternating runs).
-// Some idle time remains with two; it is not disk waits (no iowait was counted). The mount runs with a P
+// during a glob over a cold 10k-session store (stat of every events.jsonl: 9.6–10.9 s with one worker,
+// 7.5–8.7 s with two, alternating runs). Some idle time remains with two; it is not disk waits (no iowait was counted). The mount runs with a P
 // more than cores (cmd/dshfs spareProc), and so a worker more.
 //
 // What pays for it, measured (README, readahead): a first grep -l over 10k sessions on cold caches took
