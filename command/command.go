@@ -2,8 +2,8 @@ package command
 
 import "time"
 
-// Command is one typed write-side command. The session commands are Flush, Resume, Fork, Compact, Prune
-// and Close; the store commands FlushAll, Create, Rescan, Quiesce and ResumeWrites.
+// Command is one typed write-side command. The session commands are Append, Flush, Resume, Fork, Compact,
+// Prune and Close; the store commands FlushAll, Create, Rescan, Quiesce and ResumeWrites.
 type Command interface {
 	// Name is the command word of the ctl syntax.
 	Name() string
@@ -55,6 +55,7 @@ type Quiesce struct{ For time.Duration }
 type ResumeWrites struct{}
 
 // Name implementations: the ctl words.
+func (Append) Name() string       { return "append" }
 func (Flush) Name() string        { return "flush" }
 func (Resume) Name() string       { return "resume" }
 func (Fork) Name() string         { return "fork" }

@@ -120,6 +120,10 @@ type Quiesced struct{ Until time.Time }
 // WritesResumed: a quiesce ended (WasQuiesced), or there was none.
 type WritesResumed struct{ WasQuiesced bool }
 
+// Accepted: Events lines written to a mount's append file were accepted; its write-behind (or a flush)
+// makes them durable.
+type Accepted struct{ Events int }
+
 // Appended: Events lines from the CLI's input were appended and made durable through seq Through; a
 // log that now ends inside an open turn names it (OpenTurn), since the next writer must resume.
 type Appended struct {
@@ -148,6 +152,10 @@ func (o Appended) Message(Front) string {
 		m += fmt.Sprintf("; the log ends inside open turn %d (the next writer must resume)", *o.OpenTurn)
 	}
 	return m
+}
+
+func (o Accepted) Message(f Front) string {
+	return fmt.Sprintf("accepted %d events; live in %s, durable at the next flush", o.Events, f.holder())
 }
 
 func (o Forked) Message(Front) string { return "forked: child " + quote(o.Child) }

@@ -61,6 +61,8 @@ func (e Env) run(ctx context.Context, req Request, r *Result) (Outcome, error) {
 	switch c := req.Cmd.(type) {
 	case Flush:
 		return e.flush(ctx, id)
+	case Append:
+		return e.append(ctx, id, c)
 	case Resume:
 		w, err := st.Resume(ctx, id)
 		if err != nil {

@@ -7,47 +7,6 @@ import (
 	"github.com/dshfs/dshfs/eventstore/event"
 )
 
-// Failure classifies why a write-side command was refused. The mount maps it to an errno, the CLI to an
-// exit code and status.json names it, so all three read the same value.
-type Failure string
-
-// The failure classes of docs/writing.md.
-const (
-	// Busy: another writer holds the session, a turn is open, a compaction lock is held, or the artifact
-	// changed under this writer (EBUSY).
-	Busy Failure = "busy"
-	// Invalid: the input or the arguments are wrong (EINVAL); nothing was written.
-	Invalid Failure = "invalid"
-	// Exists: the session to create already exists (EEXIST).
-	Exists Failure = "exists"
-	// Missing: the session does not exist (ENOENT).
-	Missing Failure = "missing"
-	// Failed: the storage failed; accepted events are kept and a later flush retries (EIO).
-	Failed Failure = "io"
-	// Refused: the stored log is refused or corrupt, so it cannot be written (EIO).
-	Refused Failure = "refused"
-	// Again: what the command was computed from changed while it ran (a compaction's selected span);
-	// nothing was changed and trying again may succeed (EAGAIN).
-	Again Failure = "again"
-)
-
-// Errno is the POSIX error name of a failure class, as status.json prints it.
-func (f Failure) Errno() string {
-	switch f {
-	case Busy:
-		return "EBUSY"
-	case Invalid:
-		return "EINVAL"
-	case Exists:
-		return "EEXIST"
-	case Missing:
-		return "ENOENT"
-	case Again:
-		return "EAGAIN"
-	}
-	return "EIO"
-}
-
 // Codes carried by CommandError.Code: the harness's own where it has one.
 const (
 	CodeOpenTurn        = "OPEN_TURN"              // fork inside an open turn; append to a crashed turn
@@ -131,7 +90,7 @@ func (r Result) Value() event.Value {
 	errno, code, line := null, null, null
 	msg := r.Message
 	if r.Err != nil {
-		errno = event.String(r.Err.Failure.Errno())
+		errno = event.String(r.Err.Failure.ErrnoName())
 		code = event.String(r.Err.Code)
 		msg = r.Err.Message
 		if r.Err.Line > 0 {

@@ -19,7 +19,10 @@
 //     (stored + pending), logical revision, incremental fold, write-behind batching and flush, the
 //     backend's writer lock — and the write commands over it: Writer (a balanced session only: no implicit
 //     repair), Resume, Create, Fork (the harness's checks and texts), with typed refusals (CommandError,
-//     Failure) that status.json, the CLI and the mount's errnos all read.
+//     Failure) that status.json, the CLI and the mount's errnos all read from one table (failure.go).
+//   - Capabilities a backend may add to the seam: a change feed (Watcher, and how far it vouches for
+//     stats: WatchCoverage), which the mount follows whatever the backend. How parallel the heavy work
+//     runs (Tuning) is given by the program, never picked here.
 //   - The backend contract suite lives in eventstore/storetest.
 //
 // eventstore knows nothing of FUSE and never imports a backend; the command wires them together.

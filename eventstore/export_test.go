@@ -7,7 +7,7 @@ import "github.com/dshfs/dshfs/eventstore/event"
 
 // ReadStored is readStored without row members: the harness's readFrom(id, 0) post-read path.
 func ReadStored(id string, h event.Header, stored []event.Event, path string) ([]event.Event, error) {
-	return readStored(id, h, stored, nil, path)
+	return readStored(id, h, stored, nil, path, Tuning{})
 }
 
 // ParseInput is parseInput's event.

@@ -1,16 +1,14 @@
 package eventstore
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dshfs/dshfs/internal/procscan"
 )
 
 // flockLock is a session's single-writer lock: an exclusive flock(2) held through an open descriptor. The
@@ -54,43 +52,14 @@ func TryFlock(f *os.File) (holder int, err error) {
 	// the descriptor until its exec closes it): a holder that is this very process is waited for briefly —
 	// and so is one that is gone by the time /proc/locks is read (the child's exec already released it).
 	for wait := time.Millisecond; errors.Is(err, unix.EWOULDBLOCK) && wait < 256*time.Millisecond; wait *= 2 {
-		if holder := lockHolder(fi); holder != os.Getpid() && holder != 0 {
+		if holder := procscan.FlockHolder(fi); holder != os.Getpid() && holder != 0 {
 			break // another process's lock: refused at once, naming it
 		}
 		time.Sleep(wait)
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	}
 	if errors.Is(err, unix.EWOULDBLOCK) {
-		return lockHolder(fi), err
+		return procscan.FlockHolder(fi), err
 	}
 	return 0, err
-}
-
-// lockHolder finds the pid holding a flock on the file in /proc/locks (0 when unknown). The pid is the
-// process that took the lock; that is enough to tell a user which dshfs to stop.
-func lockHolder(fi os.FileInfo) int {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0
-	}
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" ("->" marks a waiter)
-		if len(fields) < 6 || fields[1] != "FLOCK" || fields[1] == "->" {
-			continue
-		}
-		if fields[5] == want {
-			if pid, err := strconv.Atoi(fields[4]); err == nil {
-				return pid
-			}
-		}
-	}
-	return 0
 }

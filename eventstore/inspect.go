@@ -29,8 +29,8 @@ type UnmarkedChecker interface {
 // then the vocabulary check, given the stored prefix's row members (Prefix.RowMembers; nil: unknown).
 // Errors are not wrapped: plain errors with the harness's text, a *TypeError where the harness would
 // raise one, or *UnsupportedError. It returns the normalized events.
-func readStored(id string, h event.Header, stored []event.Event, rows []uint64, path string) ([]event.Event, error) {
-	c, err := checkStored(id, h, stored, rows, path, passTurns, nil)
+func readStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, t Tuning) ([]event.Event, error) {
+	c, err := checkStored(id, h, stored, rows, path, passTurns, nil, t)
 	if err != nil {
 		return nil, err
 	}
@@ -38,13 +38,14 @@ func readStored(id string, h event.Header, stored []event.Event, rows []uint64, 
 }
 
 // checkStored runs the passes before end over stored (sc checking the surface in passSeed), after the
-// header checks that precede them. rows are the stored events' row members (Prefix.RowMembers).
-func checkStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, end pass, sc SurfaceChecker) (*logCheck, error) {
-	return checkFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), end, sc)
+// header checks that precede them. rows are the stored events' row members (Prefix.RowMembers); t spreads
+// the parse of a large log.
+func checkStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, end pass, sc SurfaceChecker, t Tuning) (*logCheck, error) {
+	return checkFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), end, sc, t)
 }
 
 // checkFeed is checkStored over the events of a load as it delivers them.
-func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker) (*logCheck, error) {
+func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker, t Tuning) (*logCheck, error) {
 	h, path, err := feed.waitHeader()
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker) (*logChec
 	if err := checkVersion(h, path); err != nil {
 		return nil, err
 	}
-	c := newLogCheck(id, h, feed, path, end)
+	c := newLogCheck(id, h, feed, path, end, t)
 	c.sc = sc
 	return c, c.run()
 }
@@ -67,7 +68,7 @@ func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker) (*logChec
 // *UnsupportedError comes back as *CorruptionError{id, cause}. It returns the normalized stored events
 // and the closers separately.
 func Inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) (events, closers []event.Event, err error) {
-	events, closers, err = inspect(id, h, stored, nil, path, sc)
+	events, closers, err = inspect(id, h, stored, nil, path, sc, Tuning{})
 	if err != nil {
 		return nil, nil, inspectError(id, err)
 	}
@@ -86,13 +87,13 @@ func inspectError(id string, err error) error {
 
 // inspect is Inspect with the stored prefix's row members (Prefix.RowMembers; nil: unknown), and errors
 // unwrapped.
-func inspect(id string, h event.Header, stored []event.Event, rows []uint64, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
-	return inspectFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), sc)
+func inspect(id string, h event.Header, stored []event.Event, rows []uint64, path string, sc SurfaceChecker, t Tuning) ([]event.Event, []event.Event, error) {
+	return inspectFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), sc, t)
 }
 
 // inspectFeed is inspect over the events of a load as it delivers them.
-func inspectFeed(id string, feed *Progress, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
-	c, err := checkFeed(id, feed, passCount, sc)
+func inspectFeed(id string, feed *Progress, sc SurfaceChecker, t Tuning) ([]event.Event, []event.Event, error) {
+	c, err := checkFeed(id, feed, passCount, sc, t)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,8 +3,6 @@ package eventstore
 import (
 	"bytes"
 	"errors"
-	"runtime"
-	"sync"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -582,39 +580,4 @@ func loadRecord(e event.Event) (event.Value, error) {
 		return e.Shallow(recordDepth, unreadMembers...)
 	}
 	return e.Envelope()
-}
-
-// parallelRanges runs fn over contiguous index ranges covering [0, n) on up to GOMAXPROCS goroutines and
-// returns the error of the lowest failing range.
-func parallelRanges(n int, fn func(lo, hi int) error) error { return Parallel(n, 4096, fn) }
-
-// Parallel runs fn over contiguous index ranges covering [0, n) on up to GOMAXPROCS goroutines, from min
-// items on (fewer run inline), and returns the error of the lowest failing range. Backends use it for
-// per-event work that costs more than a line scan.
-func Parallel(n, min int, fn func(lo, hi int) error) error {
-	workers := runtime.GOMAXPROCS(0)
-	if n < min || workers < 2 {
-		return fn(0, n)
-	}
-	parts := workers * 4
-	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, workers)
-	for p := 0; p < parts; p++ {
-		lo, hi := n*p/parts, n*(p+1)/parts
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs[p] = fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

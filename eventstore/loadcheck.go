@@ -59,11 +59,13 @@ type logCheck struct {
 	// are alive at once (one in the passes, one queued, one being parsed), and allocating each block's
 	// anew was 31 MB for a 500k-event load
 	spare chan parsedBlock
+	// tuning spreads a block's parse over the workers it gives
+	tuning Tuning
 }
 
-func newLogCheck(id string, h event.Header, feed *Progress, path string, end pass) *logCheck {
+func newLogCheck(id string, h event.Header, feed *Progress, path string, end pass, t Tuning) *logCheck {
 	return &logCheck{id: id, path: path, h: h, feed: feed, end: end, failed: end,
-		messageIDs: map[float64]string{}, turns: newTurnScan(), spare: make(chan parsedBlock, 3)}
+		messageIDs: map[float64]string{}, turns: newTurnScan(), spare: make(chan parsedBlock, 3), tuning: t}
 }
 
 // advance makes the events the feed has delivered so far the ones the passes read.
@@ -172,9 +174,9 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 		clear(b.recs) // an unparsed event's record must read as the zero Value
 		clear(b.quick)
 	}
-	// Parsing is independent per event and is most of a large load, so it is spread over the cores; the
+	// Parsing is independent per event and is most of a large load, so it is spread over the workers; the
 	// first failing index wins, as in a sequential pass.
-	b.err = parallelRanges(hi-lo, func(x, y int) error {
+	b.err = c.tuning.Parallel(hi-lo, 4096, func(x, y int) error {
 		for i := x; i < y; i++ {
 			// recs[i] stays the zero Value for an unparsed event: nothing below reads more than its
 			// Type and Seq

@@ -247,7 +247,7 @@ func (w *Session) Accept(lines [][]byte) error {
 	ins := make([]input, len(lines))
 	// Lines parse independently, and parsing is most of an append's cost: a large request uses every core.
 	// A line's failure is kept for acceptLocked, which reports the first bad line in order.
-	err = Parallel(len(lines), 256, func(lo, hi int) error {
+	err = w.st.Tuning.Parallel(len(lines), 256, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			in, err := parseInput(lines[i], next+int64(i), now)
 			if err != nil {

@@ -231,6 +231,9 @@ type Store struct {
 	// LiveIdle is [writer] live_idle: an engine idle this long releases its log whatever the budget.
 	// Zero: only the budget releases logs.
 	LiveIdle time.Duration
+	// Tuning is how parallel a large append's parse and a large load's validation run (the program
+	// decides; the zero Tuning takes one worker per P).
+	Tuning Tuning
 
 	res     residency
 	mu      sync.Mutex
@@ -355,7 +358,7 @@ func (s *Store) ReadFrom(ctx context.Context, id string, seq int64) (*Prefix, er
 	if err != nil {
 		return nil, err
 	}
-	events, err := readStored(id, p.Header, p.Events, p.RowMembers, p.Path)
+	events, err := readStored(id, p.Header, p.Events, p.RowMembers, p.Path, s.Tuning)
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +401,7 @@ func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 	}
 	res := make(chan checked, 1)
 	go func() {
-		events, closers, err := inspectFeed(id, feed, sc)
+		events, closers, err := inspectFeed(id, feed, sc, s.Tuning)
 		res <- checked{events, closers, err}
 	}()
 	p, err := pb.LoadStoredProgress(ctx, id, feed)
@@ -427,7 +430,7 @@ func (s *Store) inspectPrefix(id string, p *Prefix) (*Inspection, error) {
 		return laterInspection(p), nil
 	}
 	sc := s.surfaceChecker()
-	events, closers, err := inspect(id, p.Header, p.Events, p.RowMembers, p.Path, sc)
+	events, closers, err := inspect(id, p.Header, p.Events, p.RowMembers, p.Path, sc, s.Tuning)
 	return inspection(id, p, sc, events, closers, err)
 }
 

@@ -128,7 +128,7 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 	if opts.ReleaseAfter <= 0 {
 		opts.ReleaseAfter = postgres.DefaultReleaseAfter
 	}
-	var rd lineReader = rowReader{b: src.Backend()}
+	var rd lineReader = rowReader{b: src.Backend(), t: src.Tuning}
 	if b, ok := src.Backend().(artifactOpener); ok {
 		rd = fileReader{b: b}
 	}

@@ -123,12 +123,12 @@ func (s *lineScanner) tornBytes() int64 { return s.input - s.committed }
 // harness packs), each row checked to expand back to exactly the events it stands for. A row that would
 // not (an event whose bytes the row encoding does not keep) is stored as its events, one line each, so
 // that the copy is lossless whatever the source holds.
-func sqliteLines(events []event.Event) ([]line, error) {
+func sqliteLines(events []event.Event, t eventstore.Tuning) ([]line, error) {
 	var out []line
 	for i := 0; i < len(events); i += rowBatch {
 		batch := events[i:min(len(events), i+rowBatch)]
 		at := i
-		for _, r := range event.PackRecords(batch, nil, event.Limits{}) {
+		for _, r := range event.PackRecords(batch, nil, event.Limits{}, t.N()) {
 			if r.Data == nil {
 				if event.IsRowTag(r.Event.Type) {
 					return nil, fmt.Errorf("event %d has the type %s of a packed row: no JSONL line stores it", at, stringify(r.Event.Type))
@@ -435,6 +435,7 @@ func (r fileReader) readFrames(f *os.File, start, size int64, s *lineScanner, ma
 // rowReader reads a backend of rows (SQLite) through its stored prefix.
 type rowReader struct {
 	b eventstore.Backend
+	t eventstore.Tuning // the source store's: how parallel a batch's packing runs
 }
 
 func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
@@ -449,7 +450,7 @@ func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, head
 	if err := header(p.Header.Line()); err != nil {
 		return res, stopped(err)
 	}
-	lines, err := sqliteLines(p.Events)
+	lines, err := sqliteLines(p.Events, r.t)
 	if err != nil {
 		return readResult{}, &corruptError{"not representable in the fleet store: " + err.Error()}
 	}

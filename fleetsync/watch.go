@@ -4,16 +4,17 @@ import (
 	"context"
 	"time"
 
-	"github.com/dshfs/dshfs/internal/storewatch"
+	"github.com/dshfs/dshfs/eventstore"
 )
 
-// Following a store (sync --watch). inotify tells at once which session's artifact was written, so a
-// growing session is copied as its lines land without listing the store; anything structural (a session
-// or project created, renamed, deleted; a SQLite database or its WAL written) starts a pass over the
-// listing, which reads only the sessions whose revision changed. A slower pass runs anyway (pollEvery),
-// for what inotify does not report; without inotify (or out of watches) the passes are all there is.
+// Following a store (sync --watch). The source backend's change feed (eventstore.Watcher: inotify for a
+// store in this host's files) tells at once which session's artifact was written, so a growing session is
+// copied as its lines land without listing the store; anything structural (a session or project created,
+// renamed, deleted; a SQLite database or its WAL written) starts a pass over the listing, which reads only
+// the sessions whose revision changed. A slower pass runs anyway (pollEvery), for what the feed does not
+// report; without a feed (or where it cannot watch every directory) the passes are all there is.
 
-// pollEvery is the safety-net pass interval while inotify watches; fallbackPoll the interval without it.
+// pollEvery is the safety-net pass interval while the feed runs; fallbackPoll the interval without it.
 const (
 	pollEvery    = 30 * time.Second
 	fallbackPoll = 2 * time.Second
@@ -24,32 +25,33 @@ const (
 
 // Watch follows the source until ctx ends: each change is synced as it lands, and every report of a
 // sync that did something (or refused, skipped or failed) goes to report. notice gets one line when
-// inotify cannot be used and the source is polled instead. It returns nil when ctx ends.
+// the source's change feed cannot be used, or cannot hear of every change, and the source is polled
+// instead. It returns nil when ctx ends.
 func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(string)) error {
-	changes := make(chan string, 1024)
-	// send reports a change without ever blocking the reader: a full queue becomes one structural change
-	send := func(id string) {
-		select {
-		case changes <- id:
-		default:
-			select {
-			case changes <- "":
-			default:
-			}
-		}
-	}
-	w, err := storewatch.New(func(dir string, err error) {
-		notice("inotify cannot watch " + dir + " (" + err.Error() + "): changes there are found by the pass every " + pollEvery.String())
-	})
-	if err != nil {
+	var changes <-chan string // nil without a feed: only the ticks pass
+	var cover eventstore.WatchCoverage
+	if w, ok := s.src.Backend().(eventstore.Watcher); !ok {
+		notice("the store announces no changes: polling it every " + fallbackPoll.String())
+	} else if feed, _, err := w.Watch(ctx); err != nil {
 		notice("inotify is unavailable (" + err.Error() + "): polling the store every " + fallbackPoll.String())
 	} else {
-		defer w.Close()
-		go w.Run(send, func() { send("") })
+		changes = feed
+		cover, _ = s.src.Backend().(eventstore.WatchCoverage)
 	}
-	full := true // the first listing after the pass that preceded Watch sets the watches
+	gapSaid := false
+	noteGap := func() {
+		if cover == nil || gapSaid {
+			return
+		}
+		if gap := cover.Gap(); gap != nil {
+			gapSaid = true
+			notice(gap.Error() + ": changes there are found by the pass every " + pollEvery.String())
+		}
+	}
+	noteGap()
+	full := true // a first pass finds what changed before the feed started
 	poll := pollEvery
-	if w == nil {
+	if changes == nil {
 		poll = fallbackPoll
 	}
 	tick := time.NewTicker(poll)
@@ -60,10 +62,7 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 	for {
 		if full {
 			full = false
-			if w != nil {
-				s.watchAll(w)
-			}
-			reports, err := s.Pass(ctx, true)
+			reports, err := s.Pass(ctx, true) // the source's listing keeps its feed's watches in step
 			if ctx.Err() != nil {
 				reportCopies(reports, report)
 				return nil
@@ -76,9 +75,7 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 					report(r)
 				}
 			}
-			if w != nil {
-				s.watchAll(w) // sessions the pass found
-			}
+			noteGap()
 			continue
 		}
 		for id := range pending {
@@ -105,7 +102,17 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 			full = true
 		case <-refresh.C:
 			s.Refresh(ctx)
-		case id := <-changes:
+		case id, ok := <-changes:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil // the feed ends with ctx
+				}
+				// the feed ended: from now on the passes alone find changes
+				changes = nil
+				notice("the store's change feed ended: polling it every " + fallbackPoll.String())
+				tick.Reset(fallbackPoll)
+				continue
+			}
 			// let the burst settle, then take everything it brought
 			timer := time.NewTimer(settle)
 		drain:
@@ -116,7 +123,11 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 					pending[id] = true
 				}
 				select {
-				case id = <-changes:
+				case id, ok = <-changes:
+					if !ok {
+						timer.Stop()
+						break drain // the outer select sees the end
+					}
 				case <-timer.C:
 					break drain
 				case <-ctx.Done():
@@ -126,31 +137,6 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 			}
 		}
 	}
-}
-
-// watchAll watches the source's root, its project and session directories (JSONL), or the database's
-// files (SQLite).
-func (s *Syncer) watchAll(w *storewatch.Watcher) {
-	b := s.src.Backend()
-	if fw, ok := b.(interface{ WatchFiles() []string }); ok {
-		if !w.OfFiles() {
-			w.Files(fw.WatchFiles())
-		}
-		return
-	}
-	r, ok := b.(interface{ Root() string })
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	paths := make(map[string]string, len(s.entries))
-	for id, e := range s.entries {
-		if e.Path != "" {
-			paths[e.Path] = id
-		}
-	}
-	s.mu.Unlock()
-	w.Sessions(r.Root(), paths)
 }
 
 // reportCopies reports the copies among the results of work a stop interrupted: what was copied is in

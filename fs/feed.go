@@ -7,24 +7,36 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 )
 
-// Change feed. A store that other hosts write to over the network (a fleet store on PostgreSQL) raises no
-// inotify event here; it announces its committed writes itself (eventstore.Watcher). The mount treats an
-// announced session as inotify's written artifact: the session's kernel caches are dropped at once (tail
-// -f follows), its artifact stat is no longer trusted. A session the listing does not know (created), one
-// whose artifact is gone or replaced (a new incarnation), a burst of announcements and a feed that may have
-// missed some ("") start a listing pass instead, which finds what changed and tells the kernel, as
-// inotify's structural events do. While the feed runs, the listing is a safety net at inotify's pace, and
-// the mount trusts an artifact stat until the feed drops it (statArtifact), as it does under inotify.
+// Change watching. The kernel caches a file's attributes for the attribute timeout, so a reader polling
+// `stat` or `tail -f` sees an append made by another process only when the mount tells the kernel. Polling
+// the store every refresh_interval bounds that lag by the interval (and costs a listing of every session
+// each time); a backend that announces its changes (eventstore.Watcher) tells the mount at once — inotify
+// for a store in this host's files (JSONL, SQLite), the database's notifications for a fleet store on
+// PostgreSQL, where no inotify event reaches this host:
+//
+//   - an announced session the listing knows has its kernel caches dropped at once (tail -f follows), and
+//     its artifact stat is no longer trusted;
+//   - a session the listing does not know (created), one whose artifact is gone or replaced (a new
+//     incarnation), a burst of announcements and anything else ("") start a listing pass (bursts
+//     coalesced), which finds what changed and tells the kernel.
+//
+// While the feed runs, the listing is a safety net at a slower pace (feedPoll), and the mount trusts an
+// artifact stat until the feed drops it (statArtifact), and keeps names longer (StableTimeouts) — only as
+// far as the feed vouches for them (eventstore.WatchCoverage: inotify on a network filesystem hears of this
+// host's writes only, a database's own files name no session). Without a feed, or where it cannot watch
+// every directory, the mount says so in its log and polls every refresh_interval.
+
+// feedPoll is the safety-net listing interval while a change feed hears of every change: events a feed
+// does not report (a network filesystem, a change made before the watch was added) are still found.
+const feedPoll = time.Minute
 
 // feedBurst is how many distinct sessions one read of the feed may announce before a listing pass is
 // cheaper than an artifact stat per session (a sync writing many sessions at once).
 const feedBurst = 64
 
-// Change-watching modes, as stats.json names them ("listen" and "poll" are the feed's own).
-const (
-	watchInotify = "inotify" // inotify on the store's directories
-	watchRefresh = "refresh" // a listing pass every refresh_interval
-)
+// watchRefresh is the change-watching mode without a feed, as stats.json names it: a listing pass every
+// refresh_interval. With a feed, the mode is the feed's own ("inotify", "listen", "poll").
+const watchRefresh = "refresh"
 
 // watchFeed starts the backend's change feed; ok is false when it has none (the caller polls). passNow
 // asks the watch loop for a listing pass.
@@ -38,6 +50,13 @@ func (f *FS) watchFeed(ctx context.Context, w eventstore.Watcher) (passNow <-cha
 	f.log.Info("following the store's change feed", "mode", mode)
 	f.watchMode.Store(mode)
 	f.feedLive.Store(true)
+	if f.cover != nil && f.cover.Gap() == nil && !f.cover.Vouches("") {
+		// a network filesystem's other hosts raise no event here; a database's files name no session
+		f.log.Info("the store's change feed does not vouch for the sessions' files (a network filesystem, " +
+			"whose other hosts' writes only the safety-net listing finds, or a store kept in files of its own): " +
+			"every access stats the artifact, and names keep the configured timeouts")
+	}
+	f.noteGap()
 	pass := make(chan struct{}, 1)
 	ask := func() {
 		select {
@@ -96,7 +115,10 @@ func (f *FS) feedChanged(ctx context.Context, ids []string, pass func()) {
 	structural := false
 	for _, id := range ids {
 		if id == "" {
-			f.log.Info("the store's change feed may have missed changes (reconnected): listing the store again")
+			if f.cover == nil {
+				// a feed that announces every commit asks for a listing only when it may have missed some
+				f.log.Info("the store's change feed may have missed changes (reconnected): listing the store again")
+			}
 			structural = true
 			continue
 		}
@@ -121,5 +143,22 @@ func (f *FS) feedChanged(ctx context.Context, ids []string, pass func()) {
 	}
 	if !f.queue(changes{changed: changed}) {
 		pass() // the notifier is behind: the listing still holds the old revisions, so a pass finds these
+	}
+}
+
+// covered reports whether every change is heard of as it happens (a running feed with no gap): the
+// listing is then a safety net at a slower pace.
+func (f *FS) covered() bool {
+	return f.feedLive.Load() && (f.cover == nil || f.cover.Gap() == nil)
+}
+
+// noteGap logs, once, that the feed cannot hear of every change (a directory inotify could not watch).
+func (f *FS) noteGap() {
+	if f.cover == nil || !f.feedLive.Load() {
+		return
+	}
+	if gap := f.cover.Gap(); gap != nil && f.gapSaid.CompareAndSwap(false, true) {
+		f.log.Info("the store's change feed cannot hear of every change; changes there are found by polling "+
+			"every refresh_interval", "err", gap)
 	}
 }

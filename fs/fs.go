@@ -25,7 +25,6 @@ import (
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/internal/storewatch"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/viewcache"
@@ -39,6 +38,9 @@ type Options struct {
 	Config config.Config
 	Spill  *spill.Roots
 	Log    *slog.Logger
+	// Readahead is how many goroutines render ahead of a walk (readahead.go); 0: as many as the store's
+	// Tuning gives its own work.
+	Readahead int
 }
 
 // FS is the mounted store: the nodes.Source behind the tree.
@@ -66,14 +68,15 @@ type FS struct {
 	// mountpoint is where Mount mounted the tree (for the working directories below it, trees.go)
 	mountpoint string
 	cwds       cwdScan
-	// watcher is the inotify watcher of a store of session directories (nil without one), and stats the
-	// artifact stats it vouches for (stats.go).
-	watcher atomic.Pointer[storewatch.Watcher]
-	stats   *statCache
-	// feedLive is true while the store's change feed runs (feed.go): like inotify's watches, it vouches
-	// for artifact stats and stable names. watchMode is how changes are heard of, for stats.json.
+	// stats are the artifact stats the store's change feed vouches for (stats.go).
+	stats *statCache
+	// feedLive is true while the store's change feed runs (feed.go): it vouches for artifact stats and
+	// stable names, as far as cover says (nil: a feed that announces every commit). watchMode is how
+	// changes are heard of, for stats.json; gapSaid whether the feed's gap was logged.
 	feedLive  atomic.Bool
-	watchMode atomic.Value // string: watchInotify, watchRefresh, or the feed's mode
+	cover     eventstore.WatchCoverage
+	watchMode atomic.Value // string: watchRefresh, or the feed's mode
+	gapSaid   atomic.Bool
 	// perms caches the modes of the store's directories for the checks of a shared mount (access.go)
 	perms permCache
 }
@@ -91,6 +94,7 @@ func New(opts Options) (*FS, error) {
 	}
 	f := &FS{opts: opts, log: log, notes: make(chan changes, 1024), trees: newTrees(maxTrees),
 		ahead: newReadahead(), stats: newStatCache()}
+	f.cover, _ = opts.Store.Backend().(eventstore.WatchCoverage)
 	f.cache = viewcache.New(viewcache.Config{
 		SessionsBytes: opts.Config.Cache.SessionsBytes,
 		ViewsBytes:    opts.Config.Cache.ViewsBytes,
@@ -144,16 +148,16 @@ func (f *FS) Timeouts() (time.Duration, time.Duration) {
 const stableTimeout = time.Minute
 
 // StableTimeouts let the kernel keep a session's directory and its whole-view files, names and attributes,
-// for a minute while inotify watches every directory of a store on a local filesystem: every change
-// reaches the watcher at once, and the mount tells the kernel then (apply: a removed, renamed or replaced
-// session's names go, a changed one's attributes and pages; trees.go: an evicted one's names). A repeated
-// walk (grep -l of every events.jsonl) then costs no lookup and no attribute request per file. Without
-// inotify, or on a network filesystem, changes are found by polling, and the configured timeouts apply; a
-// configured timeout of 0 (no caching) is kept as it is. A store's change feed (feed.go) counts as inotify
-// on every directory: the mount hears of every committed write there too.
+// for a minute while the store's change feed (feed.go) vouches for every artifact — inotify watching every
+// directory of a store on a local filesystem, or a database that announces every commit: every change
+// reaches the mount at once, and it tells the kernel then (apply: a removed, renamed or replaced session's
+// names go, a changed one's attributes and pages; trees.go: an evicted one's names). A repeated walk (grep
+// -l of every events.jsonl) then costs no lookup and no attribute request per file. Without a feed, or on
+// a network filesystem, changes are found by polling, and the configured timeouts apply; a configured
+// timeout of 0 (no caching) is kept as it is.
 func (f *FS) StableTimeouts() (time.Duration, time.Duration) {
 	entry, attr := f.Timeouts()
-	if w := f.watcher.Load(); !f.feedLive.Load() && (w == nil || !w.Complete()) {
+	if !f.feedLive.Load() || (f.cover != nil && !f.cover.Vouches("")) {
 		return entry, attr
 	}
 	stretch := func(d time.Duration) time.Duration {

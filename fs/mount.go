@@ -131,7 +131,7 @@ func (f *FS) Mount(ctx context.Context, mountpoint string) (*fuse.Server, error)
 	closeFuseOnExec()
 	f.root = root.EmbeddedInode()
 	go f.notifier(ctx)
-	for range readaheadWorkers() {
+	for range f.readaheadWorkers() {
 		go f.readaheadLoop(ctx)
 	}
 	return server, nil
@@ -194,50 +194,35 @@ func closeFuseOnExec() {
 // any lock, as go-fuse requires; one pass per interval coalesces bursts of appends.
 func (f *FS) Watch(ctx context.Context) { f.StartWatch(ctx)() }
 
-// StartWatch sets up change watching — inotify on the store's directories, every one of them watched when
-// it returns, or the change feed of a store that announces its changes (feed.go) — and returns the loop of
-// Watch, to run once the mount is up. Call it before Mount: a change made after the mount came up but
-// before a directory was watched would raise no event, and with a long refresh_interval the kernel would
-// keep the stale attributes it had cached (a CI run saw an external append missed that way, the watches
-// installed by a goroutine the mount did not wait for).
+// StartWatch sets up change watching — the change feed of a store that announces its changes (feed.go),
+// every directory of it watched when it returns — and returns the loop of Watch, to run once the mount is
+// up. Call it before Mount: a change made after the mount came up but before a directory was watched would
+// raise no event, and with a long refresh_interval the kernel would keep the stale attributes it had cached
+// (a CI run saw an external append missed that way, the watches installed by a goroutine the mount did not
+// wait for).
 func (f *FS) StartWatch(ctx context.Context) (loop func()) {
 	interval := f.opts.Config.FUSE.RefreshInterval
 	if interval <= 0 {
 		interval = time.Second
 	}
+	var passNow <-chan struct{}
 	if w, ok := f.opts.Store.Backend().(eventstore.Watcher); ok {
-		if passNow, ok := f.watchFeed(ctx, w); ok {
-			return func() { f.watchLoop(ctx, interval, f.feedLive.Load, passNow, func() {}) }
-		}
-		return func() { f.watchLoop(ctx, interval, func() bool { return false }, nil, func() {}) }
+		passNow, _ = f.watchFeed(ctx, w)
+	} else {
+		f.log.Info("the store announces no changes: polling every refresh_interval")
+		f.watchMode.Store(watchRefresh)
 	}
-	passNow, iw := f.watchInotify(ctx)
-	watch := func() {
-		if iw == nil || iw.OfFiles() {
-			return // no inotify, or a store of its own files (watched as such from the start)
-		}
-		l := f.Listing()
-		paths := make(map[string]string, len(l.Entries))
-		for _, e := range l.Entries {
-			if e.Path != "" {
-				paths[e.Path] = e.ID
-			}
-		}
-		iw.Sessions(f.opts.Root, paths)
-	}
-	watch()
-	covered := func() bool { return iw != nil && iw.Complete() }
-	return func() { f.watchLoop(ctx, interval, covered, passNow, watch) }
+	return func() { f.watchLoop(ctx, interval, passNow) }
 }
 
-// watchLoop is Watch's loop: a listing pass every interval (or at once when inotify or the change feed
-// asks), its changes told to the kernel, new directories watched. covered reports whether every change is
-// heard of as it happens (inotify on every directory, a live change feed): the listing is then a safety
-// net at a slower pace.
-func (f *FS) watchLoop(ctx context.Context, interval time.Duration, covered func() bool, passNow <-chan struct{}, watch func()) {
+// watchLoop is Watch's loop: a listing pass every interval (or at once when the change feed asks), its
+// changes told to the kernel. While the feed hears of every change (covered), the listing is a safety net
+// at a slower pace. The backend's listing itself keeps its feed's watches in step with the sessions it
+// finds, before the kernel is told: a new session's directory is watched before anyone reads it.
+func (f *FS) watchLoop(ctx context.Context, interval time.Duration, passNow <-chan struct{}) {
 	poll := func() time.Duration {
-		if covered() {
-			return max(interval, inotifyPoll) // changes are reported; the poll is a safety net
+		if f.covered() {
+			return max(interval, feedPoll) // changes are reported; the poll is a safety net
 		}
 		return interval
 	}
@@ -269,16 +254,14 @@ func (f *FS) watchLoop(ctx context.Context, interval time.Duration, covered func
 			continue
 		}
 		retry = interval
-		if len(c.added)+len(c.removed)+len(c.replaced) > 0 {
-			watch() // before the kernel is told: a new session's directory is watched before anyone reads it
-		}
+		f.noteGap()
 		f.apply(c, f.root)
 		// Polling (no inotify, or not everywhere), a change must show within refresh_interval, however long
 		// the last pass took. Under inotify the slow safety-net poll may be spaced to ten times a pass's cost
 		// (under a tenth of a core for a large store): inotify asks for a pass at once whatever the spacing,
 		// and files being read are re-checked at every access regardless.
 		wait = poll()
-		if covered() {
+		if f.covered() {
 			wait = max(wait, 10*time.Since(start))
 		}
 	}

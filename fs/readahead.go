@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -19,10 +18,10 @@ import (
 // request would (viewcache.Cache.Get), so what a walk then reads is the same bytes, only ready sooner. A prefetched
 // session the walk never reaches costs one decode and is evicted like any other.
 //
-// There is a worker per core (readaheadWorkers), not one: the walk is as fast as the renders ahead of it,
-// and with one worker a third of the machine's CPU time sat idle during a glob over a cold 10k-session
-// store (stat of every events.jsonl: 9.6–10.9 s with one worker, 7.5–8.7 s with two, alternating runs).
-// Some idle time remains with two; it is not disk waits (no iowait was counted). The mount runs with a P
+// There is a worker per core (Options.Readahead, which cmd/dshfs sets to one per P), not one: the walk is
+// as fast as the renders ahead of it, and with one worker a third of the machine's CPU time sat idle
+// during a glob over a cold 10k-session store (stat of every events.jsonl: 9.6–10.9 s with one worker,
+// 7.5–8.7 s with two, alternating runs). Some idle time remains with two; it is not disk waits (no iowait was counted). The mount runs with a P
 // more than cores (cmd/dshfs spareProc), and so a worker more.
 //
 // What pays for it, measured (README, readahead): a first grep -l over 10k sessions on cold caches took
@@ -40,7 +39,12 @@ const (
 )
 
 // readaheadWorkers is how many goroutines render ahead.
-func readaheadWorkers() int { return runtime.GOMAXPROCS(0) }
+func (f *FS) readaheadWorkers() int {
+	if f.opts.Readahead > 0 {
+		return f.opts.Readahead
+	}
+	return f.opts.Store.Tuning.N()
+}
 
 type readahead struct {
 	mu    sync.Mutex

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -10,15 +9,15 @@ import (
 
 // Every lookup, open and attribute request below a session checks its artifact's revision, which is a
 // stat of the artifact: about four per file a repeated `grep -l` opens, a fifth of the mount's CPU in that
-// walk. While inotify watches a session's directory, the watcher hears of every change to the artifact
-// (written, replaced, renamed, chmod'ed) as it happens, so the last stat stays the truth until an event
-// drops it. statCache keeps those stats. It only keeps a stat taken while the directory was already
-// watched, and a generation per session makes a stat that raced with a change (started before the event
-// dropped the session) be thrown away instead of kept. Without inotify, for a directory it could not
-// watch, or on a network filesystem (whose other writers raise no event here; remoteFS), every access
-// stats as before.
+// walk. While the store's change feed vouches for an artifact (inotify watching its session's directory),
+// it hears of every change to it (written, replaced, renamed, chmod'ed) as it happens, so the last stat
+// stays the truth until an announcement drops it. statCache keeps those stats. It only keeps a stat taken
+// while the feed already vouched for the artifact, and a generation per session makes a stat that raced
+// with a change (started before the announcement dropped the session) be thrown away instead of kept.
+// Without a feed, for a directory inotify could not watch, or on a network filesystem (whose other writers
+// raise no event here), every access stats as before.
 
-// statCache holds artifact stats that inotify vouches for.
+// statCache holds artifact stats the change feed vouches for.
 type statCache struct {
 	mu   sync.Mutex
 	next uint64                    // the last generation handed out
@@ -82,8 +81,8 @@ func (c *statCache) dropAll() {
 	clear(c.gen) // every generation in it is below all now
 }
 
-// statArtifact is Store.Stat of session id's artifact at path ("" = find it), from the cache while
-// inotify watches the artifact's directory, or while the store's change feed runs (feed.go).
+// statArtifact is Store.Stat of session id's artifact at path ("" = find it), from the cache while the
+// store's change feed vouches for the artifact (feed.go).
 func (f *FS) statArtifact(ctx context.Context, id, path string) (eventstore.Artifact, error) {
 	if !f.vouched(path) {
 		return f.opts.Store.Stat(ctx, id, path)
@@ -102,9 +101,8 @@ func (f *FS) statArtifact(ctx context.Context, id, path string) (eventstore.Arti
 // vouched reports whether every change to the artifact at path is heard of as it happens, so that a stat
 // of it stays true until a change drops it.
 func (f *FS) vouched(path string) bool {
-	if f.feedLive.Load() {
-		return true
+	if !f.feedLive.Load() {
+		return false
 	}
-	w := f.watcher.Load()
-	return w != nil && path != "" && w.Watching(filepath.Dir(path))
+	return f.cover == nil || (path != "" && f.cover.Vouches(path))
 }

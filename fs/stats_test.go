@@ -2,17 +2,16 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
-	"github.com/dshfs/dshfs/internal/storewatch"
 )
 
 // A stat is kept only when no drop of its session (or of everything) came between begin and put.
@@ -62,10 +61,7 @@ func TestStatCacheFollowsInotify(t *testing.T) {
 	}
 	go f.Watch(ctx)
 	path := f.Listing().Entries[f.Listing().ByID["a"]].Path
-	waitUntil(t, "the session directory watched", func() bool {
-		w := f.watcher.Load()
-		return w != nil && w.Watching(filepath.Dir(path))
-	})
+	waitUntil(t, "the session directory watched", func() bool { return f.vouched(path) })
 	token := func() string { // the artifact's revision, stat'ed now
 		art, err := st.Stat(ctx, "a", path)
 		if err != nil {
@@ -114,46 +110,49 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Stable names and attributes get a minute only while inotify watches every directory, and a configured
-// timeout of 0 (no caching) stays 0.
+// coverage is a feed's coverage as a test sets it.
+type coverage struct {
+	gap   error
+	local bool // every artifact vouched for
+}
+
+func (c coverage) Gap() error            { return c.gap }
+func (c coverage) Vouches(p string) bool { return c.local }
+
+// Stable names and attributes get a minute only while the change feed vouches for every artifact (inotify
+// on every directory of a local store, or a database feed), and a configured timeout of 0 (no caching)
+// stays 0.
 func TestStableTimeouts(t *testing.T) {
 	m := stableTimeout
-	watcher := func(t *testing.T, dirs ...string) *storewatch.Watcher {
-		w, err := storewatch.New(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { w.Close() })
-		w.Sessions(t.TempDir(), nil)
-		for _, d := range dirs {
-			w.Files([]string{filepath.Join(d, "db")})
-		}
-		return w
-	}
-	complete := watcher(t)
-	full := watcher(t, filepath.Join(t.TempDir(), "missing")) // a watch that cannot be added
-	if !complete.Complete() || full.Complete() {
-		t.Fatalf("watchers: complete %v, out of watches %v", complete.Complete(), full.Complete())
-	}
+	complete := coverage{local: true}
+	full := coverage{gap: errors.New("inotify cannot watch /x: no space left on device")}
+	remote := coverage{} // a network filesystem, or a database's own files
 	for _, c := range []struct {
 		name              string
 		entry, attr       time.Duration
-		watcher           *storewatch.Watcher
+		live              bool
+		cover             eventstore.WatchCoverage
 		wantEntry, wantAt time.Duration
 	}{
-		{"polling", time.Second, 0, nil, time.Second, 0},
-		{"inotify", time.Second, time.Second, complete, m, m},
-		{"inotify out of watches", time.Second, 2 * time.Second, full, time.Second, 2 * time.Second},
-		{"no attribute caching asked for", time.Second, 0, complete, m, 0},
-		{"no entry caching asked for", 0, time.Second, complete, 0, m},
-		{"longer configured", time.Hour, time.Hour, complete, time.Hour, time.Hour},
+		{"polling", time.Second, 0, false, nil, time.Second, 0},
+		{"inotify", time.Second, time.Second, true, complete, m, m},
+		{"inotify out of watches", time.Second, 2 * time.Second, true, full, time.Second, 2 * time.Second},
+		{"inotify on a network filesystem", time.Second, time.Second, true, remote, time.Second, time.Second},
+		{"inotify ended", time.Second, time.Second, false, complete, time.Second, time.Second},
+		{"a database's feed", time.Second, time.Second, true, nil, m, m},
+		{"no attribute caching asked for", time.Second, 0, true, complete, m, 0},
+		{"no entry caching asked for", 0, time.Second, true, complete, 0, m},
+		{"longer configured", time.Hour, time.Hour, true, complete, time.Hour, time.Hour},
 	} {
 		cfg := config.Default()
 		cfg.FUSE.EntryTimeout, cfg.FUSE.AttrTimeout = c.entry, c.attr
-		f := &FS{opts: Options{Config: cfg}}
-		f.watcher.Store(c.watcher)
+		f := &FS{opts: Options{Config: cfg}, cover: c.cover}
+		f.feedLive.Store(c.live)
 		if e, a := f.StableTimeouts(); e != c.wantEntry || a != c.wantAt {
 			t.Errorf("%s: %v, %v; want %v, %v", c.name, e, a, c.wantEntry, c.wantAt)
+		}
+		if got, want := f.covered(), c.live && (c.cover == nil || c.cover.Gap() == nil); got != want {
+			t.Errorf("%s: covered %v, want %v", c.name, got, want)
 		}
 	}
 }

@@ -34,7 +34,7 @@ func (f *FS) record(id string, r eventstore.Result) {
 		f.opts.Store.Record(id, r)
 	}
 	if r.Err != nil {
-		f.log.Warn("command refused", "session", id, "command", r.Command, "errno", r.Err.Failure.Errno(), "code", r.Err.Code, "reason", r.Err.Error())
+		f.log.Warn("command refused", "session", id, "command", r.Command, "errno", r.Err.Failure.ErrnoName(), "code", r.Err.Code, "reason", r.Err.Error())
 	}
 	f.touch(id)
 }
@@ -47,16 +47,13 @@ func (f *FS) Refuse(id, message string) {
 // LineLimit is the engine's line limit ([writer] max_line_bytes).
 func (f *FS) LineLimit() int64 { return f.opts.Store.MaxLine }
 
-// Append accepts the complete lines of one write request; a cold session becomes live here.
-func (f *FS) Append(ctx context.Context, id string, lines [][]byte) error {
-	w, err := f.opts.Store.Writer(ctx, id)
-	if err == nil {
-		err = w.Accept(lines)
-	}
-	if err != nil {
-		ce := eventstore.AsCommandError(err)
-		f.record(id, eventstore.Result{Command: "append", Err: ce})
-		return ce
+// Append accepts the complete lines of one write request; a cold session becomes live here. A refusal is
+// recorded; an accepted write is not (status.json's pending and events show it).
+func (f *FS) Append(ctx context.Context, id string, input []byte) error {
+	r := f.commands().Run(ctx, command.Request{Session: id, Line: "append", Cmd: command.Append{Input: input}})
+	if r.Err != nil {
+		f.record(id, r.Record())
+		return r.Err
 	}
 	f.touch(id)
 	return nil

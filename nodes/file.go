@@ -14,6 +14,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dshfs/dshfs/eventstore"
 )
 
 // file is a read-only regular file whose bytes come from its content (content.go): a session view, a
@@ -194,7 +196,7 @@ func (f *file) getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	r, n, err := statOf(ctx, f.body)
 	if err != nil {
 		f.src.Logf("%s: %v", f.what, err)
-		return Rendered{}, syscall.EIO
+		return Rendered{}, eventstore.ReadErrno(err)
 	}
 	size, mtime := f.attrsFor(r, n, fh)
 	fillFile(&out.Attr, size, mtime, f.ino)
@@ -277,7 +279,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		var err error
 		if r, err = f.body.render(ctx); err != nil {
 			f.src.Logf("%s: %v", f.what, err)
-			return nil, 0, syscall.EIO
+			return nil, 0, eventstore.ReadErrno(err)
 		}
 		n, lazy = r.Size(), false
 	}
@@ -476,7 +478,7 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 	r, err := h.src.render(ctx)
 	if err != nil {
 		h.log("%s: %v", h.what, err)
-		return syscall.EIO
+		return eventstore.ReadErrno(err)
 	}
 	now := bodyOf(r)
 	switch n := now.size(); {
@@ -518,7 +520,7 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, sysc
 	data, err := h.b.readAt(dest, off)
 	if err != nil {
 		h.log("%s: %v", h.what, err)
-		return nil, syscall.EIO
+		return nil, eventstore.ReadErrno(err)
 	}
 	return data, 0
 }

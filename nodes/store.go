@@ -11,6 +11,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dshfs/dshfs/eventstore"
 )
 
 // store/ mirrors the physical store (docs/tree.md): the harness's own layout, each artifact a regular file
@@ -141,7 +143,7 @@ func (f *mirrorFile) frozen(ctx context.Context) (size int64, mtime time.Time, e
 	fr, err := f.src.Frozen(ctx, e)
 	if err != nil {
 		f.src.Logf("store/%s: %v", f.rel, err)
-		return 0, time.Time{}, syscall.EIO
+		return 0, time.Time{}, eventstore.ReadErrno(err)
 	}
 	return fr.Size, fr.ModTime, 0
 }
@@ -185,13 +187,13 @@ func (f *mirrorFile) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 		file, opened, err := f.src.OpenArtifact(ctx, e.Path)
 		if err != nil {
 			f.src.Logf("store/%s: %v", f.rel, err)
-			return nil, 0, syscall.EIO
+			return nil, 0, eventstore.ReadErrno(err)
 		}
 		fr, err := f.src.Frozen(ctx, e)
 		if err != nil {
 			file.Close()
 			f.src.Logf("store/%s: %v", f.rel, err)
-			return nil, 0, syscall.EIO
+			return nil, 0, eventstore.ReadErrno(err)
 		}
 		if fi, err := file.Stat(); err == nil && fi.Size() >= fr.Size && opened.Identity == fr.Identity {
 			// direct I/O: the size a handle serves is its own, whatever the kernel cached for the inode

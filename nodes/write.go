@@ -19,8 +19,9 @@ import (
 // *eventstore.CommandError, whose Failure picks the errno; the fs layer has already recorded its reason
 // in status.json and the log.
 type Writer interface {
-	// Append accepts the complete lines of one write request to a session's append file: all or none.
-	Append(ctx context.Context, id string, lines [][]byte) error
+	// Append accepts the complete lines of one write request to a session's append file (input ends
+	// before the request's last newline): all or none, as the command layer's Append.
+	Append(ctx context.Context, id string, input []byte) error
 	// Flush makes a session's accepted events durable (fsync on append).
 	Flush(ctx context.Context, id string) error
 	// Command runs one ctl command on a session, or on the store when id is "".
@@ -32,27 +33,6 @@ type Writer interface {
 	Refuse(id, message string)
 	// LineLimit is the longest append line accepted (0: no limit); a partial line may not grow past it.
 	LineLimit() int64
-}
-
-// errno maps a write-side error to the errno a user sees.
-func errno(err error) syscall.Errno {
-	ce := eventstore.AsCommandError(err)
-	if ce == nil {
-		return 0
-	}
-	switch ce.Failure {
-	case eventstore.Busy:
-		return syscall.EBUSY
-	case eventstore.Invalid:
-		return syscall.EINVAL
-	case eventstore.Exists:
-		return syscall.EEXIST
-	case eventstore.Missing:
-		return syscall.ENOENT
-	case eventstore.Again:
-		return syscall.EAGAIN
-	}
-	return syscall.EIO
 }
 
 // Permissions of the write-side files (docs/tree.md).
@@ -195,18 +175,10 @@ func (f *appendFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, o
 		h.partial = buf
 		return uint32(len(data)), 0
 	}
-	var lines [][]byte
-	for _, l := range bytes.Split(buf[:end], []byte{'\n'}) {
-		if len(bytes.TrimSpace(l)) > 0 { // blank lines carry no event
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > 0 {
-		if err := f.w.Append(ctx, f.id, lines); err != nil {
-			h.rejected = true
-			h.partial = nil
-			return 0, errno(err)
-		}
+	if err := f.w.Append(ctx, f.id, buf[:end]); err != nil {
+		h.rejected = true
+		h.partial = nil
+		return 0, eventstore.WriteErrno(err)
 	}
 	h.partial = append([]byte(nil), buf[end+1:]...)
 	return uint32(len(data)), 0
@@ -231,7 +203,7 @@ func (f *appendFile) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno 
 
 // Fsync is flush: it returns once every accepted event of the session is durable.
 func (f *appendFile) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	return errno(f.w.Flush(ctx, f.id))
+	return eventstore.WriteErrno(f.w.Flush(ctx, f.id))
 }
 
 // ctlFile is a control file (a session's, or the store's when id is ""): each write is one command; the
@@ -302,7 +274,7 @@ func (f *ctlFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off 
 	}
 	h.mu.Unlock()
 	if r.Err != nil {
-		return 0, errno(r.Err)
+		return 0, eventstore.WriteErrno(r.Err)
 	}
 	return uint32(len(data)), 0
 }
@@ -323,7 +295,7 @@ func (d *writableSessionsDir) Getattr(ctx context.Context, fh fs.FileHandle, out
 
 func (d *writableSessionsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if _, err := d.w.Mkdir(ctx, name); err != nil {
-		return nil, errno(err)
+		return nil, eventstore.WriteErrno(err)
 	}
 	return d.sessionsDir.Lookup(ctx, name, out)
 }

@@ -8,16 +8,14 @@ import (
 	"github.com/dshfs/dshfs/command"
 )
 
-// lineWriter is a Writer that records the lines appended.
+// lineWriter is a Writer that records the input of each append.
 type lineWriter struct {
-	lines [][]byte
-	limit int64
+	inputs [][]byte
+	limit  int64
 }
 
-func (w *lineWriter) Append(ctx context.Context, id string, lines [][]byte) error {
-	for _, l := range lines {
-		w.lines = append(w.lines, bytes.Clone(l))
-	}
+func (w *lineWriter) Append(ctx context.Context, id string, input []byte) error {
+	w.inputs = append(w.inputs, bytes.Clone(input))
 	return nil
 }
 func (w *lineWriter) Flush(ctx context.Context, id string) error { return nil }
@@ -51,7 +49,7 @@ func TestAppendScansLinear(t *testing.T) {
 	if h.scanned != int64(total) {
 		t.Fatalf("%d bytes scanned for newlines, for %d written", h.scanned, total)
 	}
-	if len(w.lines) != 1 || len(w.lines[0]) != piece*pieces-2 || string(h.partial) != "b" {
-		t.Fatalf("%d lines (first %d bytes), partial %q", len(w.lines), len(w.lines[0]), h.partial)
+	if len(w.inputs) != 1 || len(w.inputs[0]) != piece*pieces-2 || string(h.partial) != "b" {
+		t.Fatalf("%d appends (first %d bytes), partial %q", len(w.inputs), len(w.inputs[0]), h.partial)
 	}
 }

@@ -130,8 +130,8 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	} else {
 		s.Events = ins.Events[:len(ins.Events)-len(ins.Closers)]
 	}
-	events, artifact := s.Events, p.Artifact.ModTime
-	s.mtime = sync.OnceValue(func() time.Time { return modTime(events, artifact) })
+	events, artifact, tuning := s.Events, p.Artifact.ModTime, st.Tuning
+	s.mtime = sync.OnceValue(func() time.Time { return modTime(events, artifact, tuning) })
 	if f := ins.Folder; f != nil && (opts.Inspect || len(ins.Closers) == 0) {
 		// the validation already folded exactly these events: keep its result instead of folding again
 		res := f.Result()
@@ -181,11 +181,11 @@ func fixedTime(t time.Time) func() time.Time { return func() time.Time { return 
 // every mount); an empty log uses the artifact's mtime.
 //
 // It reads a member of every event, scattered over the whole session (a tenth of a second for 500k
-// events, most of it cache misses), so large logs are split over the cores.
-func modTime(events []event.Event, artifact time.Time) time.Time {
+// events, most of it cache misses), so large logs are split over the store's workers (t).
+func modTime(events []event.Event, artifact time.Time, t eventstore.Tuning) time.Time {
 	var mu sync.Mutex
 	var newest int64 = -1
-	eventstore.Parallel(len(events), 1<<15, func(lo, hi int) error {
+	t.Parallel(len(events), 1<<15, func(lo, hi int) error {
 		var part int64 = -1
 		for _, e := range events[lo:hi] {
 			if raw, ok := e.Member("time"); ok {

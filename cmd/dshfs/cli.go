@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -364,7 +365,7 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 		// mount): no journal mode change, no initialization, no write.
 		db, err := sqlite.Open(path, sqlite.Options{ReadOnly: cfg.ReadOnly, JournalMode: cfg.SQLite.JournalMode,
 			BusyTimeout: cfg.SQLite.BusyTimeout, MaxData: cfg.Writer.MaxLineBytes,
-			MaxSession: cfg.Writer.MaxSessionBytes})
+			MaxSession: cfg.Writer.MaxSessionBytes, Tuning: tuning()})
 		if err != nil {
 			return nil, err
 		}
@@ -387,15 +388,21 @@ func openStore(spec string, cfg config.Config) (*eventstore.Store, error) {
 		}
 		jb.SetLimits(cfg.Writer.MaxLineBytes, cfg.Writer.MaxFrameBytes)
 		jb.SetSessionLimit(cfg.Writer.MaxSessionBytes)
+		jb.SetTuning(tuning())
 		installFaults(jb)
 		b = jb
 	}
 	return newStore(b, cfg), nil
 }
 
+// tuning is how parallel the store's heavy work runs (eventstore.Tuning): one worker per P, as GOMAXPROCS
+// stands when the store is opened (a mount adds its spare P first: spareProc).
+func tuning() eventstore.Tuning { return eventstore.Tuning{Workers: runtime.GOMAXPROCS(0)} }
+
 // newStore wraps a backend with the writer settings of cfg.
 func newStore(b eventstore.Backend, cfg config.Config) *eventstore.Store {
 	st := eventstore.New(b)
+	st.Tuning = tuning()
 	st.Window, st.MaxLine = cfg.Writer.BatchWindow, cfg.Writer.MaxLineBytes
 	st.ForeignQuiet = cfg.Writer.ForeignQuiet
 	st.LiveBytes, st.LiveIdle = cfg.Writer.LiveBytes, cfg.Writer.LiveIdle
@@ -411,7 +418,8 @@ func openFleet(dsn string, cfg config.Config) (*eventstore.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := postgres.Open(ctx, dsn, postgres.Options{ReadOnly: cfg.ReadOnly, Host: cfg.Fleet.Host,
-		MaxData: cfg.Writer.MaxLineBytes, MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter})
+		MaxData: cfg.Writer.MaxLineBytes, MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter,
+		Tuning: tuning()})
 	if err != nil {
 		return nil, err
 	}

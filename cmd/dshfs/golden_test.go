@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
-	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/internal/fixtures"
+	"github.com/dshfs/dshfs/internal/namecodec"
 )
 
 // goldenSet pairs a fixture store root with the directory of the harness's answers for its sessions.
@@ -123,7 +123,7 @@ func TestGoldenConformance(t *testing.T) {
 			before = dirNames(t, filepath.Dir(set.root))
 		}
 		for _, s := range setSessions(t, set) {
-			id, ok := jsonl.DecodeSegment(s.EncodedID)
+			id, ok := namecodec.DecodeSegment(s.EncodedID)
 			if !ok {
 				t.Fatalf("%s: undecodable session dir %q", set.name, s.EncodedID)
 			}

@@ -55,6 +55,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	// (grep -r): with the default budgets the process stays within 256 MiB (tested). It follows the live
 	// heap above that (a large session's decode), so it never makes the collector run back to back.
 	defer softMemoryLimit(cfg.Cache.SessionsBytes + cfg.Cache.ViewsBytes + 112<<20)()
+	spareProc() // before the store is opened: its tuning and the readahead follow the Ps
 	if o.demo {
 		dir, err := os.MkdirTemp("", "dshfs-demo-")
 		if err != nil {
@@ -76,7 +77,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		return exitUsageErr, err
 	}
 	root := storeRoot(st)
-	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: spillRoots(cfg, st), Log: log})
+	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: spillRoots(cfg, st), Log: log, Readahead: runtime.GOMAXPROCS(0)})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -95,7 +96,6 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	if created {
 		defer os.Remove(mountpoint)
 	}
-	spareProc()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watch := f.StartWatch(ctx) // every directory watched before the mount serves a request

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -30,11 +29,10 @@ func writeStore(o opts, spec string) (*eventstore.Store, config.Config, error) {
 
 // commandCode is the exit code of a failed write command.
 func commandCode(err error) int {
-	switch eventstore.AsCommandError(err).Failure {
-	case eventstore.Missing, eventstore.Failed:
-		return exitUsageErr
+	if eventstore.AsCommandError(err).Failure.Refusal() {
+		return exitFound
 	}
-	return exitFound
+	return exitUsageErr
 }
 
 // finish prints a successful result, or returns the failure with its exit code; the store is closed
@@ -73,46 +71,13 @@ func cmdAppend(ctx context.Context, args []string, stdin io.Reader, out *bufio.W
 	if err != nil {
 		return exitUsageErr, err
 	}
-	var lines [][]byte
-	var lineNo []int // the input line number of each event line (blank lines carry none)
-	for i, l := range bytes.Split(data, []byte{'\n'}) {
-		if len(bytes.TrimSpace(l)) > 0 {
-			lines = append(lines, l)
-			lineNo = append(lineNo, i+1)
-		}
-	}
-	st, _, err := writeStore(o, pos[0])
-	if err != nil {
-		return exitUsageErr, err
-	}
 	id := pos[1]
-	r := eventstore.Result{Command: "append"}
-	err = acknowledge(ctx, st, o, id)
-	var w *eventstore.Session
-	if err == nil {
-		w, err = st.Writer(ctx, id)
-	}
-	if err == nil {
-		if err = w.Accept(lines); err != nil {
-			if ce := eventstore.AsCommandError(err); ce.Line > 0 {
-				ce.Line = lineNo[ce.Line-1]
-			}
+	req := command.Request{Session: id, Line: "append", Cmd: command.Append{Input: data}}
+	return runRequest(ctx, o, pos[0], req, out, func(r command.Result) {
+		if done, ok := r.Done.(command.Appended); ok && done.OpenTurn != nil {
+			fmt.Fprintf(stderr, "dshfs: session %q now ends inside open turn %d: the next writer must run resume\n", id, *done.OpenTurn)
 		}
-	}
-	if err == nil {
-		err = w.Flush(ctx)
-	}
-	if err != nil {
-		r.Err = eventstore.AsCommandError(err)
-		return finish(ctx, st, out, r)
-	}
-	snap := w.Snapshot()
-	done := command.Appended{Events: len(lines), Through: int64(snap.Durable - 1)}
-	if t, open := eventstore.OpenTurn(snap.Events); open {
-		fmt.Fprintf(stderr, "dshfs: session %q now ends inside open turn %d: the next writer must run resume\n", id, t)
-		done.OpenTurn = &t
-	}
-	return finish(ctx, st, out, command.Result{Line: "append", Front: command.CLI, Done: done}.Record())
+	})
 }
 
 // cmdResume is the harness's resume: commit the crash repair and a session/end-seed.
@@ -172,15 +137,25 @@ func runCommand(ctx context.Context, o opts, verb string, pos []string, out *buf
 	if err != nil {
 		return commandCode(err), err
 	}
-	st, cfg, err := writeStore(o, pos[0])
+	return runRequest(ctx, o, pos[0], req, out, nil)
+}
+
+// runRequest runs a request against the store spec names, as the mount runs it, and prints the ctl result
+// line; tell (may be nil) hears the result first.
+func runRequest(ctx context.Context, o opts, spec string, req command.Request, out *bufio.Writer, tell func(command.Result)) (int, error) {
+	st, cfg, err := writeStore(o, spec)
 	if err != nil {
 		return exitUsageErr, err
 	}
 	if err := acknowledge(ctx, st, o, req.Session); err != nil {
-		return finish(ctx, st, out, eventstore.Result{Command: verb, Err: eventstore.AsCommandError(err)})
+		return finish(ctx, st, out, eventstore.Result{Command: req.Cmd.Name(), Err: eventstore.AsCommandError(err)})
 	}
 	env := command.Env{Store: st, Compaction: cfg.Compaction, Pruner: cfg.Pruner, Front: command.CLI}
-	return finish(ctx, st, out, env.Run(ctx, req).Record())
+	r := env.Run(ctx, req)
+	if tell != nil {
+		tell(r)
+	}
+	return finish(ctx, st, out, r.Record())
 }
 
 // acknowledge is --force: the user made sure that no harness runs session id, so the changes another

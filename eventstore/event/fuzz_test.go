@@ -93,7 +93,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 		}
 		var back []Event
-		for _, line := range PackBatch(evs) {
+		for _, line := range PackBatch(evs, 1) {
 			more, err := DecodeRecord(line)
 			if err != nil {
 				t.Fatalf("re-decoding packed %s: %v", line, err)

@@ -1,7 +1,6 @@
 package event
 
 import (
-	"runtime"
 	"strconv"
 	"sync"
 )
@@ -516,12 +515,14 @@ func PackingOf(e Event, rec Value) Packing {
 
 // PackBatch encodes one durable batch as the harness's JSONL writer does with packChunks=true: runs of at
 // least MinRun eligible consecutive assistant/chunk deltas become one row; everything else is one line
-// (its Raw). Returns the lines without LFs.
-func PackBatch(events []Event) [][]byte { return jsonlLines(PackRecords(events, nil, Limits{})) }
+// (its Raw). Returns the lines without LFs. workers spread the classification of a large batch.
+func PackBatch(events []Event, workers int) [][]byte {
+	return jsonlLines(PackRecords(events, nil, Limits{}, workers))
+}
 
 // PackBatchOf is PackBatch over events classified beforehand (PackingOf, one per event).
 func PackBatchOf(events []Event, packing []Packing) [][]byte {
-	return jsonlLines(PackRecords(events, packing, Limits{}))
+	return jsonlLines(PackRecords(events, packing, Limits{}, 1))
 }
 
 // jsonlLines renders records as JSONL lines: a row becomes {"type":TAG,"seq0":S,"time0":T,"data":DATA}.
@@ -566,12 +567,13 @@ type Limits struct {
 // PackRecords packs one append batch into records with the harness's run rule (runs never cross the
 // batch). packing, when not nil, is each event's classification (PackingOf); nil classifies here. A run
 // longer than the limits allow is cut as the harness's bounded encoder does: the most members that fit,
-// found by binary search, and a member too large to share a row with two others stays alone.
-func PackRecords(events []Event, packing []Packing, lim Limits) []Record {
+// found by binary search, and a member too large to share a row with two others stays alone. workers
+// spread the classification of a large batch given without its packing (below 2: inline).
+func PackRecords(events []Event, packing []Packing, lim Limits, workers int) []Record {
 	var ds []delta
 	var oks []bool
 	if packing == nil {
-		ds, oks = classifyAll(events)
+		ds, oks = classifyAll(events, workers)
 	} else {
 		ds = make([]delta, len(events))
 		oks = make([]bool, len(events))
@@ -657,9 +659,9 @@ func tagOf(k deltaKind) string {
 	return TagToolCallChunks
 }
 
-// classifyAll classifies every event of a batch; a large batch is split over the cores, since each
+// classifyAll classifies every event of a batch; a large batch is split over the workers, since each
 // candidate chunk is parsed whole.
-func classifyAll(events []Event) ([]delta, []bool) {
+func classifyAll(events []Event, workers int) ([]delta, []bool) {
 	ds := make([]delta, len(events))
 	oks := make([]bool, len(events))
 	work := func(lo, hi int) {
@@ -667,7 +669,6 @@ func classifyAll(events []Event) ([]delta, []bool) {
 			ds[i], oks[i] = classify(events[i])
 		}
 	}
-	workers := runtime.GOMAXPROCS(0)
 	if len(events) < 512 || workers < 2 {
 		work(0, len(events))
 		return ds, oks

@@ -115,7 +115,7 @@ func TestPackBatchReproducesFixtureBatches(t *testing.T) {
 				for _, i := range b {
 					evs = append(evs, decoded[i]...)
 				}
-				packed := PackBatch(evs)
+				packed := PackBatch(evs, 4)
 				if len(packed) != len(b) {
 					t.Errorf("%s: batch at line %d packs into %d lines, stored %d", name, b[0]+1, len(packed), len(b))
 					continue
@@ -264,7 +264,7 @@ func TestPackBatchEligibility(t *testing.T) {
 	}
 	reordered := map[string]bool{"key order of the source event does not matter": true}
 	for _, c := range cases {
-		got := PackBatch(c.events)
+		got := PackBatch(c.events, 4)
 		if len(got) != len(c.want) {
 			t.Errorf("%s: %d lines, want %d: %s", c.name, len(got), len(c.want), bytes.Join(got, []byte("\n")))
 			continue

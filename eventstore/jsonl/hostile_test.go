@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/internal/namecodec"
 )
 
 // hostile writes an artifact for id under root with make (which creates whatever sits at the path).
 func hostile(t *testing.T, root, id string, mode Compression, make func(path string)) {
 	t.Helper()
-	seg, _ := EncodeSegment(id)
+	seg, _ := namecodec.EncodeSegment(id)
 	dir := filepath.Join(root, "--home-dev-proj--", seg)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/internal/namecodec"
 	"github.com/dshfs/dshfs/internal/procscan"
 )
 
@@ -164,7 +165,7 @@ func (b *Backend) LiveElsewhere(ctx context.Context, c eventstore.LiveCheck) err
 		}
 	}
 	if c.Scan {
-		if ws := eventstore.OpenWriters(path, fi); len(ws) > 0 {
+		if ws := procscan.OpenWriters(path, fi); len(ws) > 0 {
 			return liveElsewhere(c.ID, "pid "+strconv.Itoa(ws[0].PID)+" ("+ws[0].Comm+") has "+name+" open for writing", false)
 		}
 	}
@@ -204,7 +205,7 @@ func liveElsewhere(id, seen string, ack bool) error {
 // sessionOf is the session id of an artifact path (its directory's decoded name).
 func sessionOf(path string) string {
 	seg := filepath.Base(filepath.Dir(path))
-	if id, ok := DecodeSegment(seg); ok {
+	if id, ok := namecodec.DecodeSegment(seg); ok {
 		return id
 	}
 	return seg

@@ -10,6 +10,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/fixtures"
+	"github.com/dshfs/dshfs/internal/namecodec"
 )
 
 // framePlan splits a zstd artifact into its decoded complete frames and counts the events each stores.
@@ -57,7 +58,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range fixtures.Sessions(t, root) {
-			id, _ := DecodeSegment(s.EncodedID)
+			id, _ := namecodec.DecodeSegment(s.EncodedID)
 			t.Run(set+"/"+s.EncodedID, func(t *testing.T) {
 				buf, err := os.ReadFile(s.Path)
 				if err != nil {

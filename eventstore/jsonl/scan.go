@@ -3,7 +3,6 @@ package jsonl
 import (
 	"bytes"
 	"errors"
-	"runtime"
 	"sync"
 	"unsafe"
 
@@ -269,11 +268,10 @@ func (s *scanner) grow(need int) { s.Events = eventstore.GrowTo(s.Events, need, 
 // session, and grow can leave room that was not needed.
 func (s *scanner) list() []event.Event { return eventstore.Trim(s.Events) }
 
-// decodeParallel produces the chunks for n pieces of input in order, running produce on up to
-// GOMAXPROCS goroutines; consume sees chunk i only after chunks 0..i-1 and may stop the run by
+// decodeParallel produces the chunks for n pieces of input in order, running produce on up to workers
+// goroutines; consume sees chunk i only after chunks 0..i-1 and may stop the run by
 // returning an error (pieces still in flight are then discarded).
-func decodeParallel(n int, produce func(i int) chunk, consume func(chunk) error) error {
-	workers := runtime.GOMAXPROCS(0)
+func decodeParallel(workers, n int, produce func(i int) chunk, consume func(chunk) error) error {
 	if workers > n {
 		workers = n
 	}

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/namecodec"
 )
 
 // Compression selects the physical encoding of a root; a root holds exactly one.
@@ -72,6 +72,12 @@ type Backend struct {
 	// hook, when set, is called before every durable write step (tests: fault injection, crash points,
 	// recording what was made durable); an error fails the step as the system call would.
 	hook func(op Op, path string) error
+
+	// tuning is how parallel a load's decoding and a listing's header reads run (SetTuning)
+	tuning eventstore.Tuning
+
+	// watch is the running change feed (watch.go), nil when none runs
+	watch atomic.Pointer[watching]
 }
 
 // Op names a durable write step for a test hook.
@@ -147,6 +153,10 @@ func (b *Backend) SetLimits(maxLine, maxFrame int64) { b.maxLine, b.maxFrame = m
 // 0: none); a session over it is refused with an *eventstore.TooLargeError.
 func (b *Backend) SetSessionLimit(n int64) { b.maxSession = n }
 
+// SetTuning sets how parallel a load's decoding and a listing's header reads run (the program decides;
+// the zero Tuning takes one worker per P). Call it before the backend is used.
+func (b *Backend) SetTuning(t eventstore.Tuning) { b.tuning = t }
+
 // Detect reports which encoding the sessions under root use: the one more session directories hold
 // generation files of, zstd on a tie; found is false when there are none (the encoding is then zstd).
 //
@@ -209,13 +219,13 @@ func (b *Backend) Locate(h event.Header) (string, error) {
 		if h.Cwd.Kind != event.KindString {
 			return "", errors.New("header cwd is not a string")
 		}
-		k, err := ProjectKey(h.Cwd.Str)
+		k, err := namecodec.ProjectKey(h.Cwd.Str)
 		if err != nil {
 			return "", err
 		}
 		project = k
 	}
-	seg, err := EncodeSegment(h.ID)
+	seg, err := namecodec.EncodeSegment(h.ID)
 	if err != nil {
 		return "", err
 	}
@@ -276,7 +286,7 @@ func (b *Backend) find(id string) (string, error) {
 // same id in two project directories is a duplicate. The highest generation is the session; a predecessor
 // is never returned in its place.
 func (b *Backend) discover(id string) (SessionFiles, GenerationFile, error) {
-	seg, err := EncodeSegment(id)
+	seg, err := namecodec.EncodeSegment(id)
 	if err != nil {
 		return SessionFiles{}, GenerationFile{}, err
 	}
@@ -445,7 +455,8 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 	s := newScanner(int64(nl + 1))
 	s.Budget.Limit = b.maxSession
 	carry = carry[nl+1:]
-	pieces := 2 * runtime.GOMAXPROCS(0)
+	workers := b.tuning.N()
+	pieces := 2 * workers // a raw log's complete lines, cut so each worker has two pieces
 	for line := 0; ; {
 		if last := bytes.LastIndexByte(carry, '\n'); last >= 0 {
 			complete := carry[:last+1]
@@ -454,7 +465,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 			}
 			line += bytes.Count(complete, []byte{'\n'})
 			parts := splitLines(complete, pieces)
-			if err := decodeParallel(len(parts), func(i int) chunk { return predecode(parts[i], false) }, func(c chunk) error {
+			if err := decodeParallel(workers, len(parts), func(i int) chunk { return predecode(parts[i], false) }, func(c chunk) error {
 				if size > 0 {
 					s.share = float64(s.input+int64(c.size)) / float64(size)
 				}
@@ -692,7 +703,7 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 	}
 	pieces := framePieces(buf, frames[1:], zstdPieceBytes, zstdPieceText)
 	done := 0
-	err = decodeParallel(len(pieces), func(i int) chunk {
+	err = decodeParallel(b.tuning.N(), len(pieces), func(i int) chunk {
 		return b.decodePiece(buf, pieces[i])
 	}, func(c chunk) error {
 		last := pieces[done]
@@ -906,6 +917,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 			out.Entries[i].Refusal = errors.New(duplicateText(id))
 		}
 	}
+	b.followListing(out)
 	return out, nil
 }
 
@@ -921,7 +933,7 @@ type listed struct {
 func (b *Backend) entries(found []listed) []eventstore.Entry {
 	out := make([]eventstore.Entry, len(found))
 	session := make([]bool, len(found))
-	workers := min(len(found), runtime.GOMAXPROCS(0))
+	workers := min(len(found), b.tuning.N())
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
@@ -966,7 +978,7 @@ func (a artifactFile) direct() bool { return a.lstat != nil && a.lstat.Mode().Is
 // file (for a session refused for a file in the other encoding, that file when there is no other), and its
 // Beside the other generation files in its directory, either encoding. buf is scratch space for the read.
 func (b *Backend) entry(l listed, files SessionFiles, buf *[]byte) eventstore.Entry {
-	id, decoded := DecodeSegment(l.name)
+	id, decoded := namecodec.DecodeSegment(l.name)
 	if !decoded {
 		id = l.name
 	}
@@ -1053,7 +1065,7 @@ func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g Gene
 		return e
 	}
 	e.Header = &h
-	id, decoded := DecodeSegment(filepath.Base(files.Dir))
+	id, decoded := namecodec.DecodeSegment(filepath.Base(files.Dir))
 	if !decoded {
 		id = filepath.Base(files.Dir)
 	}

@@ -126,7 +126,7 @@ func (b *Backend) encodeBatch(dst []byte, batch []event.Event, packing []event.P
 	case b.pack && len(packing) == len(batch):
 		lines = event.PackBatchOf(batch, packing)
 	case b.pack:
-		lines = event.PackBatch(batch)
+		lines = event.PackBatch(batch, b.tuning.N())
 	default:
 		for _, e := range batch {
 			lines = append(lines, e.Raw)

@@ -230,7 +230,7 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 		block := make([]decoded, 0, loadBlock)
 		var given int64
 		flush := func() error {
-			eventstore.Parallel(len(block), 256, func(lo, hi int) error {
+			b.opts.Tuning.Parallel(len(block), 256, func(lo, hi int) error {
 				var scratch event.RowScratch
 				for i := lo; i < hi; i++ {
 					block[i].decode(&scratch)

@@ -38,6 +38,8 @@ type Options struct {
 	// PendingDir is where KeepPending writes accepted events when the database cannot take them either
 	// (default: $XDG_STATE_HOME/dshfs/pending, else ~/.local/state/dshfs/pending).
 	PendingDir string
+	// Tuning is how parallel a large batch's encoding and a load's decoding run.
+	Tuning eventstore.Tuning
 }
 
 // DefaultReleaseAfter is [fleet] release_after's default.

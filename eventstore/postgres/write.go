@@ -65,8 +65,8 @@ func conflict(msg string) error {
 }
 
 // encodeEvents describes a batch's stored lines as rows: packed as the JSONL writer packs a batch, or one
-// line per event (packed false: repair closers, as the harness writes them).
-func encodeEvents(batch []event.Event, packing []event.Packing, packed bool) ([]storedLine, error) {
+// line per event (packed false: repair closers, as the harness writes them). t spreads a large batch.
+func encodeEvents(batch []event.Event, packing []event.Packing, packed bool, t eventstore.Tuning) ([]storedLine, error) {
 	var lines [][]byte
 	switch {
 	case !packed:
@@ -77,10 +77,10 @@ func encodeEvents(batch []event.Event, packing []event.Packing, packed bool) ([]
 	case packing != nil:
 		lines = event.PackBatchOf(batch, packing)
 	default:
-		lines = event.PackBatch(batch)
+		lines = event.PackBatch(batch, t.N())
 	}
 	out := make([]storedLine, len(lines))
-	err := eventstore.Parallel(len(lines), 1024, func(lo, hi int) error {
+	err := t.Parallel(len(lines), 1024, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			s, err := encodeLine(lines[i])
 			if err != nil {
@@ -97,7 +97,7 @@ func encodeEvents(batch []event.Event, packing []event.Packing, packed bool) ([]
 // Materialize writes a new session's row and its first batch (possibly empty) in one transaction; an
 // existing session is never touched. Its source host is this Backend's host.
 func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (eventstore.Artifact, error) {
-	recs, err := encodeEvents(batch, nil, true)
+	recs, err := encodeEvents(batch, nil, true, b.opts.Tuning)
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -146,7 +146,7 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 	if len(batch) == 0 {
 		return expect, nil
 	}
-	recs, err := encodeEvents(batch, packing, true)
+	recs, err := encodeEvents(batch, packing, true, b.opts.Tuning)
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -187,7 +187,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 	if torn == nil && len(recovered)+len(closers) == 0 {
 		return expect, nil
 	}
-	recs, err := encodeEvents(append(append([]event.Event(nil), recovered...), closers...), nil, false)
+	recs, err := encodeEvents(append(append([]event.Event(nil), recovered...), closers...), nil, false, b.opts.Tuning)
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}

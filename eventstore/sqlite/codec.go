@@ -445,9 +445,9 @@ func (e *CommittedRowError) Error() string {
 // scanRows decides the committed prefix of rows read from base on: a row that fails to decode, or whose
 // members do not continue the seqs, is corruption when a later row proves a committed turn/end, and
 // otherwise starts the torn tail. With release, a row's data is dropped once it is decoded (its size kept),
-// for callers that need no more of the torn rows than their size.
-func scanRows(rows []row, base int64, release bool) (scanned, error) {
-	s := newRowScan(base, lastTurnEnd(rows), release)
+// for callers that need no more of the torn rows than their size. t spreads a long run's decoding.
+func scanRows(rows []row, base int64, release bool, t eventstore.Tuning) (scanned, error) {
+	s := newRowScan(base, lastTurnEnd(rows), release, t)
 	if err := s.add(rows); err != nil {
 		return scanned{}, err
 	}
@@ -482,10 +482,11 @@ type rowScan struct {
 	singles []event.Event // the events of scalar rows, a slot per row
 	errs    []error
 	done    []bool
+	tuning  eventstore.Tuning // how a long run's rows are decoded
 }
 
-func newRowScan(base, committed int64, release bool) *rowScan {
-	return &rowScan{scanned: scanned{tornFrom: -1}, base: base, committed: committed, release: release}
+func newRowScan(base, committed int64, release bool, t eventstore.Tuning) *rowScan {
+	return &rowScan{scanned: scanned{tornFrom: -1}, base: base, committed: committed, release: release, tuning: t}
 }
 
 // add scans the next rows. Once a row starts the torn tail, tornRows holds it and the rest of this block,
@@ -512,9 +513,9 @@ func (s *rowScan) add(rows []row) error {
 		return decoded[i], errs[i]
 	}
 	if n >= 1024 {
-		// a long run: every row decoded on every core first (rows are independent); the pass below then
+		// a long run: every row decoded on every worker first (rows are independent); the pass below then
 		// only looks the results up
-		_ = eventstore.Parallel(n, 1024, func(lo, hi int) error {
+		_ = s.tuning.Parallel(n, 1024, func(lo, hi int) error {
 			for i := lo; i < hi; i++ {
 				decode(i)
 			}

@@ -405,7 +405,7 @@ func TestPartitions(t *testing.T) {
 	}
 	shape := func(evs []event.Event) string {
 		var parts []string
-		for _, r := range event.PackRecords(evs, nil, packLimits) {
+		for _, r := range event.PackRecords(evs, nil, packLimits, 1) {
 			if r.Data == nil {
 				parts = append(parts, "1")
 			} else {
@@ -627,7 +627,7 @@ func TestReleasedRowsKeepTheirSize(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc, err := scanRows(rows, 0, release)
+		sc, err := scanRows(rows, 0, release, eventstore.Tuning{})
 		if err != nil || sc.tornFrom != 2 || len(sc.tornRows) != 2 {
 			t.Fatalf("release %v: torn from %d, %d rows, %v", release, sc.tornFrom, len(sc.tornRows), err)
 		}
@@ -707,7 +707,7 @@ func TestLoadBlocksMatchWholeScan(t *testing.T) {
 		all, wantErr := b.readRows(ctx, b.db, sqlSelectEvents, "s")
 		var want scanned
 		if wantErr == nil {
-			want, wantErr = scanRows(all, 0, false)
+			want, wantErr = scanRows(all, 0, false, eventstore.Tuning{})
 		}
 		var wantTorn int64
 		for i := range want.tornRows {

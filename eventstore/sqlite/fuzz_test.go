@@ -66,7 +66,7 @@ func FuzzPackedRow(f *testing.F) {
 		if !event.IsCanonical(data) {
 			return
 		}
-		recs := event.PackRecords(evs, nil, packLimits)
+		recs := event.PackRecords(evs, nil, packLimits, 1)
 		if len(recs) == 1 && recs[0].Data != nil && recs[0].Tag == tag && !bytes.Equal(recs[0].Data, data) {
 			t.Fatalf("repacked as %s", recs[0].Data)
 		}

@@ -13,12 +13,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
-	"golang.org/x/sys/unix"
+	"github.com/dshfs/dshfs/internal/storewatch"
 )
 
 // Options configure a backend.
@@ -37,6 +40,8 @@ type Options struct {
 	// MaxSession is the load budget of one session's decoded events (config writer.max_session_bytes;
 	// 0: none): rows are small on disk and many, and a session past it is refused (eventstore.TooLargeError).
 	MaxSession int64
+	// Tuning is how parallel a large batch's encoding and a large load's decoding run.
+	Tuning eventstore.Tuning
 }
 
 // Backend is one SQLite session database. It is safe for concurrent use.
@@ -55,6 +60,9 @@ type Backend struct {
 	snap    *snapshot // the latest consistent copy, for store/ and backups
 	snapDir string    // where copies are made; removed by Close
 	snapSeq int
+
+	// watch is the running change feed's inotify watcher (watch.go), nil when none runs
+	watch atomic.Pointer[storewatch.Watcher]
 }
 
 type lastTime struct {
@@ -281,14 +289,11 @@ func (b *Backend) Path() string { return b.path }
 // SchemaVersion is the physical schema version status.json reports.
 func (b *Backend) SchemaVersion() int { return SchemaVersion }
 
-// WatchFiles are the files whose changes mean another connection committed: the database and its WAL.
-func (b *Backend) WatchFiles() []string { return []string{b.path, b.path + "-wal"} }
-
 // Stored is the package's Stored over a whole log (on every core): the events as this database will give
 // them back, or why one cannot be stored (convert compares by it).
 func (b *Backend) Stored(events []event.Event) ([]event.Event, error) {
 	out := make([]event.Event, len(events))
-	err := eventstore.Parallel(len(events), 1024, func(lo, hi int) error {
+	err := b.opts.Tuning.Parallel(len(events), 1024, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			se, err := Stored(events[i])
 			if err != nil {
@@ -660,7 +665,7 @@ func (b *Backend) loadRows(ctx context.Context, q querier, id string, sink event
 	if err := q.QueryRowContext(ctx, sqlCountEvents, id).Scan(&count); err != nil {
 		return nil, 0, err
 	}
-	s := newRowScan(0, committed, true)
+	s := newRowScan(0, committed, true, b.opts.Tuning)
 	var torn, given int64
 	var refused error // a committed row that does not decode: reported once every row is validated
 	block := make([]row, 0, loadBlock)

@@ -73,7 +73,7 @@ func (b *Backend) nextSeq(ctx context.Context, q querier, id string) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	sc, err := scanRows(rows, base, false)
+	sc, err := scanRows(rows, base, false, b.opts.Tuning)
 	if err != nil {
 		return 0, err
 	}
@@ -130,11 +130,11 @@ func bumpRevision(ctx context.Context, conn *sql.Conn, id string) error {
 }
 
 // bindBatch packs one append batch with the schema's bounds and encodes every record; an event the schema
-// cannot hold as written refuses the whole batch before anything is written.
-func bindBatch(batch []event.Event, packing []event.Packing) ([]bound, error) {
-	recs := event.PackRecords(batch, packing, packLimits)
+// cannot hold as written refuses the whole batch before anything is written. t spreads a large batch.
+func bindBatch(batch []event.Event, packing []event.Packing, t eventstore.Tuning) ([]bound, error) {
+	recs := event.PackRecords(batch, packing, packLimits, t.N())
 	out := make([]bound, len(recs))
-	err := eventstore.Parallel(len(recs), 1024, func(lo, hi int) error {
+	err := t.Parallel(len(recs), 1024, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			b, err := bindRecord(recs[i])
 			if err != nil {
@@ -153,7 +153,7 @@ func bindBatch(batch []event.Event, packing []event.Packing) ([]bound, error) {
 // existing session is never touched. Unlike the harness, whose create() writes nothing until the first
 // append, an empty session is a row without events, so that a created session is listed at once.
 func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (eventstore.Artifact, error) {
-	recs, err := bindBatch(batch, nil)
+	recs, err := bindBatch(batch, nil, b.opts.Tuning)
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -221,7 +221,7 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 	if len(batch) == 0 {
 		return expect, nil
 	}
-	recs, err := bindBatch(batch, packing)
+	recs, err := bindBatch(batch, packing, b.opts.Tuning)
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -275,7 +275,7 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		if err != nil {
 			return err
 		}
-		sc, err := scanRows(rows, 0, false) // the torn rows go to a sidecar whole
+		sc, err := scanRows(rows, 0, false, b.opts.Tuning) // the torn rows go to a sidecar whole
 		if err != nil {
 			return err
 		}

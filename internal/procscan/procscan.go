@@ -1,8 +1,10 @@
-// Package procscan reads every process's /proc entries without letting one stuck process stall the
-// reader. Reading another process's /proc entries (its links, its descriptor table) blocks for as long as
-// that process is stuck in the kernel — a process in D state on a hung FUSE mount — so each process is
-// read on its own goroutine, the scan answers within a deadline, and a process whose read has not
-// returned is skipped by later scans: one stuck process costs one blocked goroutine, never a hung caller.
+// Package procscan reads what /proc tells about other processes: which hold a file open for writing
+// (OpenWriters), which holds a flock (FlockHolder), and any per-process question a caller asks (Scan),
+// without letting one stuck process stall the reader. Reading another process's /proc entries (its
+// links, its descriptor table) blocks for as long as that process is stuck in the kernel — a process in
+// D state on a hung FUSE mount — so each process is read on its own goroutine, the scan answers within a
+// deadline, and a process whose read has not returned is skipped by later scans: one stuck process costs
+// one blocked goroutine, never a hung caller.
 package procscan
 
 import (

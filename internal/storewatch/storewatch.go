@@ -1,18 +1,23 @@
 // Package storewatch tells, with inotify, which session of a store on this host was written and when
-// anything else about the store changed, so that a mount and `dshfs sync --watch` follow a store without
-// listing it again and again.
+// anything else about the store changed. The backends that keep a store in this host's files build their
+// change feed on it (eventstore.Watcher): the JSONL backend for its tree of session directories, the
+// SQLite backend for its database and WAL; a mount and `dshfs sync --watch` follow the store through that
+// feed, without listing it again and again.
 //
-// A JSONL store is watched as a tree: its root, every project directory and every session directory. A
+// A tree store is watched as a tree: its root, every project directory and every session directory. A
 // session's transcript written (IN_MODIFY, IN_CLOSE_WRITE) is reported as that session's change; anything
 // else (a session or project created, deleted or renamed, an artifact replaced, chmod'ed or chown'ed) as a
-// structural change, after which a listing finds what changed. A store kept in files of its own (a SQLite
-// database and its WAL) is watched through the directories of those files, and every change to one of them
-// is structural: the listing's revisions tell which sessions moved. inotify reports only what this host's
-// kernel sees, and a watch can fail (out of watches), so callers keep a slower listing as a safety net.
+// structural change, after which a listing finds what changed. Which files are transcripts is the
+// backend's to say (Layout). A store kept in files of its own (a SQLite database and its WAL) is watched
+// through the directories of those files, and every change to one of them is structural: the listing's
+// revisions tell which sessions moved. inotify reports only what this host's kernel sees, and a watch can
+// fail (out of watches), so callers keep a slower listing as a safety net.
 package storewatch
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,7 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/namecodec"
 )
 
 const (
@@ -29,16 +34,21 @@ const (
 	filesMask   = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_ATTRIB | unix.IN_ONLYDIR
 )
 
-// LeaseName is the harness's write lease in a session directory (0.1.5 and later): created once, never
-// deleted, and opened for writing by every writer around every write, so its events say nothing about the
-// session's content.
-const LeaseName = "session.lock"
+// Layout is what a watcher of a tree store knows of the files in a session directory.
+type Layout struct {
+	// Transcript tells the files a write to which is a write of the session's content (every generation's
+	// transcript, in either encoding); a new one linked in beside them is structural.
+	Transcript func(name string) bool
+	// Quiet names a file whose events say nothing about the session's content (the harness's write lease:
+	// created once, never deleted, and opened for writing around every write).
+	Quiet string
+}
 
 // Watcher is an inotify instance and its watches.
 type Watcher struct {
 	file   *os.File
 	fd     int
-	onFull func(dir string, err error)
+	layout Layout
 
 	mu       sync.Mutex
 	root     string // a JSONL store's root ("" while none is watched)
@@ -48,24 +58,44 @@ type Watcher struct {
 	// files maps each watched directory of a store kept in files of its own to the names in it whose
 	// change is structural (nil for a tree of sessions)
 	files map[string]map[string]bool
-	full  bool // a watch could not be added: changes there are found only by listing
+	gap   error // the first watch that could not be added: changes there are found only by listing
 }
 
-// New starts an inotify instance. onFull (may be nil) hears once of the first watch that cannot be added
-// (ENOSPC: out of watches); the watcher is then incomplete for good.
-func New(onFull func(dir string, err error)) (*Watcher, error) {
+// New starts an inotify instance for a store laid out as layout says (the zero Layout for a store of its
+// own files). DSHFS_NO_INOTIFY in the environment refuses it, so that tests can take the polling path.
+func New(layout Layout) (*Watcher, error) {
+	if os.Getenv("DSHFS_NO_INOTIFY") != "" {
+		return nil, errors.New("inotify disabled by DSHFS_NO_INOTIFY")
+	}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
-	return &Watcher{file: os.NewFile(uintptr(fd), "inotify"), fd: fd, onFull: onFull,
+	return &Watcher{file: os.NewFile(uintptr(fd), "inotify"), fd: fd, layout: layout,
 		byWD: map[int32]string{}, byDir: map[string]int32{}, sessions: map[string]string{}}, nil
 }
 
 // Close ends the instance; Run then returns.
 func (w *Watcher) Close() error { return w.file.Close() }
 
-// Sessions watches a JSONL store: root, the project directories in it, and the directory of every
+// Tree watches a tree store as its directories are now: root, every project directory in it and every
+// session directory in those, each session known by the id its directory's name encodes (as a listing
+// names it). It reads directories only, no file, so it is cheap enough to run before a mount answers;
+// Sessions then keeps the watches in step with each listing.
+func (w *Watcher) Tree(root string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.root = root
+	w.addLocked(root, dirMask)
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if e.IsDir() {
+			w.addNewLocked(filepath.Join(root, e.Name()))
+		}
+	}
+}
+
+// Sessions watches a tree store: root, the project directories in it, and the directory of every
 // session artifact in paths (artifact path → session id), which replaces the sessions known so far.
 // Watches stay until their directory is deleted.
 func (w *Watcher) Sessions(root string, paths map[string]string) {
@@ -116,10 +146,14 @@ func (w *Watcher) OfFiles() bool {
 }
 
 // Complete reports whether every directory asked for is watched.
-func (w *Watcher) Complete() bool {
+func (w *Watcher) Complete() bool { return w.Gap() == nil }
+
+// Gap is why the watcher is incomplete — the first directory it could not watch (ENOSPC: out of watches)
+// — or nil while it is complete. An incomplete watcher stays so for good.
+func (w *Watcher) Gap() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.full
+	return w.gap
 }
 
 // Watching reports whether dir is watched (a change in it will be reported).
@@ -136,11 +170,8 @@ func (w *Watcher) addLocked(dir string, mask uint32) {
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, dir, mask)
 	if err != nil {
-		if !w.full {
-			w.full = true
-			if w.onFull != nil {
-				w.onFull(dir, err)
-			}
+		if w.gap == nil {
+			w.gap = fmt.Errorf("inotify cannot watch %s: %w", dir, err)
 		}
 		return
 	}
@@ -152,7 +183,7 @@ func (w *Watcher) addLocked(dir string, mask uint32) {
 // transcript written into it a moment later is reported too.
 func (w *Watcher) addNewLocked(dir string) {
 	if filepath.Dir(dir) != w.root {
-		if id, ok := jsonl.DecodeSegment(filepath.Base(dir)); ok {
+		if id, ok := namecodec.DecodeSegment(filepath.Base(dir)); ok {
 			w.sessions[dir] = id
 		}
 		w.addLocked(dir, sessionMask)
@@ -165,7 +196,7 @@ func (w *Watcher) addNewLocked(dir string) {
 			continue
 		}
 		sub := filepath.Join(dir, e.Name())
-		if id, ok := jsonl.DecodeSegment(e.Name()); ok {
+		if id, ok := namecodec.DecodeSegment(e.Name()); ok {
 			w.sessions[sub] = id
 		}
 		w.addLocked(sub, sessionMask)
@@ -212,11 +243,11 @@ func (w *Watcher) Run(changed func(id string), structural func()) {
 			// a chmod or chown (IN_ATTRIB) changes who may read the session: the listing holds the owner,
 			// so that is structural, not just the session's change
 			written := ev.Mask&(unix.IN_MODIFY|unix.IN_CLOSE_WRITE) != 0
-			if isSession && written && Transcript(name) {
+			if isSession && written && w.layout.Transcript != nil && w.layout.Transcript(name) {
 				changed(id)
 				continue
 			}
-			if isSession && (written || name == LeaseName) {
+			if isSession && (written || name != "" && name == w.layout.Quiet) {
 				// a sidecar or a temp file beside the transcript, or the harness's write lease: none of it
 				// is the session's content
 				continue
@@ -226,10 +257,20 @@ func (w *Watcher) Run(changed func(id string), structural func()) {
 	}
 }
 
-// Transcript tells the transcript files — every generation the harness writes, in either encoding — from
-// sidecars and temp files in a session directory. A write to any of them may be a write to the session's
-// current generation; a new generation linked in beside them is structural (the listing finds it).
-func Transcript(name string) bool {
-	_, ok := jsonl.ParseGenerationName(name)
-	return ok
+// RemoteFS names the network filesystem dir is on ("" for a local one, or when it cannot tell): inotify
+// reports only the changes made through this host's kernel, so what another host writes there is found
+// by listing alone.
+func RemoteFS(dir string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return ""
+	}
+	return networkFS[int64(st.Type)]
+}
+
+// networkFS are the statfs magic numbers of filesystems another host can write to.
+var networkFS = map[int64]string{
+	0x6969: "nfs", 0x517b: "smb", 0xff534d42: "cifs", 0xfe534d42: "smb2", 0x01021997: "9p",
+	0x00c36400: "ceph", 0x5346414f: "afs", 0x73757245: "coda", 0x01161970: "gfs2", 0x7461636f: "ocfs2",
+	0x0bd00bd0: "lustre", 0x65735546: "fuse", 0x564c: "ncp",
 }

@@ -3,9 +3,16 @@ package storewatch
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
+
+// layout is the JSONL layout as far as the watcher needs it (the backend passes its own).
+var layout = Layout{
+	Transcript: func(name string) bool { return name == "session.jsonl" || name == "session.jsonl.zstd" },
+	Quiet:      "session.lock",
+}
 
 // start runs w, whose reports arrive on the channel: a session's id, or "" for a structural change.
 func start(t *testing.T, w *Watcher) <-chan string {
@@ -80,7 +87,7 @@ func TestSessionsTree(t *testing.T) {
 	}
 	transcript := filepath.Join(sess, "session.jsonl")
 	write(t, transcript, "{}\n")
-	w, err := New(func(string, error) { t.Error("a watch could not be added") })
+	w, err := New(layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +107,8 @@ func TestSessionsTree(t *testing.T) {
 
 	// the harness's lease and a sidecar beside the transcript are not the session's content
 	quiet(t, ch, func() {
-		write(t, filepath.Join(sess, LeaseName), "")
-		write(t, filepath.Join(sess, LeaseName), "x")
+		write(t, filepath.Join(sess, layout.Quiet), "")
+		write(t, filepath.Join(sess, layout.Quiet), "x")
 	}, func() { write(t, transcript, "{}\n") }, "s1", "the lease")
 
 	// a session made in a project that held none: watched as it appears, its transcript reported by id
@@ -138,7 +145,7 @@ func TestSessionsTree(t *testing.T) {
 func TestFiles(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "sessions.db")
-	w, err := New(nil)
+	w, err := New(Layout{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,17 +169,59 @@ func TestFiles(t *testing.T) {
 	expect(t, ch, "", "the database written")
 }
 
-// TestIncomplete: a directory that cannot be watched makes the watcher incomplete, said once.
+// TestIncomplete: a directory that cannot be watched makes the watcher incomplete for good, and its gap
+// names the first such directory.
 func TestIncomplete(t *testing.T) {
-	said := 0
-	w, err := New(func(string, error) { said++ })
+	w, err := New(Layout{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	missing := filepath.Join(t.TempDir(), "missing")
 	w.Files([]string{filepath.Join(missing, "a"), filepath.Join(missing+"2", "b")})
-	if w.Complete() || said != 1 {
-		t.Errorf("complete %v, said %d times", w.Complete(), said)
+	if gap := w.Gap(); w.Complete() || gap == nil || !strings.Contains(gap.Error(), missing+":") {
+		t.Errorf("complete %v, gap %v", w.Complete(), gap)
+	}
+}
+
+// TestTree: a tree watched as it is now — root, projects, sessions — reports a session's transcript
+// written by the id its directory's name encodes, before any listing.
+func TestTree(t *testing.T) {
+	root := t.TempDir()
+	sess := filepath.Join(root, "--proj--", "a~002Fb")
+	empty := filepath.Join(root, "--empty--")
+	for _, d := range []string{sess, empty} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := New(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Tree(root)
+	for _, d := range []string{root, filepath.Dir(sess), sess, empty} {
+		if !w.Watching(d) {
+			t.Errorf("%s is not watched", d)
+		}
+	}
+	if gap := w.Gap(); gap != nil {
+		t.Fatal(gap)
+	}
+	ch := start(t, w)
+	write(t, filepath.Join(sess, "session.jsonl"), "{}\n")
+	expect(t, ch, "", "a transcript created")
+	write(t, filepath.Join(sess, "session.jsonl"), "{}\n")
+	expect(t, ch, "a/b", "the transcript written")
+}
+
+// TestNoInotify: DSHFS_NO_INOTIFY refuses a watcher, so the polling path can be tested.
+func TestNoInotify(t *testing.T) {
+	t.Setenv("DSHFS_NO_INOTIFY", "1")
+	if w, err := New(layout); err == nil || !strings.Contains(err.Error(), "DSHFS_NO_INOTIFY") {
+		if w != nil {
+			w.Close()
+		}
+		t.Fatalf("a watcher despite DSHFS_NO_INOTIFY: %v", err)
 	}
 }

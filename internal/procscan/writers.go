@@ -1,4 +1,4 @@
-package eventstore
+package procscan
 
 import (
 	"bytes"
@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/dshfs/dshfs/internal/procscan"
 )
 
 // FileWriter is another process that holds a file open for writing.
@@ -41,22 +39,22 @@ func OpenWriters(path string, fi os.FileInfo) []FileWriter {
 	if real, err = filepath.Abs(real); err != nil {
 		return nil
 	}
-	writers, complete := procscan.Scan(&procs, scanTimeout, func(pid int) (FileWriter, bool) {
+	found, complete := Scan(&writers, scanTimeout, func(pid int) (FileWriter, bool) {
 		if !writesFile(pid, real, st.Ino) {
 			return FileWriter{}, false
 		}
-		return FileWriter{PID: pid, Comm: procscan.Comm(pid)}, true
+		return FileWriter{PID: pid, Comm: Comm(pid)}, true
 	})
 	if !complete {
 		return nil // the revision and quiet-period checks still stand; the open descriptor is unknown
 	}
-	return writers
+	return found
 }
 
-// procs is the writers' scanner: a process stuck in the kernel (in D state on a hung FUSE mount) blocks
+// writers is OpenWriters' scanner: a process stuck in the kernel (in D state on a hung FUSE mount) blocks
 // reads of its /proc entries for as long as it is stuck; a scan waits scanTimeout at most, and later scans
 // skip a process still being read, so one stuck process costs one blocked goroutine, never a hung write.
-var procs procscan.Scanner
+var writers Scanner
 
 const scanTimeout = 500 * time.Millisecond
 
