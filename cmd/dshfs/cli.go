@@ -411,7 +411,7 @@ func openFleet(dsn string, cfg config.Config) (*eventstore.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := postgres.Open(ctx, dsn, postgres.Options{ReadOnly: cfg.ReadOnly, Host: cfg.Fleet.Host,
-		MaxData: cfg.Writer.MaxLineBytes, MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter})
+		MaxData: cfg.Writer.MaxLineBytes, MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter, Timeout: cfg.Fleet.Timeout})
 	if err != nil {
 		return nil, err
 	}

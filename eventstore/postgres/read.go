@@ -90,7 +90,9 @@ func parseStoredHeader(id string, line []byte) (event.Header, error) {
 
 // List reads the sessions rows only, in the order they were created; a session whose header the harness
 // would refuse is listed with its refusal.
-func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
+func (b *Backend) List(ctx context.Context) (_ eventstore.Listing, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.empty(ctx) {
 		return eventstore.Listing{}, nil
 	}
@@ -102,6 +104,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	var l eventstore.Listing
 	own := owner()
 	for rows.Next() {
+		progress(ctx)
 		s, err := scanSession(rows)
 		if err != nil {
 			return eventstore.Listing{}, b.wrap(err)
@@ -126,7 +129,9 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 }
 
 // Stat returns a session's state from its sessions row.
-func (b *Backend) Stat(ctx context.Context, id, _ string) (eventstore.Artifact, error) {
+func (b *Backend) Stat(ctx context.Context, id, _ string) (_ eventstore.Artifact, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	s, err := b.session(ctx, b.pool, id)
 	if err != nil {
 		return eventstore.Artifact{}, b.wrap(err)
@@ -148,7 +153,9 @@ func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
 }
 
 // WriteRaw writes ReadRaw's text to w row by row, from one snapshot, never holding the session whole.
-func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) error {
+func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) (err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	return b.wrap(b.snapshot(ctx, func(tx pgx.Tx) error {
 		s, err := b.session(ctx, tx, id)
 		if err != nil {
@@ -186,6 +193,7 @@ func (b *Backend) eachLine(ctx context.Context, tx pgx.Tx, id string, from int64
 	var data []byte
 	var compressed bool
 	for rows.Next() {
+		progress(ctx)
 		if err := rows.Scan(&seq, &data, &compressed); err != nil {
 			return err
 		}
@@ -209,12 +217,14 @@ var loadBlock = 4096
 
 // LoadStoredProgress is LoadStored reporting the session's events to sink (nil: none) block by block as
 // its rows are decoded (eventstore.ProgressiveBackend).
-func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink eventstore.ProgressSink) (*eventstore.Prefix, error) {
+func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink eventstore.ProgressSink) (_ *eventstore.Prefix, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.empty(ctx) {
 		return nil, &eventstore.NotFoundError{ID: id}
 	}
 	var p *eventstore.Prefix
-	err := b.snapshot(ctx, func(tx pgx.Tx) error {
+	err = b.snapshot(ctx, func(tx pgx.Tx) error {
 		s, err := b.session(ctx, tx, id)
 		if err != nil {
 			return err
