@@ -81,6 +81,14 @@ func TestFrozenServerAnswersWithinTimeout(t *testing.T) {
 	if w.Pending() != len(log)-3 {
 		t.Fatalf("%d events pending after the failed flush, want %d", w.Pending(), len(log)-3)
 	}
+	// a lookup that failed is that failure, never "exists" (nor "not found")
+	within("create", func() error {
+		err := st.Create(ctx, contractHeader("t"))
+		if ce := eventstore.AsCommandError(err); ce == nil || ce.Failure.Errno() != "EIO" {
+			t.Errorf("create on a frozen server: %v, want EIO", err)
+		}
+		return err
+	})
 	within("held", func() error { _, err := b.HeldAll(ctx); return err })
 
 	s.Thaw()
