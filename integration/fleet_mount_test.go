@@ -330,6 +330,7 @@ func TestFleetMountAllowOther(t *testing.T) {
 	if r := asUser("cat", filepath.Join(mnt, "README")); r.code != 0 {
 		t.Errorf("another user cannot read README: %s", r.stderr)
 	}
+	storeFilesHide(t, mnt, asUser, "private-1", "")
 }
 
 // TestFleetMountAfterReconnect: the server goes away under a mount and comes back. What is committed while
