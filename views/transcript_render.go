@@ -125,7 +125,8 @@ func (w *mdWriter) mark(title string, spans ...span) {
 	w.blank()
 }
 
-// quote writes text as a block quote, escaped so that nothing in it can open HTML or end the quote.
+// quote writes text as a block quote, escaped so that nothing in it can open HTML, a link or an image, or
+// end the quote (escapeMarkdown).
 func (w *mdWriter) quote(text string) {
 	text = validText(text)
 	if text == "" {
@@ -133,7 +134,7 @@ func (w *mdWriter) quote(text string) {
 	}
 	for _, l := range strings.Split(text, "\n") {
 		if text != "" {
-			w.line(strings.TrimRight("> "+escapeHTML(l), " "))
+			w.line(strings.TrimRight("> "+escapeMarkdown(l), " "))
 		}
 	}
 	w.blank()
@@ -182,9 +183,52 @@ func mdSpans(spans []span) string {
 	return b.String()
 }
 
-// mdText is text for a Markdown line: one line, HTML escaped.
+// mdText is text for a Markdown line: one line, inert (escapeMarkdown).
 func mdText(s string) string {
-	return escapeHTML(strings.ReplaceAll(validText(s), "\n", " "))
+	return escapeMarkdown(strings.ReplaceAll(validText(s), "\n", " "))
+}
+
+// escapeMarkdown makes event text inert in Markdown: a viewer renders it as the text it is, fetching
+// nothing and linking nowhere. HTML is escaped ('&', '<', '>': no tag, no autolink, no entity), every '['
+// and ']' is backslash-escaped (no link, image or link reference definition can start), and a backslash
+// before ASCII punctuation is doubled, so that the text's own backslashes cannot undo those escapes. The
+// rest of Markdown (emphasis, code spans, lists) only styles the text the reader sees, and is left alone
+// so that a message written in Markdown still reads as one.
+func escapeMarkdown(s string) string {
+	if !strings.ContainsAny(s, mdActive) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '[', ']':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\\':
+			if i+1 < len(s) && asciiPunct(s[i+1]) {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// mdActive are the bytes escapeMarkdown changes.
+const mdActive = "&<>[]\\"
+
+// asciiPunct reports whether c is ASCII punctuation, which a preceding backslash escapes in CommonMark.
+func asciiPunct(c byte) bool {
+	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
 }
 
 // inlineCode is text for inside a code span: one line, no backticks to end the span early.
