@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -139,8 +140,15 @@ func (b *Backend) Stat(ctx context.Context, id, _ string) (_ eventstore.Artifact
 	return b.artifact(s), nil
 }
 
-// Locate: a fleet session has no artifact path of its own.
-func (b *Backend) Locate(h event.Header) (string, error) { return "", nil }
+// Locate: a fleet session has no artifact path of its own, but a session a JSONL store could not hold
+// (jsonl.Place) is refused, as the harness would refuse it: it could be neither synced back to a host nor
+// backed up.
+func (b *Backend) Locate(h event.Header) (string, error) {
+	if _, _, err := jsonl.Place(h); err != nil {
+		return "", fmt.Errorf("%w (the harness's limit on every store)", err)
+	}
+	return "", nil
+}
 
 // ReadRaw returns the session as JSONL text: its header line and every stored line, each LF-terminated
 // — the artifact a JSONL store would hold (torn rows included, as a JSONL artifact holds torn bytes).
