@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/yuin/goldmark"
+
+	"github.com/dshfs/dshfs/eventstore/event"
 )
 
 // TestMarkdownInert renders event text through the Markdown transcript's writer and a CommonMark renderer:
@@ -33,7 +35,7 @@ func TestMarkdownInert(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := &mdWriter{}
-			w.quote(c.text)
+			w.quote(clipText(c.text, messageCut), event.Event{})
 			w.heading(2, txt(c.text))
 			w.para(txt(c.text))
 			var out bytes.Buffer
