@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,7 @@ func (b *Backend) bound(ctx context.Context) (context.Context, func(error) error
 	if _, ok := ctx.Value(watchdogKey{}).(*watchdog); ok {
 		return ctx, func(err error) error { return err }
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &watchdog{limit: b.opts.Timeout}
 	w.timer = time.AfterFunc(w.limit, func() {
@@ -53,7 +55,9 @@ func (b *Backend) bound(ctx context.Context) (context.Context, func(error) error
 	return ctx, func(err error) error {
 		w.timer.Stop()
 		cancel(nil)
-		if err != nil && w.fired.Load() {
+		// the deadline fired, or the driver's own of the same length did (connect_timeout, which defaults
+		// to the timeout): either way the server did not answer in time, unless the caller's context ended
+		if err != nil && (w.fired.Load() || errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil) {
 			return &eventstore.IOError{Err: &StoreError{Where: b.where, Err: &TimeoutError{After: w.limit}}}
 		}
 		return err
