@@ -77,3 +77,14 @@ func progress(ctx context.Context) {
 func (b *Backend) cleanup() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), b.opts.Timeout)
 }
+
+// pause stops the deadline of ctx's operation while dshfs does work of its own (encoding a batch, handing
+// a row to the caller's writer): the timeout bounds waits for the server, not this process's own time.
+// resume starts it again, in full.
+func pause(ctx context.Context) (resume func()) {
+	w, ok := ctx.Value(watchdogKey{}).(*watchdog)
+	if !ok || !w.timer.Stop() {
+		return func() {} // none, or fired already: the operation fails as it would have
+	}
+	return func() { w.timer.Reset(w.limit) }
+}

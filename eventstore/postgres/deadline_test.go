@@ -109,3 +109,38 @@ func TestFrozenServerAnswersWithinTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// slowWriter takes its time over each write, as a reader far slower than the server does.
+type slowWriter struct {
+	delay time.Duration
+	n     int
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.delay) // the slowness itself is what is tested: nothing to wait on
+	w.n++
+	return len(p), nil
+}
+
+// TestTimeoutBoundsWaitsNotWork: the timeout bounds each wait for the server, not the operation: a read
+// whose own consumer takes longer than the timeout over its rows, on a server that answers, succeeds.
+func TestTimeoutBoundsWaitsNotWork(t *testing.T) {
+	_, _, dsn := newDB(t)
+	const limit = 300 * time.Millisecond
+	b := open(t, dsn, Options{Host: "h1", Timeout: limit})
+	ctx := context.Background()
+	st := eventstore.New(b)
+	if err := st.Create(ctx, contractHeader("s")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, "s", eventtest.Log(t, turnSpecs(1)...)); err != nil {
+		t.Fatal(err)
+	}
+	w := &slowWriter{delay: limit}
+	if err := b.WriteRaw(ctx, "s", w); err != nil {
+		t.Fatalf("a read slower than the timeout on its own side: %v", err)
+	}
+	if w.n < 3 {
+		t.Fatalf("%d writes: the read took no longer than the timeout, proving nothing", w.n)
+	}
+}

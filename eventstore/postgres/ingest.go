@@ -217,7 +217,9 @@ func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, fr
 	if err != nil {
 		return err
 	}
+	resume := pause(ctx)
 	recs, err := encodeBatch(id, from, lines)
+	resume()
 	if err != nil {
 		return err
 	}

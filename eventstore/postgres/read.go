@@ -169,7 +169,10 @@ func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) (err err
 		if err != nil {
 			return err
 		}
-		if _, err := w.Write(append(s.header, '\n')); err != nil {
+		resume := pause(ctx)
+		_, err = w.Write(append(s.header, '\n'))
+		resume()
+		if err != nil {
 			return err
 		}
 		return b.eachLine(ctx, tx, id, 0, func(seq int64, line []byte, err error) error {
@@ -205,8 +208,11 @@ func (b *Backend) eachLine(ctx context.Context, tx pgx.Tx, id string, from int64
 		if err := rows.Scan(&seq, &data, &compressed); err != nil {
 			return err
 		}
+		resume := pause(ctx)
 		line, derr := decompress(data, compressed, b.opts.MaxData)
-		if err := fn(seq, line, derr); err != nil {
+		err := fn(seq, line, derr)
+		resume()
+		if err != nil {
 			return err
 		}
 	}

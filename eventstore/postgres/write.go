@@ -100,7 +100,9 @@ func encodeEvents(batch []event.Event, packing []event.Packing, packed bool) ([]
 func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (_ eventstore.Artifact, err error) {
 	ctx, end := b.bound(ctx)
 	defer func() { err = end(err) }()
+	resume := pause(ctx)
 	recs, err := encodeEvents(batch, nil, true)
+	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -151,7 +153,9 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 	if len(batch) == 0 {
 		return expect, nil
 	}
+	resume := pause(ctx)
 	recs, err := encodeEvents(batch, packing, true)
+	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -194,7 +198,9 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 	if torn == nil && len(recovered)+len(closers) == 0 {
 		return expect, nil
 	}
+	resume := pause(ctx)
 	recs, err := encodeEvents(append(append([]event.Event(nil), recovered...), closers...), nil, false)
+	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
