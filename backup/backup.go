@@ -168,7 +168,8 @@ type copied struct {
 
 // describe reads the copied store back and writes the manifest, the spill index and (WithSpill) the
 // present spill files.
-func describe(ctx context.Context, dest, source string, files map[string]copied, opts Options) (*Manifest, error) {
+// skipped are the sessions of the store left out of the copy, recorded in the manifest.
+func describe(ctx context.Context, dest, source string, files map[string]copied, skipped []Skipped, opts Options) (*Manifest, error) {
 	st, err := opts.Open(dest)
 	if err != nil {
 		return nil, err
@@ -178,7 +179,7 @@ func describe(ctx context.Context, dest, source string, files map[string]copied,
 		return nil, err
 	}
 	m := &Manifest{DshfsVersion: opts.Version, HarnessRelease: opts.HarnessRelease, Backend: st.Backend().Name(),
-		FormatVersion: event.FormatVersion, CreatedAt: time.Now().UTC(), Source: source}
+		FormatVersion: event.FormatVersion, CreatedAt: time.Now().UTC(), Source: source, Skipped: skipped}
 	var index []byte
 	for _, e := range l.Entries {
 		rel, err := filepath.Rel(dest, e.Path)
@@ -237,7 +238,7 @@ func describe(ctx context.Context, dest, source string, files map[string]copied,
 		m.Sessions = append(m.Sessions, s)
 	}
 	sort.Slice(m.Sessions, func(i, j int) bool { return m.Sessions[i].Path < m.Sessions[j].Path })
-	if len(m.Sessions) < opts.SourceSessions {
+	if len(m.Sessions)+len(skipped) < opts.SourceSessions {
 		return nil, fmt.Errorf("the copy holds %d sessions, the store listed %d when the backup began: %s is incomplete; take the backup again into a new directory", len(m.Sessions), opts.SourceSessions, dest)
 	}
 	e := m.expected()

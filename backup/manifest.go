@@ -20,6 +20,15 @@ type Manifest struct {
 	Source         string         `json:"source"`
 	Expected       *Expected      `json:"expected"` // nil in a manifest of an older dshfs
 	Sessions       []SessionEntry `json:"sessions"`
+	// Skipped are the sessions of the store the backup could not hold as stored (a session the source
+	// refuses, one the copy's format cannot represent), each with why: the backup holds the others.
+	Skipped []Skipped `json:"skipped,omitempty"`
+}
+
+// Skipped is a session a backup left out, and why.
+type Skipped struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
 }
 
 // Expected is what a backup holds as a whole, counted when it was taken: the sessions (as ls lists them,
@@ -168,7 +177,7 @@ func (m *Manifest) JSON() []byte {
 			event.Member{Key: "files", Value: event.Int(e.Files)},
 		)
 	}
-	return append(event.Stringify(event.Object(
+	members := []event.Member{
 		event.Member{Key: "dshfsVersion", Value: event.String(m.DshfsVersion)},
 		event.Member{Key: "harnessRelease", Value: event.String(m.HarnessRelease)},
 		event.Member{Key: "backend", Value: event.String(m.Backend)},
@@ -177,7 +186,18 @@ func (m *Manifest) JSON() []byte {
 		event.Member{Key: "source", Value: event.String(m.Source)},
 		event.Member{Key: "expected", Value: expected},
 		event.Member{Key: "sessions", Value: event.Array(sessions...)},
-	)), '\n')
+	}
+	if len(m.Skipped) > 0 {
+		skipped := make([]event.Value, len(m.Skipped))
+		for i, k := range m.Skipped {
+			skipped[i] = event.Object(
+				event.Member{Key: "id", Value: event.String(k.ID)},
+				event.Member{Key: "reason", Value: event.String(k.Reason)},
+			)
+		}
+		members = append(members, event.Member{Key: "skipped", Value: event.Array(skipped...)})
+	}
+	return append(event.Stringify(event.Object(members...)), '\n')
 }
 
 // ReadManifest reads dir's MANIFEST.json.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/dshfs/dshfs/convert"
@@ -22,7 +23,9 @@ import (
 // Each session is copied from one read of it (one consistent view of its rows); the backup as a whole is
 // not one instant of the fleet — the database's own tools (pg_dump) give that. The copy is made in a
 // staging directory beside dest and renamed into place when it is whole, so a failed backup (a dropped
-// connection, a session the copy cannot hold) leaves no half-written dest behind.
+// connection) leaves no half-written dest behind. A session the copy cannot hold as stored (the source
+// refuses it; a JSONL root cannot represent it, as an id over the harness's limits) does not fail the rest:
+// the backup is taken without it, and a *PartialError with m names it.
 func FromSessions(ctx context.Context, st *eventstore.Store, source, dest string, opts Options) (m *Manifest, err error) {
 	if opts.Create == nil {
 		return nil, errors.New("backup: no writable store opener for the copy")
@@ -65,18 +68,26 @@ func FromSessions(ctx context.Context, st *eventstore.Store, source, dest string
 	if err != nil {
 		return nil, err
 	}
-	var bad []string
+	// A session the copy cannot hold as stored (refused by the source, not representable in a JSONL root)
+	// is left out and named, the others copied; a read or write that failed fails the backup as a whole,
+	// since what it would have left out is not known.
+	var failed []string
+	var skipped []Skipped
 	for _, r := range reports {
-		if r.Outcome != convert.Converted {
-			bad = append(bad, fmt.Sprintf("%s %s: %s", r.ID, r.Outcome, r.Reason))
+		switch r.Outcome {
+		case convert.Converted:
+		case convert.Failed:
+			failed = append(failed, fmt.Sprintf("%s %s: %s", r.ID, r.Outcome, r.Reason))
+		default:
+			skipped = append(skipped, Skipped{ID: r.ID, Reason: string(r.Outcome) + ": " + r.Reason})
 		}
 	}
-	if n := len(bad); n > 0 {
+	if n := len(failed); n > 0 {
 		if n > 3 {
-			bad = append(bad[:3], fmt.Sprintf("... and %d more", n-3))
+			failed = append(failed[:3], fmt.Sprintf("... and %d more", n-3))
 		}
-		return nil, fmt.Errorf("%d of %d sessions could not be copied as they are stored, so the backup would not hold the store: %s",
-			n, len(reports), strings.Join(bad, "; "))
+		return nil, fmt.Errorf("%d of %d sessions could not be read or written, so the backup would not hold the store: %s",
+			n, len(reports), strings.Join(failed, "; "))
 	}
 	files := map[string]copied{}
 	err = filepath.WalkDir(staging, func(p string, d fs.DirEntry, err error) error {
@@ -102,7 +113,7 @@ func FromSessions(ctx context.Context, st *eventstore.Store, source, dest string
 	}
 	// The manifest names paths relative to the backup's root, so it is written in the staging directory
 	// and moves with it.
-	if m, err = describe(ctx, staging, source, files, opts); err != nil {
+	if m, err = describe(ctx, staging, source, files, skipped, opts); err != nil {
 		return nil, err
 	}
 	// a dest made empty beforehand takes the copy as well (os.Rename never replaces a directory); one that
@@ -113,7 +124,33 @@ func FromSessions(ctx context.Context, st *eventstore.Store, source, dest string
 	if err := os.Rename(staging, dest); err != nil {
 		return nil, err
 	}
-	return m, syncDir(parent)
+	if err := syncDir(parent); err != nil {
+		return m, err
+	}
+	if len(skipped) > 0 {
+		return m, &PartialError{Dest: dest, Skipped: skipped, Of: len(reports)}
+	}
+	return m, nil
+}
+
+// PartialError is a backup taken without some of the store's sessions, which the copy could not hold as
+// stored: DEST holds (and its manifest lists) every other session, and names these under "skipped".
+type PartialError struct {
+	Dest    string
+	Skipped []Skipped
+	Of      int // the sessions of the store
+}
+
+func (e *PartialError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s holds %d of the store's %d sessions; left out, as the copy cannot hold them as stored:", e.Dest, e.Of-len(e.Skipped), e.Of)
+	for i, s := range e.Skipped {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s (%s)", strconv.Quote(s.ID), s.Reason)
+	}
+	return b.String()
 }
 
 // absentOrEmpty refuses a destination that exists and is not an empty directory.

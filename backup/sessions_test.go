@@ -2,14 +2,19 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/eventstore/sqlite"
+	"github.com/dshfs/dshfs/internal/eventtest"
 	"github.com/dshfs/dshfs/internal/fixtures"
+	"github.com/dshfs/dshfs/internal/storetest"
 )
 
 // sessionsOptions are testOptions with a writable opener for the copy.
@@ -105,5 +110,45 @@ func TestFromSessionsRefusesAndLeavesNothing(t *testing.T) {
 	entries, _ := os.ReadDir(parent)
 	if len(entries) != 1 || entries[0].Name() != "full" {
 		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+// TestFromSessionsLeavesOutOneBadSession: a store holding one session the copy cannot hold (an id over the
+// harness's limits, stored before create refused it) is backed up without it: the other sessions are
+// copied and verify, the manifest names the one left out and why, and the error says so by name.
+func TestFromSessionsLeavesOutOneBadSession(t *testing.T) {
+	ctx := context.Background()
+	src, err := sqlite.Open(filepath.Join(t.TempDir(), "sessions.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	st := eventstore.New(src)
+	long := strings.Repeat("x", 300)
+	for _, id := range []string{"good-1", long, "good-2"} {
+		cwd := event.String("/p")
+		storetest.Write(t, src, event.Header{ID: id, CreatedAt: 1700000000000, Cwd: &cwd}, eventtest.Log(t,
+			`turn/start {"turn":1}`,
+			`user/message {"id":"u1","role":"user","content":[{"type":"text","text":"q"}],"source":{"kind":"user"}} + "surfaceOp":"append"`,
+			`turn/end {"turn":1,"reason":{"kind":"completed"}}`))
+	}
+	opts := sessionsOptions()
+	opts.SourceSessions = 3
+	dest := filepath.Join(t.TempDir(), "b")
+	m, err := FromSessions(ctx, st, "sqlite", dest, opts)
+	var partial *PartialError
+	if !errors.As(err, &partial) || len(partial.Skipped) != 1 || partial.Skipped[0].ID != long || !strings.Contains(err.Error(), long) {
+		t.Fatalf("a backup with one session it cannot hold: %v", err)
+	}
+	if m == nil || len(m.Sessions) != 2 || len(m.Skipped) != 1 || m.Skipped[0].ID != long || !strings.Contains(m.Skipped[0].Reason, "255") {
+		t.Fatalf("manifest: %+v", m)
+	}
+	counts, problems, ioErr := Verify(ctx, dest, opts)
+	if len(problems) > 0 || ioErr || counts.Sessions != 2 {
+		t.Fatalf("verify: %d sessions, io %v, problems:\n%s", counts.Sessions, ioErr, problemKinds(problems))
+	}
+	back, err := ReadManifest(dest)
+	if err != nil || len(back.Skipped) != 1 || back.Skipped[0] != m.Skipped[0] {
+		t.Fatalf("the manifest as written: %v %+v", err, back)
 	}
 }

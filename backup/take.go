@@ -72,7 +72,7 @@ func FromMount(ctx context.Context, mnt, dest string, opts Options) (m *Manifest
 	if err != nil {
 		return nil, fmt.Errorf("the mount at %s: %w", mnt, err)
 	}
-	return describe(ctx, dest, root, files, opts)
+	return describe(ctx, dest, root, files, nil, opts)
 }
 
 // writeCtl writes one command to a ctl file; the errno is the command's outcome.
@@ -145,7 +145,7 @@ func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opt
 	if err != nil {
 		return nil, err
 	}
-	return describe(ctx, dest, root, files, opts)
+	return describe(ctx, dest, root, files, nil, opts)
 }
 
 // openFrozen opens one artifact for copying: a refused session's whole, any other's frozen prefix, read

@@ -142,10 +142,17 @@ type Fleet struct {
 	// Host is this host's name in the fleet store (the source host of the sessions it creates, the holder
 	// its writer locks name); "" means os.Hostname().
 	Host string
+	// Timeout is how long any fleet operation waits for the server to answer (connecting, a query, the
+	// next row of a stream) before it fails as an I/O error: a stopped server or a network partition
+	// answers nothing, and a read or a flush must not wait on it for ever.
+	Timeout time.Duration
 }
 
 // DefaultReleaseAfter is fleet.release_after's default.
 const DefaultReleaseAfter = 10 * time.Minute
+
+// DefaultFleetTimeout is fleet.timeout's default.
+const DefaultFleetTimeout = 10 * time.Second
 
 // Enumerated values, spelled as in the TOML file.
 const (
@@ -213,7 +220,7 @@ func Default() Config {
 		},
 		Spill:  Spill{Roots: []string{}},
 		SQLite: SQLite{JournalMode: JournalWAL, BusyTimeout: 5 * time.Second},
-		Fleet:  Fleet{ReleaseAfter: DefaultReleaseAfter},
+		Fleet:  Fleet{ReleaseAfter: DefaultReleaseAfter, Timeout: DefaultFleetTimeout},
 	}
 }
 

@@ -75,7 +75,7 @@ func TestDesignSample(t *testing.T) {
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},
 		SQLite:     SQLite{JournalMode: "wal", BusyTimeout: 5 * time.Second}, // not in the sample: the defaults
-		Fleet:      Fleet{ReleaseAfter: 10 * time.Minute},
+		Fleet:      Fleet{ReleaseAfter: 10 * time.Minute, Timeout: 10 * time.Second},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("full sample:\n got %+v\nwant %+v", got, want)
@@ -197,9 +197,9 @@ views_bytes = "17KiB"`,
 			func(c Config) bool { return c.Store == "sqlite:/etc/dshfs/db/sessions.db" }},
 		{"store as a fleet DSN", `store = "postgres://alice@db.example/fleet?sslmode=verify-full"`,
 			func(c Config) bool { return c.Store == "postgres://alice@db.example/fleet?sslmode=verify-full" }},
-		{"fleet", "[fleet]\nrelease_after = \"90s\"\nhost = \"ci-runner-4.example\"",
+		{"fleet", "[fleet]\nrelease_after = \"90s\"\nhost = \"ci-runner-4.example\"\ntimeout = \"3s\"",
 			func(c Config) bool {
-				return c.Fleet == Fleet{ReleaseAfter: 90 * time.Second, Host: "ci-runner-4.example"}
+				return c.Fleet == Fleet{ReleaseAfter: 90 * time.Second, Host: "ci-runner-4.example", Timeout: 3 * time.Second}
 			}},
 		{"store ~user is kept as upstream does", `store = "~bob/x"`,
 			func(c Config) bool { return c.Store == "/etc/dshfs/~bob/x" }},
@@ -239,6 +239,7 @@ func TestErrors(t *testing.T) {
 		{"store empty", `store = ""`, `key "store" in dshfs.toml: path must not be empty`},
 		{"store prefix only", `store = "jsonl:"`, `key "store" in dshfs.toml: path must not be empty`},
 		{"fleet release zero", "[fleet]\nrelease_after = \"0s\"", `key "fleet.release_after" in dshfs.toml: duration must be positive, got "0s"`},
+		{"fleet timeout zero", "[fleet]\ntimeout = \"0s\"", `key "fleet.timeout" in dshfs.toml: duration must be positive, got "0s"`},
 		{"fleet host with space", "[fleet]\nhost = \"my host\"", `key "fleet.host" in dshfs.toml: want a host name (no whitespace, no '/', at most 255 bytes), got "my host"`},
 		{"fleet host empty", "[fleet]\nhost = \"\"", `key "fleet.host" in dshfs.toml: want a host name (no whitespace, no '/', at most 255 bytes), got ""`},
 		{"fleet host number", "[fleet]\nhost = 7", `key "fleet.host" in dshfs.toml: want a string, got integer 7`},

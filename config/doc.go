@@ -36,6 +36,7 @@
 //	sqlite.busy_timeout     duration  5s (> 0)                                        how long a SQLite statement waits for another's lock
 //	fleet.release_after     duration  10m (> 0)                                       idle time after which a synced session is writable in a fleet store
 //	fleet.host              string    "" = os.Hostname()                              this host's name in a fleet store
+//	fleet.timeout           duration  10s (> 0)                                       how long a fleet operation waits for the server to answer
 //
 // # Value rules
 //

@@ -97,6 +97,7 @@ type file struct {
 	Fleet struct {
 		ReleaseAfter any `toml:"release_after"`
 		Host         any `toml:"host"`
+		Timeout      any `toml:"timeout"`
 	} `toml:"fleet"`
 }
 
@@ -114,7 +115,7 @@ var (
 		"pruner.threshold_chars": true, "pruner.head_chars": true, "pruner.tail_chars": true,
 		"spill.roots":         true,
 		"sqlite.journal_mode": true, "sqlite.busy_timeout": true,
-		"fleet.release_after": true, "fleet.host": true,
+		"fleet.release_after": true, "fleet.host": true, "fleet.timeout": true,
 	}
 )
 
@@ -230,6 +231,7 @@ func Parse(data []byte, source string) (Config, error) {
 
 	v.duration("fleet.release_after", f.Fleet.ReleaseAfter, &c.Fleet.ReleaseAfter, false)
 	v.hostName("fleet.host", f.Fleet.Host, &c.Fleet.Host)
+	v.duration("fleet.timeout", f.Fleet.Timeout, &c.Fleet.Timeout, false)
 
 	errs = append(errs, v.errs...)
 	if len(errs) > 0 {

@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -697,11 +698,18 @@ func (s *Store) Create(ctx context.Context, h event.Header) error {
 	return nil
 }
 
-// absent refuses an id that a live engine or a stored artifact already uses, with the harness's text.
+// absent refuses an id that a live engine or a stored artifact already uses, with the harness's text. A
+// lookup that failed (the disk, the database) says nothing either way: it is that failure (EIO), never
+// "exists" or "not found".
 func (s *Store) absent(ctx context.Context, id string) error {
 	exists := s.Live(id) != nil
 	if !exists {
 		_, err := s.b.Stat(ctx, id, "")
+		var ioe *IOError
+		if errors.As(err, &ioe) {
+			return &CommandError{Failure: Failed, Code: CodeWriteFailed,
+				Message: "cannot tell whether session " + jsQuote(id) + " exists: " + err.Error() + "; nothing was created", Err: err}
+		}
 		exists = err == nil || !IsNotFound(err)
 	}
 	if exists {

@@ -69,7 +69,7 @@ func TestFeedInvalidates(t *testing.T) {
 	if m := f.WatchMode(); m != "listen" {
 		t.Fatalf("watch mode %q, want listen", m)
 	}
-	if s := string(f.StoreStats()); !strings.Contains(s, `"watch":"listen"`) {
+	if s := string(f.StoreStats(context.Background())); !strings.Contains(s, `"watch":"listen"`) {
 		t.Errorf("stats.json does not name the feed's mode: %s", s)
 	}
 	if e, _ := f.StableTimeouts(); e != stableTimeout {

@@ -706,3 +706,39 @@ func TestFleetEmpty(t *testing.T) {
 		t.Fatalf("reading an empty database created %d tables (%v)", n, err)
 	}
 }
+
+// TestFleetBackupLeavesOutBadSession: a fleet store holding a session no JSONL root can hold (an id of 300
+// bytes, ingested before create refused such ids) is backed up without it: exit 1 naming it, DEST holding
+// and verifying every other session, the manifest listing the one left out.
+func TestFleetBackupLeavesOutBadSession(t *testing.T) {
+	_, _, dsn := hoFleet(t)
+	const runner = "build-3"
+	good := syncedLines(t, "good", 150)
+	b := fleetHost(t, dsn, runner)
+	ingest(t, b, runner, "good", good.header, 0, good.lines)
+	long := strings.Repeat("l", 300)
+	header := bytes.Replace(good.header, []byte(`"id":"good"`), []byte(`"id":"`+long+`"`), 1)
+	if bytes.Equal(header, good.header) {
+		t.Fatalf("no id in the header %s", good.header)
+	}
+	ingest(t, b, runner, long, header, 0, good.lines)
+	dest := filepath.Join(t.TempDir(), "b")
+	r := hoMust(t, 1, nil, "backup", dsn, dest)
+	if !strings.Contains(string(r.stderr), long) || !strings.Contains(string(r.stderr), "255") {
+		t.Errorf("backup does not name the session it left out, and why:\n%s", r.stderr)
+	}
+	if !strings.Contains(string(r.stdout), `"sessions":1`) {
+		t.Errorf("backup printed %s", r.stdout)
+	}
+	v := hoMust(t, 0, nil, "verify", dest)
+	if !strings.Contains(string(v.stdout), "verified: 1 sessions") {
+		t.Errorf("verify printed %s", v.stdout)
+	}
+	manifest, err := os.ReadFile(filepath.Join(dest, "MANIFEST.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(manifest, []byte(`"skipped":[{"id":"`+long+`"`)) {
+		t.Errorf("the manifest does not list the session left out:\n%s", manifest)
+	}
+}

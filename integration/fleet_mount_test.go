@@ -330,6 +330,7 @@ func TestFleetMountAllowOther(t *testing.T) {
 	if r := asUser("cat", filepath.Join(mnt, "README")); r.code != 0 {
 		t.Errorf("another user cannot read README: %s", r.stderr)
 	}
+	storeFilesHide(t, mnt, asUser, "private-1", "")
 }
 
 // TestFleetMountAfterReconnect: the server goes away under a mount and comes back. What is committed while
@@ -418,4 +419,54 @@ func TestFleetMountReplacedSession(t *testing.T) {
 		now := strings.TrimSpace(string(mustRun(t, "stat", "-c", "%i", file)))
 		return bytes.Equal(got, renewed.view) && now != inode, fmt.Sprintf("%d bytes (the new session: %d), inode %s (was %s)", len(got), len(renewed.view), now, inode)
 	})
+}
+
+// TestFleetMountFrozenServer: the server stops answering (SIGSTOP of the postmaster and its backends, as
+// a network partition looks) under a writable mount. An uncached read answers EIO within the timeout
+// instead of blocking; mkdir of a new session answers EIO, never EEXIST, and status.json says why; once the
+// server answers again, the same reads and writes succeed.
+func TestFleetMountFrozenServer(t *testing.T) {
+	srv, err := pgtest.Start() // its own: freezing the shared one would stall the tests beside this one
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Thaw(); srv.Stop() })
+	db := srv.NewDatabase(t)
+	dsn := srv.DSN(db)
+	const runner = "ci-runner-7"
+	synced := syncedLines(t, "cold", 150)
+	b := fleetHost(t, dsn, runner)
+	ingest(t, b, runner, "cold", synced.header, 0, synced.lines)
+	const limit = 2 * time.Second
+	cfg := writeConfig(t, "[fleet]\ntimeout = %q\n", limit.String())
+	m := startMount(t, "--config", cfg, dsn)
+	file := filepath.Join(m.dir, "sessions", "cold", "events.jsonl")
+	mustRun(t, "ls", filepath.Join(m.dir, "sessions")) // known to the mount, its events never read
+
+	srv.Freeze()
+	timed := func(what string, errno syscall.Errno, name string, args ...string) {
+		t.Helper()
+		start := time.Now()
+		r := run(t, "", name, args...)
+		took := time.Since(start)
+		wantErrno(t, what+" on a frozen server", r, errno)
+		if took > 4*limit {
+			t.Errorf("%s on a frozen server took %v, [fleet] timeout %v", what, took, limit)
+		}
+	}
+	timed("cat events.jsonl", syscall.EIO, "cat", file)
+	timed("mkdir sessions/new", syscall.EIO, "mkdir", filepath.Join(m.dir, "sessions", "new"))
+	srv.Thaw()
+
+	if got := readFile(t, file); !bytes.Equal(got, synced.view) {
+		t.Errorf("events.jsonl after the server resumed: %d bytes, want the %d synced", len(got), len(synced.view))
+	}
+	status := string(readFile(t, filepath.Join(m.dir, "status.json")))
+	if !strings.Contains(status, "([fleet] timeout)") {
+		t.Errorf("status.json does not say why the create failed:\n%s", status)
+	}
+	mustRun(t, "mkdir", filepath.Join(m.dir, "sessions", "new"))
+	if _, err := os.Stat(filepath.Join(m.dir, "sessions", "new", "events.jsonl")); err != nil {
+		t.Errorf("the session created after the server resumed: %v", err)
+	}
 }

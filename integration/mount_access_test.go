@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,6 +126,8 @@ func TestMountAllowOtherPathPermissions(t *testing.T) {
 	if r := run(t, "", "ls", filepath.Join(mnt, "sessions")); !strings.Contains(string(r.stdout), "closed-one") {
 		t.Errorf("ls sessions/ as root lacks the closed session: %q", r.stdout)
 	}
+	// the store-level files tell the user of no session it may not read, and root of every one
+	storeFilesHide(t, mnt, asUser, "closed-one", demo.Spilled)
 
 	// the spill file: a hard link to a 0600 root file, refused in the spill root and through the mount
 	spillDir := filepath.Join(mnt, "sessions", demo.Spilled, "spill")
@@ -220,4 +223,42 @@ func TestMountCopyRemovable(t *testing.T) {
 	}
 	w.signal(t, syscall.SIGTERM)
 	w.waitExit(t)
+}
+
+// storeFilesHide checks the store-level files of an --allow-other mount: read by another user (asUser),
+// index.html, status.json and stats.json name no session hidden from it and say nothing that counts it,
+// while index.html lists a session shown to it; read by the mounting user, they show hidden too.
+func storeFilesHide(t *testing.T, mnt string, asUser func(string, ...string) result, hidden, shown string) {
+	t.Helper()
+	for _, f := range []string{"index.html", "status.json", "stats.json"} {
+		path := filepath.Join(mnt, f)
+		r := asUser("cat", path)
+		if r.code != 0 || len(r.stdout) == 0 {
+			t.Errorf("%s as the user: exit %d %q", f, r.code, r.stderr)
+			continue
+		}
+		if strings.Contains(string(r.stdout), hidden) {
+			t.Errorf("%s read by the user names %s, a session it may not read:\n%s", f, hidden, r.stdout)
+		}
+		if strings.Contains(string(r.stdout), "decodes") || strings.Contains(string(r.stdout), "renderedBytes") {
+			t.Errorf("%s read by the user shows the mount's counters of every session:\n%s", f, r.stdout)
+		}
+	}
+	if r := asUser("cat", filepath.Join(mnt, "index.html")); shown != "" && !strings.Contains(string(r.stdout), shown) {
+		t.Errorf("index.html read by the user lacks %s, a session it may read", shown)
+	}
+	own := string(mustRun(t, "cat", filepath.Join(mnt, "index.html")))
+	if !strings.Contains(own, hidden) {
+		t.Errorf("index.html read by the mounting user lacks %s", hidden)
+	}
+	var mine, theirs struct{ Sessions int }
+	if err := json.Unmarshal(mustRun(t, "cat", filepath.Join(mnt, "status.json")), &mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(asUser("cat", filepath.Join(mnt, "status.json")).stdout, &theirs); err != nil {
+		t.Fatal(err)
+	}
+	if theirs.Sessions >= mine.Sessions {
+		t.Errorf("status.json counts %d sessions for the user, %d for the mounting user: the hidden one is counted", theirs.Sessions, mine.Sessions)
+	}
 }

@@ -68,8 +68,8 @@ func (r readme) render(context.Context) (Rendered, error) {
 // storeStatus is the root status.json.
 type storeStatus struct{ src Source }
 
-func (s storeStatus) render(context.Context) (Rendered, error) {
-	return Rendered{Data: s.src.StoreStatus(), ModTime: s.src.Listing().ModTime}, nil
+func (s storeStatus) render(ctx context.Context) (Rendered, error) {
+	return Rendered{Data: s.src.StoreStatus(ctx), ModTime: s.src.Listing().ModTime}, nil
 }
 
 // errGone is the reading of an index page past the last: the store shrank since the root was listed.
@@ -92,8 +92,8 @@ func (s storeIndex) render(ctx context.Context) (Rendered, error) {
 // storeStats is the root stats.json: the mount's cache counters.
 type storeStats struct{ src Source }
 
-func (s storeStats) render(context.Context) (Rendered, error) {
-	return Rendered{Data: s.src.StoreStats(), ModTime: s.src.Listing().ModTime}, nil
+func (s storeStats) render(ctx context.Context) (Rendered, error) {
+	return Rendered{Data: s.src.StoreStats(ctx), ModTime: s.src.Listing().ModTime}, nil
 }
 
 // fixed is bytes known when the file was listed (a session's parent: the id its header names).

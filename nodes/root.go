@@ -35,7 +35,7 @@ func (d *rootDir) list(ctx context.Context) ([]child, error) {
 		dirChild("sessions", ino("/sessions"), t.sessions()),
 	}
 	// the index's pages: each session's state and evidence, newest first, linking to its transcript
-	for p := 1; p <= views.IndexPages(len(t.src.Listing().Entries)); p++ {
+	for p := 1; p <= views.IndexPages(t.src.VisibleSessions(ctx)); p++ {
 		name := views.IndexPageName(p)
 		kids = append(kids, fileChild(name, fileEntry{t: t, ino: ino("/" + name), what: name, body: storeIndex{t.src, p}, volatile: true}))
 	}

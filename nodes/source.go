@@ -36,14 +36,18 @@ type Source interface {
 	// Kept returns a view's bytes at the current revision when the caches or the persistent index keep
 	// them, and never renders: false when they would have to be rendered.
 	Kept(ctx context.Context, id string, view views.View) (Rendered, bool)
-	// StoreStatus renders the store's status.json.
-	StoreStatus() []byte
+	// StoreStatus renders the store's status.json. It, the index and stats.json say nothing of the
+	// sessions the caller of ctx may not read (PermitSession), as the listings do not list them.
+	StoreStatus(ctx context.Context) []byte
 	// StoreIndex renders page p (from 1) of the store's index (views.IndexPage); ok is false for a page
 	// past the last.
 	StoreIndex(ctx context.Context, p int) (page []byte, ok bool)
+	// VisibleSessions is how many sessions the caller of ctx may read: the index has a page per
+	// views.IndexPageSize of them.
+	VisibleSessions(ctx context.Context) int
 	// StoreStats renders the root stats.json: the mount's cache counters, which move with every read (and
 	// so are kept out of status.json, which a copy of the mount must find unchanged).
-	StoreStats() []byte
+	StoreStats(ctx context.Context) []byte
 	// Spill is the spill-root policy.
 	Spill() *spill.Roots
 	// Timeouts are the kernel cache timeouts for entries and attributes.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dshfs/dshfs/compaction"
 	"github.com/dshfs/dshfs/eventstore"
@@ -27,6 +28,11 @@ import (
 // transcriptCut is how many bytes of one argument or result the transcript shows; the rest is cut with
 // its size and the event to read in full (events/<seq>.<type>.json).
 const transcriptCut = 2000
+
+// messageCut is the same for one message's text (a user's or the assistant's, reasoning, a compaction's
+// summary): far more than any message a person reads in a transcript, and a bound on what one event costs
+// the human views, whatever the log holds (a 50 MB pasted message would make a page of 150 MB).
+const messageCut = 64 << 10
 
 // transcriptState is what rendering the transcript knows of the log beside the event at hand.
 type transcriptState struct {
@@ -206,7 +212,7 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 		}
 		st.shadowedMark(w, e)
 		w.para(bold("User"), txt(" ("+seq+")"))
-		w.quote(contentText(data))
+		w.quote(contentText(data, messageCut), e)
 	case "assistant/message":
 		st.shadowedMark(w, e)
 		msg, _ := data.Get("message")
@@ -217,9 +223,9 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 			text, _ := c.Get("text")
 			switch typ.Str {
 			case "reasoning":
-				w.details("Reasoning", text.Str)
+				w.details("Reasoning", clipText(text.Str, messageCut), e)
 			case "text":
-				w.quote(text.Str)
+				w.quote(clipText(text.Str, messageCut), e)
 			}
 		}
 	case "tool/call":
@@ -227,7 +233,7 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 		id, _ := data.Get("callId")
 		w.para(bold("Tool call"), txt(" "), code(name.Str), txt(" ("+seq+", call "), code(id.Str), txt(")"))
 		args, _ := data.Get("arguments")
-		w.fenced("json", prettyArguments(args), e)
+		w.fenced("json", clipText(prettyArguments(args), transcriptCut), e)
 		if u, ok := st.unknown[e.Seq]; ok {
 			if u.ResolvedBySeq >= 0 {
 				w.mark("Unknown outcome", txt("("+seq+"): the session crashed before a result was recorded; the repair at seq "+
@@ -249,7 +255,7 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 			}
 			w.para(bold(label), txt(" ("+seq+", call "), code(id.Str), txt(")"))
 			inner, _ := c.Get("content")
-			w.fenced("", contentText(event.Object(event.Member{Key: "content", Value: inner})), e)
+			w.fenced("", contentText(event.Object(event.Member{Key: "content", Value: inner}), transcriptCut), e)
 		}
 	case "compaction/start":
 		st.inCompaction = true
@@ -324,8 +330,8 @@ func (st *transcriptState) compactionMark(w transcriptWriter, e event.Event) {
 			tail += " A later compaction shadowed this summary in turn."
 		}
 		w.mark("Compaction checkpoint", append(head, txt(text), link("shadowed/", "shadowed/"), txt(tail))...)
-		if sum := summaryText(st, r); sum != "" {
-			w.quote(sum)
+		if sum := summaryText(st, r); sum.total > 0 {
+			w.quote(sum, e)
 		}
 	case compaction.Failed:
 		w.mark("Failed compaction", append(head, txt(errorText(r.Error)+"; nothing was replaced."))...)
@@ -337,17 +343,17 @@ func (st *transcriptState) compactionMark(w transcriptWriter, e event.Event) {
 }
 
 // summaryText is the text of a compaction's summary event.
-func summaryText(st *transcriptState, r compaction.Record) string {
+func summaryText(st *transcriptState, r compaction.Record) clip {
 	if r.SummarySeq < 0 || r.SummarySeq >= int64(len(st.events)) {
-		return ""
+		return clip{}
 	}
 	rec, err := st.events[r.SummarySeq].Record()
 	if err != nil {
-		return ""
+		return clip{}
 	}
 	data, _ := rec.Get("data")
 	sum, _ := data.Get("summary")
-	return contentText(event.Object(event.Member{Key: "content", Value: sum}))
+	return contentText(event.Object(event.Member{Key: "content", Value: sum}), messageCut)
 }
 
 func errorText(v event.Value) string {
@@ -386,24 +392,36 @@ func numText(v event.Value) string {
 // traceName is the name of an event's trace file in trace/.
 func traceName(seq int64) string { return fmt.Sprintf("%010d.json", seq) }
 
-// contentText is the text of a message's content parts: text as it is, other parts named.
-func contentText(data event.Value) string {
+// contentText is the text of a message's content parts — text as it is, other parts named, one a line —
+// cut at limit bytes: parts past the limit are counted, never copied.
+func contentText(data event.Value, limit int) clip {
 	content, _ := data.Get("content")
 	if content.Kind == event.KindString {
-		return content.Str
+		return clipText(content.Str, limit)
 	}
-	var parts []string
-	for _, c := range content.Arr {
+	var b strings.Builder
+	total := 0
+	for i, c := range content.Arr {
 		typ, _ := c.Get("type")
-		switch typ.Str {
-		case "text":
+		part := "[" + typ.Str + "]"
+		if typ.Str == "text" {
 			t, _ := c.Get("text")
-			parts = append(parts, t.Str)
-		default:
-			parts = append(parts, "["+typ.Str+"]")
+			part = t.Str
+		}
+		if i > 0 {
+			total++
+			if b.Len() <= limit {
+				b.WriteByte('\n')
+			}
+		}
+		total += len(part)
+		if room := limit + 1 - b.Len(); room > 0 {
+			b.WriteString(part[:min(room+utf8.UTFMax, len(part))])
 		}
 	}
-	return strings.Join(parts, "\n")
+	c := clipText(b.String(), limit)
+	c.total = total
+	return c
 }
 
 // prettyArguments is a tool call's arguments, which the log keeps as a JSON text, indented.

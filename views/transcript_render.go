@@ -43,9 +43,9 @@ type transcriptWriter interface {
 	para(spans ...span)
 	// mark is a piece of evidence: a block quote starting with its title, so that all of them can be found
 	mark(title string, spans ...span)
-	quote(text string)            // a message's text
-	details(summary, text string) // folded text (reasoning)
-	fenced(lang, text string, e event.Event)
+	quote(c clip, e event.Event)                   // a message's text
+	details(summary string, c clip, e event.Event) // folded text (reasoning)
+	fenced(lang string, c clip, e event.Event)
 }
 
 // markPrefix starts every mark in Markdown, so that `grep -F '[!]'` finds them all.
@@ -71,22 +71,32 @@ func (p *pending) flush(b *[]byte, rendered string) {
 	p.text = ""
 }
 
-// cutText is text cut at transcriptCut bytes (on a character boundary), and whether it was.
-func cutText(text string) (string, bool) {
-	if len(text) <= transcriptCut {
-		return text, false
+// clip is a text as the transcript shows it: at most a budget of its bytes (cut on a character boundary),
+// and the size of the whole.
+type clip struct {
+	shown string
+	total int
+}
+
+// cut reports whether the text was cut.
+func (c clip) cut() bool { return c.total > len(c.shown) }
+
+// clipText is text cut at limit bytes.
+func clipText(text string, limit int) clip {
+	if len(text) <= limit {
+		return clip{shown: text, total: len(text)}
 	}
-	n := transcriptCut
+	n := limit
 	for n > 0 && !utf8.RuneStart(text[n]) {
 		n--
 	}
-	return text[:n], true
+	return clip{shown: text[:n], total: len(text)}
 }
 
-// cutNote is what follows a cut argument or result: its size and the event to read in full.
-func cutNote(text string, e event.Event) []span {
+// cutNote is what follows a cut text: its size and the event to read in full.
+func cutNote(c clip, e event.Event) []span {
 	file := "events/" + EventName(e.Seq, e.Type)
-	return []span{em("… cut: " + strconv.Itoa(len(text)) + " bytes in all; the whole event is "), link(file, file)}
+	return []span{em("… cut: " + strconv.Itoa(c.total) + " bytes in all; the whole event is "), link(file, file)}
 }
 
 // mdWriter writes the Markdown transcript.
@@ -125,32 +135,36 @@ func (w *mdWriter) mark(title string, spans ...span) {
 	w.blank()
 }
 
-// quote writes text as a block quote, escaped so that nothing in it can open HTML or end the quote.
-func (w *mdWriter) quote(text string) {
-	text = validText(text)
+// quote writes text as a block quote, escaped so that nothing in it can open HTML, a link or an image, or
+// end the quote (escapeMarkdown), and followed by a cut note when it was cut.
+func (w *mdWriter) quote(c clip, e event.Event) {
+	text := validText(c.shown)
 	if text == "" {
 		w.line(">")
 	}
 	for _, l := range strings.Split(text, "\n") {
 		if text != "" {
-			w.line(strings.TrimRight("> "+escapeHTML(l), " "))
+			w.line(strings.TrimRight("> "+escapeMarkdown(l), " "))
 		}
 	}
 	w.blank()
+	if c.cut() {
+		w.para(cutNote(c, e)...)
+	}
 }
 
-func (w *mdWriter) details(summary, text string) {
+func (w *mdWriter) details(summary string, c clip, e event.Event) {
 	w.line("<details><summary>" + escapeHTML(summary) + "</summary>")
 	w.blank()
-	w.quote(text)
+	w.quote(c, e)
 	w.line("</details>")
 	w.blank()
 }
 
-// fenced writes text in a code fence longer than any backtick run in it, cut at transcriptCut bytes.
-func (w *mdWriter) fenced(lang, text string, e event.Event) {
-	text = validText(text)
-	shown, cut := cutText(text)
+// fenced writes text in a code fence longer than any backtick run in it, followed by a cut note when it
+// was cut.
+func (w *mdWriter) fenced(lang string, c clip, e event.Event) {
+	shown := validText(c.shown)
 	fence := strings.Repeat("`", max(3, longestRun(shown, '`')+1))
 	w.line(fence + lang)
 	if shown != "" {
@@ -158,8 +172,8 @@ func (w *mdWriter) fenced(lang, text string, e event.Event) {
 	}
 	w.line(fence)
 	w.blank()
-	if cut {
-		w.para(cutNote(text, e)...)
+	if c.cut() {
+		w.para(cutNote(c, e)...)
 	}
 }
 
@@ -182,9 +196,52 @@ func mdSpans(spans []span) string {
 	return b.String()
 }
 
-// mdText is text for a Markdown line: one line, HTML escaped.
+// mdText is text for a Markdown line: one line, inert (escapeMarkdown).
 func mdText(s string) string {
-	return escapeHTML(strings.ReplaceAll(validText(s), "\n", " "))
+	return escapeMarkdown(strings.ReplaceAll(validText(s), "\n", " "))
+}
+
+// escapeMarkdown makes event text inert in Markdown: a viewer renders it as the text it is, fetching
+// nothing and linking nowhere. HTML is escaped ('&', '<', '>': no tag, no autolink, no entity), every '['
+// and ']' is backslash-escaped (no link, image or link reference definition can start), and a backslash
+// before ASCII punctuation is doubled, so that the text's own backslashes cannot undo those escapes. The
+// rest of Markdown (emphasis, code spans, lists) only styles the text the reader sees, and is left alone
+// so that a message written in Markdown still reads as one.
+func escapeMarkdown(s string) string {
+	if !strings.ContainsAny(s, mdActive) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '[', ']':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\\':
+			if i+1 < len(s) && asciiPunct(s[i+1]) {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// mdActive are the bytes escapeMarkdown changes.
+const mdActive = "&<>[]\\"
+
+// asciiPunct reports whether c is ASCII punctuation, which a preceding backslash escapes in CommonMark.
+func asciiPunct(c byte) bool {
+	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
 }
 
 // inlineCode is text for inside a code span: one line, no backticks to end the span early.
@@ -286,20 +343,25 @@ func (w *htmlWriter) mark(title string, spans ...span) {
 	w.put(`<p class="mark"><strong>[!] `, htmlText(title), "</strong> ", htmlSpans(spans), "</p>\n")
 }
 
-func (w *htmlWriter) quote(text string) {
-	w.put("<blockquote>", htmlText(text), "</blockquote>\n")
+func (w *htmlWriter) quote(c clip, e event.Event) {
+	w.put("<blockquote>", htmlText(c.shown), "</blockquote>\n")
+	if c.cut() {
+		w.para(cutNote(c, e)...)
+	}
 }
 
-func (w *htmlWriter) details(summary, text string) {
-	w.put("<details><summary>", htmlText(summary), "</summary><blockquote>", htmlText(text), "</blockquote></details>\n")
+func (w *htmlWriter) details(summary string, c clip, e event.Event) {
+	w.put("<details><summary>", htmlText(summary), "</summary><blockquote>", htmlText(c.shown), "</blockquote>")
+	if c.cut() {
+		w.para(cutNote(c, e)...)
+	}
+	w.put("</details>\n")
 }
 
-func (w *htmlWriter) fenced(lang, text string, e event.Event) {
-	text = validText(text)
-	shown, cut := cutText(text)
-	w.put("<pre><code>", htmlText(shown), "</code></pre>\n")
-	if cut {
-		w.para(cutNote(text, e)...)
+func (w *htmlWriter) fenced(lang string, c clip, e event.Event) {
+	w.put("<pre><code>", htmlText(validText(c.shown)), "</code></pre>\n")
+	if c.cut() {
+		w.para(cutNote(c, e)...)
 	}
 }
 

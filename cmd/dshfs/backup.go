@@ -244,6 +244,12 @@ func backupFleet(ctx context.Context, spec, dest string, cfg config.Config, with
 	}
 	m, err := backup.FromSessions(ctx, st, name, dest, opts)
 	done()
+	var partial *backup.PartialError
+	if errors.As(err, &partial) {
+		// taken without the sessions it names: DEST is a backup of the others
+		printBackup(out, dest, m)
+		return exitFound, err
+	}
 	if err != nil {
 		return exitUsageErr, err
 	}

@@ -419,7 +419,7 @@ func openFleet(dsn string, cfg config.Config) (*eventstore.Store, error) {
 	defer cancel()
 	b, err := postgres.Open(ctx, dsn, postgres.Options{ReadOnly: cfg.ReadOnly, Host: cfg.Fleet.Host,
 		MaxData: cfg.Writer.MaxLineBytes, MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter,
-		Tuning: tuning()})
+		Tuning: tuning(), Timeout: cfg.Fleet.Timeout})
 	if err != nil {
 		return nil, err
 	}

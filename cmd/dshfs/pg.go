@@ -29,7 +29,7 @@ func cmdPg(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
 	if err != nil {
 		return exitUsageErr, err
 	}
-	b, err := postgres.Open(ctx, dsn, postgres.Options{Host: cfg.Fleet.Host, ReleaseAfter: cfg.Fleet.ReleaseAfter})
+	b, err := postgres.Open(ctx, dsn, postgres.Options{Host: cfg.Fleet.Host, ReleaseAfter: cfg.Fleet.ReleaseAfter, Timeout: cfg.Fleet.Timeout})
 	if err != nil {
 		var se *postgres.SchemaError
 		if errors.As(err, &se) {

@@ -56,7 +56,7 @@ func cmdSync(ctx context.Context, args []string, out *bufio.Writer, stderr io.Wr
 	}
 	defer closeBackend(src.Backend())
 	dst, err := postgres.Open(ctx, pos[1], postgres.Options{Host: host, MaxData: cfg.Writer.MaxLineBytes,
-		MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter})
+		MaxSession: cfg.Writer.MaxSessionBytes, ReleaseAfter: cfg.Fleet.ReleaseAfter, Timeout: cfg.Fleet.Timeout})
 	if err != nil {
 		return exitUsageErr, err
 	}

@@ -214,25 +214,37 @@ func (b *Backend) SetPackChunks(on bool) { b.pack = on }
 
 // Locate returns the transcript path derived from the header's cwd and id (docs/harness.md#jsonl-store-layout).
 func (b *Backend) Locate(h event.Header) (string, error) {
-	project := NoCwdDir
+	project, seg, err := Place(h)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(b.root, project, seg, "session"+b.mode.Suffix()), nil
+}
+
+// Place returns the directories a session of header h takes in a JSONL root — its project's and its
+// own — or why it has none: a cwd that is no string or makes no project key, an id whose directory name
+// would be over NAME_MAX. The other backends refuse such a session at create as well: the harness could
+// not hold it, nor could a conversion or a backup into a JSONL root.
+func Place(h event.Header) (project, dir string, err error) {
+	project = NoCwdDir
 	if h.Cwd != nil {
 		if h.Cwd.Kind != event.KindString {
-			return "", errors.New("header cwd is not a string")
+			return "", "", errors.New("header cwd is not a string")
 		}
 		k, err := namecodec.ProjectKey(h.Cwd.Str)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		project = k
 	}
 	seg, err := namecodec.EncodeSegment(h.ID)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if len(seg) > maxNameBytes {
-		return "", fmt.Errorf("session id %s encodes to a %d-byte directory name, over the filesystem's %d-byte limit", jsonString(h.ID), len(seg), maxNameBytes)
+		return "", "", fmt.Errorf("session id %s encodes to a %d-byte directory name, over the filesystem's %d-byte limit", jsonString(h.ID), len(seg), maxNameBytes)
 	}
-	return filepath.Join(b.root, project, seg, "session"+b.mode.Suffix()), nil
+	return project, seg, nil
 }
 
 // maxNameBytes is NAME_MAX of Linux filesystems: no directory name can be longer.

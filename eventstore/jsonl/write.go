@@ -24,7 +24,8 @@ import (
 func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (eventstore.Artifact, error) {
 	final, err := b.Locate(h)
 	if err != nil {
-		return eventstore.Artifact{}, err
+		// a header this layout cannot place (an id over NAME_MAX): bad input, as create answers it
+		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput, Message: err.Error()}
 	}
 	// An id the directory holds in any generation exists: a v0 log must never be made beside a newer
 	// generation, which the harness would go on reading instead.

@@ -135,7 +135,9 @@ func encodeBatch(id string, from int64, lines [][]byte) ([]storedLine, error) {
 }
 
 // Held returns what the store holds of session id (Exists false when nothing).
-func (b *Backend) Held(ctx context.Context, id string) (Holding, error) {
+func (b *Backend) Held(ctx context.Context, id string) (_ Holding, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.empty(ctx) {
 		return Holding{}, nil
 	}
@@ -151,7 +153,9 @@ func (b *Backend) Held(ctx context.Context, id string) (Holding, error) {
 
 // HeldAll is Held of every session the store holds, by id, from one query: a sync pass over a host's store
 // asks once instead of a round trip per session (which was most of a pass that finds nothing new).
-func (b *Backend) HeldAll(ctx context.Context) (map[string]Holding, error) {
+func (b *Backend) HeldAll(ctx context.Context) (_ map[string]Holding, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	out := map[string]Holding{}
 	if b.empty(ctx) {
 		return out, nil
@@ -162,6 +166,7 @@ func (b *Backend) HeldAll(ctx context.Context) (map[string]Holding, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
+		progress(ctx)
 		var id string
 		h, err := scanHolding(rows, &id)
 		if err != nil {
@@ -202,7 +207,9 @@ func scanHolding(row pgx.Row, lead ...any) (Holding, error) {
 // nothing written. Otherwise the rows are inserted, the session's next seq, size and revision advanced,
 // sync_host set to host and sync_seen to now, and the change announced. With no lines, an existing
 // session's sync_seen is refreshed alone (its content, and so its revision, is unchanged).
-func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error {
+func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if host == "" || id == "" {
 		return errors.New("ingest: host and session id must not be empty")
 	}
@@ -210,7 +217,9 @@ func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, fr
 	if err != nil {
 		return err
 	}
+	resume := pause(ctx)
 	recs, err := encodeBatch(id, from, lines)
+	resume()
 	if err != nil {
 		return err
 	}
@@ -268,6 +277,7 @@ func insertRows(ctx context.Context, tx pgx.Tx, id string, recs []storedLine) er
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"session_id", "seq", "last_seq", "type", "time", "line", "compressed"},
 		pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) {
+			progress(ctx)
 			r := &recs[i]
 			return []any{id, r.seq, r.lastSeq, r.typ, r.time, r.line, r.compressed}, nil
 		}))
@@ -304,11 +314,13 @@ updated_at = now()`
 // Touch tells the store that host's sync still runs: every session it feeds whose sync_seen is older
 // than fresh is marked seen now, in one statement (a per-session refresh costs a query per session a
 // minute). Released sessions are left as they are.
-func (b *Backend) Touch(ctx context.Context, host string, fresh time.Duration) error {
+func (b *Backend) Touch(ctx context.Context, host string, fresh time.Duration) (err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.opts.ReadOnly {
 		return b.readOnlyError()
 	}
-	_, err := b.pool.Exec(ctx, `UPDATE sessions SET sync_seen = now() WHERE sync_host = $1 AND (sync_seen IS NULL OR sync_seen < now() - make_interval(secs => $2))`,
+	_, err = b.pool.Exec(ctx, `UPDATE sessions SET sync_seen = now() WHERE sync_host = $1 AND (sync_seen IS NULL OR sync_seen < now() - make_interval(secs => $2))`,
 		host, fresh.Seconds())
 	return err
 }
@@ -316,7 +328,9 @@ func (b *Backend) Touch(ctx context.Context, host string, fresh time.Duration) e
 // Release hands a synced session over (`dshfs sync --release`): its sync host is cleared, so it is
 // writable through the fleet store at once. host, when not empty, must be the syncing host; a session
 // nobody syncs is left as it is.
-func (b *Backend) Release(ctx context.Context, host, id string) error {
+func (b *Backend) Release(ctx context.Context, host, id string) (err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	return b.tx(ctx, func(tx pgx.Tx) error {
 		var syncHost *string
 		err := tx.QueryRow(ctx, `SELECT sync_host FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&syncHost)
@@ -359,7 +373,9 @@ func (b *Backend) lockedError(ctx context.Context, q queryer, id string) error {
 
 // Holder names who holds session id's writer lock now — "dshfs on host H (pid P, since T)" — or "" when
 // nobody does: for status.json.
-func (b *Backend) Holder(ctx context.Context, id string) (string, error) {
+func (b *Backend) Holder(ctx context.Context, id string) (_ string, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.empty(ctx) {
 		return "", nil
 	}
@@ -390,13 +406,15 @@ WHERE w.session_id = $1`, id, int64(uint32(lockNamespace))).Scan(&host, &pid, &s
 
 // Custody is who holds session id here, for status.json: the host it came from and the sync still feeding
 // it (eventstore.Custodian).
-func (b *Backend) Custody(ctx context.Context, id string) (eventstore.Custody, error) {
+func (b *Backend) Custody(ctx context.Context, id string) (_ eventstore.Custody, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	c := eventstore.Custody{ReleaseAfter: b.opts.ReleaseAfter}
 	if b.empty(ctx) {
 		return c, &eventstore.NotFoundError{ID: id}
 	}
 	var syncHost *string
-	err := b.pool.QueryRow(ctx, `SELECT host, sync_host FROM sessions WHERE id = $1`, id).Scan(&c.Host, &syncHost)
+	err = b.pool.QueryRow(ctx, `SELECT host, sync_host FROM sessions WHERE id = $1`, id).Scan(&c.Host, &syncHost)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, &eventstore.NotFoundError{ID: id}
 	}

@@ -27,7 +27,9 @@ type writerLock struct {
 // Lock takes session id's writer lock without waiting: a busy *eventstore.CommandError (CodeLocked)
 // naming the holder's host and pid when another connection — another host, process or Backend — holds
 // it, or when a host's sync still feeds the session.
-func (b *Backend) Lock(ctx context.Context, id string) (eventstore.WriterLock, error) {
+func (b *Backend) Lock(ctx context.Context, id string) (_ eventstore.WriterLock, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.opts.ReadOnly {
 		return nil, b.readOnlyError()
 	}
@@ -51,7 +53,9 @@ func (b *Backend) take(ctx context.Context, id string) (*pgx.Conn, error) {
 		return nil, b.wrap(err)
 	}
 	fail := func(err error) (*pgx.Conn, error) {
-		conn.Close(context.WithoutCancel(ctx))
+		cctx, cancel := b.cleanup()
+		conn.Close(cctx)
+		cancel()
 		return nil, b.wrap(err)
 	}
 	var ok bool
@@ -64,8 +68,10 @@ func (b *Backend) take(ctx context.Context, id string) (*pgx.Conn, error) {
 	// from here a failure unlocks before closing: the server frees a closed connection's locks only once
 	// its backend has ended, and the next Lock must not be refused by this one meanwhile
 	fail = func(err error) (*pgx.Conn, error) {
-		conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext($2))`, lockNamespace, id)
-		conn.Close(context.WithoutCancel(ctx))
+		cctx, cancel := b.cleanup()
+		conn.Exec(cctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, lockNamespace, id)
+		conn.Close(cctx)
+		cancel()
 		return nil, b.wrap(err)
 	}
 	if err := b.syncHeld(ctx, conn, id); err != nil {
@@ -114,7 +120,7 @@ func (l *writerLock) Release() error {
 	if l.conn == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := l.b.cleanup()
 	defer cancel()
 	l.conn.Exec(ctx, `DELETE FROM writers WHERE session_id = $1 AND backend_pid = pg_backend_pid()`, l.id)
 	// unlocked explicitly: the server drops a closed connection's locks only once its backend has ended,
@@ -145,7 +151,9 @@ AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(ui
 		}
 	}
 	if l.conn != nil {
-		l.conn.Close(context.WithoutCancel(ctx))
+		cctx, cancel := l.b.cleanup()
+		l.conn.Close(cctx)
+		cancel()
 		l.conn = nil
 	}
 	conn, err := l.b.take(ctx, l.id)

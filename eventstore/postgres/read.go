@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -90,7 +91,9 @@ func parseStoredHeader(id string, line []byte) (event.Header, error) {
 
 // List reads the sessions rows only, in the order they were created; a session whose header the harness
 // would refuse is listed with its refusal.
-func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
+func (b *Backend) List(ctx context.Context) (_ eventstore.Listing, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.empty(ctx) {
 		return eventstore.Listing{}, nil
 	}
@@ -102,6 +105,7 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 	var l eventstore.Listing
 	own := owner()
 	for rows.Next() {
+		progress(ctx)
 		s, err := scanSession(rows)
 		if err != nil {
 			return eventstore.Listing{}, b.wrap(err)
@@ -126,7 +130,9 @@ func (b *Backend) List(ctx context.Context) (eventstore.Listing, error) {
 }
 
 // Stat returns a session's state from its sessions row.
-func (b *Backend) Stat(ctx context.Context, id, _ string) (eventstore.Artifact, error) {
+func (b *Backend) Stat(ctx context.Context, id, _ string) (_ eventstore.Artifact, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	s, err := b.session(ctx, b.pool, id)
 	if err != nil {
 		return eventstore.Artifact{}, b.wrap(err)
@@ -134,8 +140,15 @@ func (b *Backend) Stat(ctx context.Context, id, _ string) (eventstore.Artifact, 
 	return b.artifact(s), nil
 }
 
-// Locate: a fleet session has no artifact path of its own.
-func (b *Backend) Locate(h event.Header) (string, error) { return "", nil }
+// Locate: a fleet session has no artifact path of its own, but a session a JSONL store could not hold
+// (jsonl.Place) is refused, as the harness would refuse it: it could be neither synced back to a host nor
+// backed up.
+func (b *Backend) Locate(h event.Header) (string, error) {
+	if _, _, err := jsonl.Place(h); err != nil {
+		return "", fmt.Errorf("%w (the harness's limit on every store)", err)
+	}
+	return "", nil
+}
 
 // ReadRaw returns the session as JSONL text: its header line and every stored line, each LF-terminated
 // — the artifact a JSONL store would hold (torn rows included, as a JSONL artifact holds torn bytes).
@@ -148,13 +161,18 @@ func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
 }
 
 // WriteRaw writes ReadRaw's text to w row by row, from one snapshot, never holding the session whole.
-func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) error {
+func (b *Backend) WriteRaw(ctx context.Context, id string, w io.Writer) (err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	return b.wrap(b.snapshot(ctx, func(tx pgx.Tx) error {
 		s, err := b.session(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if _, err := w.Write(append(s.header, '\n')); err != nil {
+		resume := pause(ctx)
+		_, err = w.Write(append(s.header, '\n'))
+		resume()
+		if err != nil {
 			return err
 		}
 		return b.eachLine(ctx, tx, id, 0, func(seq int64, line []byte, err error) error {
@@ -186,11 +204,15 @@ func (b *Backend) eachLine(ctx context.Context, tx pgx.Tx, id string, from int64
 	var data []byte
 	var compressed bool
 	for rows.Next() {
+		progress(ctx)
 		if err := rows.Scan(&seq, &data, &compressed); err != nil {
 			return err
 		}
+		resume := pause(ctx)
 		line, derr := decompress(data, compressed, b.opts.MaxData)
-		if err := fn(seq, line, derr); err != nil {
+		err := fn(seq, line, derr)
+		resume()
+		if err != nil {
 			return err
 		}
 	}
@@ -209,12 +231,14 @@ var loadBlock = 4096
 
 // LoadStoredProgress is LoadStored reporting the session's events to sink (nil: none) block by block as
 // its rows are decoded (eventstore.ProgressiveBackend).
-func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink eventstore.ProgressSink) (*eventstore.Prefix, error) {
+func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink eventstore.ProgressSink) (_ *eventstore.Prefix, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.empty(ctx) {
 		return nil, &eventstore.NotFoundError{ID: id}
 	}
 	var p *eventstore.Prefix
-	err := b.snapshot(ctx, func(tx pgx.Tx) error {
+	err = b.snapshot(ctx, func(tx pgx.Tx) error {
 		s, err := b.session(ctx, tx, id)
 		if err != nil {
 			return err

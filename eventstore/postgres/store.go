@@ -35,6 +35,10 @@ type Options struct {
 	// ReleaseAfter is [fleet] release_after: a session a host's sync feeds is writable here once that sync
 	// has not run for this long. Zero: DefaultReleaseAfter.
 	ReleaseAfter time.Duration
+	// Timeout is [fleet] timeout: how long any operation waits for the server to answer — connecting, a
+	// query, the next row of a stream — before it fails with an *eventstore.IOError (a *TimeoutError).
+	// Zero: DefaultTimeout.
+	Timeout time.Duration
 	// PendingDir is where KeepPending writes accepted events when the database cannot take them either
 	// (default: $XDG_STATE_HOME/dshfs/pending, else ~/.local/state/dshfs/pending).
 	PendingDir string
@@ -103,8 +107,11 @@ var kvURLParam = regexp.MustCompile(`([?&])password=[^&#]*&?`)
 // client certificates pass through pgx's parser). A writer creates the schema in an empty database; a
 // read-only Open sends no DDL. Another schema version, or a foreign layout, is refused with nothing
 // written. The errors name the DSN without its password.
-func Open(ctx context.Context, dsn string, o Options) (*Backend, error) {
+func Open(ctx context.Context, dsn string, o Options) (_ *Backend, err error) {
 	b := &Backend{where: Redact(dsn), opts: o, locks: map[string]*writerLock{}}
+	if b.opts.Timeout <= 0 {
+		b.opts.Timeout = DefaultTimeout
+	}
 	if b.opts.Host == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -131,9 +138,11 @@ func Open(ctx context.Context, dsn string, o Options) (*Backend, error) {
 		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+		cfg.ConnConfig.ConnectTimeout = b.opts.Timeout
 	}
 	b.cfg = cfg
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, b.wrap(err)

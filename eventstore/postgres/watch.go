@@ -47,7 +47,9 @@ func (b *Backend) Watch(ctx context.Context) (<-chan string, string, error) {
 
 // listen opens the listening connection. It is not read-only even for a read-only Backend: LISTEN writes
 // nothing, but a server refuses it in a read-only transaction.
-func (b *Backend) listen(ctx context.Context) (*pgx.Conn, error) {
+func (b *Backend) listen(ctx context.Context) (_ *pgx.Conn, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	cfg := b.cfg.ConnConfig.Copy()
 	delete(cfg.RuntimeParams, "default_transaction_read_only")
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -138,7 +140,9 @@ func (b *Backend) poll(ctx context.Context, out chan<- string, ready chan<- stru
 	}
 }
 
-func (b *Backend) pollOnce(ctx context.Context, seen map[string]string, mark time.Time, first bool) ([]string, time.Time, error) {
+func (b *Backend) pollOnce(ctx context.Context, seen map[string]string, mark time.Time, first bool) (_ []string, _ time.Time, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.empty(ctx) {
 		return nil, mark, nil
 	}
@@ -150,6 +154,7 @@ func (b *Backend) pollOnce(ctx context.Context, seen map[string]string, mark tim
 	var changed []string
 	newest := mark
 	for rows.Next() {
+		progress(ctx)
 		var id, rev string
 		var at time.Time
 		if err := rows.Scan(&id, &rev, &at); err != nil {

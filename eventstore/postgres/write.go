@@ -20,7 +20,9 @@ import (
 // connection — re-taken first when it was lost, so a write never lands without its lock. A write without
 // the lock (convert, a foreign writer) is caught, as the harness's are, by the revision and next-seq
 // checks. A session a host's sync still feeds is refused. On any failure nothing is written.
-func (b *Backend) commit(ctx context.Context, id string, fn func(tx pgx.Tx) error) (eventstore.Artifact, error) {
+func (b *Backend) commit(ctx context.Context, id string, fn func(tx pgx.Tx) error) (_ eventstore.Artifact, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if b.opts.ReadOnly {
 		return eventstore.Artifact{}, b.readOnlyError()
 	}
@@ -42,7 +44,6 @@ func (b *Backend) commit(ctx context.Context, id string, fn func(tx pgx.Tx) erro
 		s, err = b.session(ctx, tx, id)
 		return err
 	}
-	var err error
 	if l := b.lockOf(id); l != nil {
 		l.mu.Lock()
 		var conn *pgx.Conn
@@ -96,8 +97,12 @@ func encodeEvents(batch []event.Event, packing []event.Packing, packed bool, t e
 
 // Materialize writes a new session's row and its first batch (possibly empty) in one transaction; an
 // existing session is never touched. Its source host is this Backend's host.
-func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (eventstore.Artifact, error) {
+func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (_ eventstore.Artifact, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
+	resume := pause(ctx)
 	recs, err := encodeEvents(batch, nil, true, b.opts.Tuning)
+	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -142,11 +147,15 @@ func (b *Backend) lockSession(ctx context.Context, tx pgx.Tx, id string, expect 
 // AppendBatch appends one batch in one transaction: the session's revision compared with what the writer
 // last saw and its stored next seq with the batch's first, the batch packed as the JSONL writer packs it
 // and inserted, the revision bumped. On any failure nothing is written.
-func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect eventstore.Artifact, batch []event.Event, packing []event.Packing) (eventstore.Artifact, error) {
+func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect eventstore.Artifact, batch []event.Event, packing []event.Packing) (_ eventstore.Artifact, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if len(batch) == 0 {
 		return expect, nil
 	}
+	resume := pause(ctx)
 	recs, err := encodeEvents(batch, packing, true, b.opts.Tuning)
+	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -183,11 +192,15 @@ func noTornRows(ctx context.Context, tx pgx.Tx, id string, next int64) error {
 // CommitRepair deletes a torn tail — keeping the deleted rows' lines in the `kept` table first, so a
 // repair never destroys evidence — and appends the closers (one line each, never packed), in one
 // transaction with the staleness checks.
-func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect eventstore.Artifact, torn *eventstore.Torn, recovered, closers []event.Event) (eventstore.Artifact, error) {
+func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect eventstore.Artifact, torn *eventstore.Torn, recovered, closers []event.Event) (_ eventstore.Artifact, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
 	if torn == nil && len(recovered)+len(closers) == 0 {
 		return expect, nil
 	}
+	resume := pause(ctx)
 	recs, err := encodeEvents(append(append([]event.Event(nil), recovered...), closers...), nil, false, b.opts.Tuning)
+	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
@@ -259,10 +272,10 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 		body = append(append(body, e.Raw...), '\n')
 	}
 	if !b.opts.ReadOnly {
-		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		tctx, end := b.bound(ctx)
 		var id int64
 		err := b.pool.QueryRow(tctx, `INSERT INTO kept (session_id, kind, host, body) VALUES ($1, 'pending', $2, $3) RETURNING id`, h.ID, b.opts.Host, body).Scan(&id)
-		cancel()
+		err = end(err)
 		if err == nil {
 			return "the fleet store " + b.where + ", table kept, row " + strconv.FormatInt(id, 10), nil
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/internal/storewatch"
 )
 
@@ -864,7 +865,12 @@ func (b *Backend) ReadRaw(ctx context.Context, id string) ([]byte, error) {
 }
 
 // Locate: sessions have no artifact path of their own (the harness's locate() returns undefined).
-func (b *Backend) Locate(h event.Header) (string, error) { return "", nil }
+func (b *Backend) Locate(h event.Header) (string, error) {
+	if _, _, err := jsonl.Place(h); err != nil {
+		return "", fmt.Errorf("%w (the harness's limit on every store)", err)
+	}
+	return "", nil
+}
 
 // Lock takes the session's single-writer lock: an flock on `<database>.locks/<sha256(id)>` (one file
 // holds every session, so the database file itself cannot carry a per-session lock).

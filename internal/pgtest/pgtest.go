@@ -8,6 +8,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -367,4 +368,50 @@ func Main(m *testing.M) int {
 	code := m.Run()
 	StopShared()
 	return code
+}
+
+// Freeze stops the postmaster and every backend with SIGSTOP: the server keeps its sockets open but answers
+// nothing, as a server behind a network partition looks to its clients. Thaw undoes it. The backends are
+// signalled one by one: each is a process group of its own.
+func (s *Server) Freeze() {
+	pm := s.cmd.Process.Pid
+	syscall.Kill(pm, syscall.SIGSTOP) // first: a stopped postmaster starts no new backend
+	for _, pid := range children(pm) {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+}
+
+// Thaw resumes a frozen server (SIGCONT).
+func (s *Server) Thaw() {
+	pm := s.cmd.Process.Pid
+	for _, pid := range children(pm) {
+		syscall.Kill(pid, syscall.SIGCONT)
+	}
+	syscall.Kill(pm, syscall.SIGCONT)
+}
+
+// children lists the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses, so read past the last ')'
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
