@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 )
 
 // Fork is the harness's SessionStore.fork (docs/harness.md#fork-resume-and-the-end-seed) over a stored or
@@ -29,10 +30,10 @@ func (s *Store) Fork(ctx context.Context, id string, boundary *int64, child stri
 	if err != nil {
 		return "", err
 	}
-	if h.Logical != nil {
-		// a child takes its parent's generation, and dshfs materializes only v0 sessions: a v0 child
-		// holding a later generation's events would be a log no harness reads
-		return "", cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v%s: dshfs does not materialize a child of a later generation (fork it with the harness); nothing was written", jsQuote(id), event.FormatNumber(h.Version)))
+	if h.Logical != nil && h.Version != 4 {
+		// a child takes its parent's generation, and dshfs writes v0 and v4 only: a v0 child holding a
+		// v2 or v3 log's events would be a log no harness reads
+		return "", cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v%s: dshfs does not materialize a child of that generation (fork it with the harness that wrote it); nothing was written", jsQuote(id), event.FormatNumber(h.Version)))
 	}
 	seed, err := forkSeed(id, events, boundary)
 	if err != nil {
@@ -43,11 +44,19 @@ func (s *Store) Fork(ctx context.Context, id string, boundary *int64, child stri
 	}
 	now := time.Now().UnixMilli()
 	parent := event.String(id)
-	length := event.Int(int64(len(seed)))
-	ch := event.Header{ID: child, CreatedAt: now, Cwd: h.Cwd, ParentSession: &parent, SeedLength: &length}
-	batch := append([]event.Event(nil), seed...)
-	if n := len(seed); n == 0 || seed[n-1].Type != "session/end-seed" {
-		batch = append(batch, event.NewEventFrom("session/end-seed", int64(n), now, []byte("{}")))
+	var ch event.Header
+	var batch []event.Event
+	if h.Version == 4 {
+		if ch, batch, err = forkV4(h, id, child, seed, now); err != nil {
+			return "", err
+		}
+	} else {
+		length := event.Int(int64(len(seed)))
+		ch = event.Header{ID: child, CreatedAt: now, Cwd: h.Cwd, ParentSession: &parent, SeedLength: &length}
+		batch = append([]event.Event(nil), seed...)
+		if n := len(seed); n == 0 || seed[n-1].Type != "session/end-seed" {
+			batch = append(batch, event.NewEventFrom("session/end-seed", int64(n), now, []byte("{}")))
+		}
 	}
 	defer s.lock(child)()
 	if err := s.absent(ctx, child); err != nil {
@@ -152,4 +161,25 @@ func NewUUID() string {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// forkV4 is the child of a v4 parent with header h: a v4 session (docs/formats.md#v4) whose header says it
+// is seeded from its parent, holding the seed and then the `session/end-seed {"inherited":true}` that
+// marks the inherited cut (a v4 header has no seedLength). The fork boundary rules leave no tool call open
+// in the seed, so no fork result is needed. The child is checked by the v4 reader's rules before anything
+// is written.
+func forkV4(h event.Header, parent, child string, seed []event.Event, now int64) (event.Header, []event.Event, error) {
+	gh := generation.Header{Version: 4, ID: child, CreatedAt: now, ParentSession: &parent, IsSeeded: true}
+	if h.Cwd != nil && h.Cwd.Kind == event.KindString {
+		cwd := h.Cwd.Str
+		gh.Cwd = &cwd
+	}
+	gh = gh.Encoded()
+	cut := int64(len(seed))
+	batch := append(append([]event.Event(nil), seed...), event.NewEventFrom("session/end-seed", cut, now, []byte(`{"inherited":true}`)))
+	if _, err := generation.CheckV4Append(gh, cut, nil, batch); err != nil {
+		return event.Header{}, nil, cmdErr(Invalid, CodeBadInput, fmt.Sprintf("the fork of session %s would not be a v4 log the harness reads: %v; nothing was written", jsQuote(parent), err))
+	}
+	p := event.String(parent)
+	return event.Header{Version: 4, ID: child, CreatedAt: now, Cwd: h.Cwd, ParentSession: &p, Logical: gh.Raw}, batch, nil
 }

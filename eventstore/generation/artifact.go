@@ -30,6 +30,12 @@ type Header struct {
 	AgentPreset     *string
 }
 
+// Encoded is h with Raw set to its logical form: what a writer of a new session gives its backend.
+func (h Header) Encoded() Header {
+	h.Raw = h.logical()
+	return h
+}
+
 // logical encodes the header in the codec's member order.
 func (h Header) logical() []byte {
 	ms := []event.Member{{Key: "version", Value: event.Int(int64(h.Version))}, {Key: "id", Value: event.String(h.ID)},

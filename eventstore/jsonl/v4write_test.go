@@ -203,19 +203,58 @@ func TestV4Superseded(t *testing.T) {
 	}
 }
 
-// TestV4ForkRefused: a fork of a v4 session is refused by name, and nothing is written.
-func TestV4ForkRefused(t *testing.T) {
-	st, _, file := v4Store(t, "zstd-root")
-	project := filepath.Dir(filepath.Dir(file))
-	before, err := os.ReadDir(project)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = st.Fork(context.Background(), v4WriteID, nil, "child")
-	if err == nil || !strings.Contains(err.Error(), "format generation v4") {
-		t.Fatalf("fork: %v", err)
-	}
-	if after, _ := os.ReadDir(project); len(after) != len(before) {
-		t.Fatalf("%d session directories after a refused fork, %d before", len(after), len(before))
+// TestV4Fork: the child of a v4 session is a v4 session — seeded, naming its parent, the inherited cut on
+// its last `session/end-seed {"inherited":true}` — that the harness's v4 code restores to the parent's
+// events, the marker and what is appended to the child after; the parent is untouched.
+func TestV4Fork(t *testing.T) {
+	ctx := context.Background()
+	for _, root := range []string{"raw-root", "zstd-root"} {
+		t.Run(root, func(t *testing.T) {
+			st, b, file := v4Store(t, root)
+			parentBytes := readFileT(t, file)
+			parent, err := b.LoadStored(ctx, v4WriteID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			child, err := st.Fork(ctx, v4WriteID, nil, "child-"+root)
+			if err != nil {
+				t.Fatalf("fork: %v", err)
+			}
+			w, err := st.Writer(ctx, child)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Accept(v4Turn(3, "call-3")); err != nil {
+				t.Fatalf("append to the child: %v", err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(readFileT(t, file), parentBytes) {
+				t.Fatal("the parent changed")
+			}
+			cfile := filepath.Join(filepath.Dir(filepath.Dir(file)), child, filepath.Base(file))
+			r, err := harness.GetFormatsV4(t).Decode(cfile)
+			if err != nil || r.Refusal != "" {
+				t.Fatalf("the harness's v4 code on the child: %v %s", err, r.Refusal)
+			}
+			if !strings.Contains(r.Warnings, "inheritedEventCount=26") {
+				t.Fatalf("the harness's cut: %s", r.Warnings)
+			}
+			want := fmt.Sprintf(`{"version":4,"id":%q,"createdAt":`, child)
+			if !bytes.HasPrefix(r.Header, []byte(want)) || !bytes.Contains(r.Header, []byte(`"parentSession":"`+v4WriteID+`","isSeeded":true,"delegationDepth":0}`)) {
+				t.Fatalf("child header %s", r.Header)
+			}
+			c, err := b.LoadStored(ctx, child)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := eventLines(c); !bytes.Equal(got, r.Events) || !bytes.HasPrefix(got, eventLines(parent)) {
+				t.Fatal("the child's events differ from the harness's restore or do not start with the parent's")
+			}
+			if c.Later == nil || c.Later.Cut != 26 || c.Events[26].Type != "session/end-seed" {
+				t.Fatalf("child cut %+v", c.Later)
+			}
+		})
 	}
 }

@@ -35,9 +35,19 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
 			Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (` + g.Name() + `; load/resume it instead)`}
 	}
-	content := b.encodeHeader(h)
+	if h.Version == 4 {
+		final = filepath.Join(filepath.Dir(final), GenerationFile{Gen: 4, Compression: b.mode}.Name())
+	}
+	content, err := b.encodeHeader(h)
+	if err != nil {
+		return eventstore.Artifact{}, err
+	}
 	if len(batch) > 0 {
-		content = b.appendBatch(content, batch)
+		body, err := b.encodeFor(h, batch, nil)
+		if err != nil {
+			return eventstore.Artifact{}, err
+		}
+		content = append(content, body...)
 	}
 	dir := filepath.Dir(final)
 	project := filepath.Dir(dir)
@@ -106,12 +116,21 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	return statArtifact(final)
 }
 
-func (b *Backend) encodeHeader(h event.Header) []byte {
-	line := append(h.Line(), '\n')
-	if b.mode == Zstd {
-		return EncodeFrame(nil, line)
+// encodeHeader is a new session's header line, alone in its frame in a zstd root. A v4 header is the
+// codec's physical line: its logical header (Logical) with "type" first.
+func (b *Backend) encodeHeader(h event.Header) ([]byte, error) {
+	line := h.Line()
+	if h.Version == 4 {
+		if len(h.Logical) < 2 || h.Logical[0] != '{' {
+			return nil, errors.New("a v4 header needs its logical form")
+		}
+		line = append([]byte(`{"type":"session",`), h.Logical[1:]...)
 	}
-	return line
+	line = append(line, '\n')
+	if b.mode == Zstd {
+		return EncodeFrame(nil, line), nil
+	}
+	return line, nil
 }
 
 // appendBatch encodes one durable batch: its lines (chunk runs packed) each ending in LF, as one frame in
