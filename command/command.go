@@ -43,6 +43,9 @@ type FlushAll struct{}
 type Create struct {
 	ID  string // "": a new UUIDv4
 	Cwd string // absolute; "": no cwd in the header
+	// Generation is the new session's format generation: "auto", "0" or "4"; "" takes the Env's
+	// ([writer] generation).
+	Generation string
 }
 
 // Rescan re-reads the store and releases sessions whose artifact changed under this writer.

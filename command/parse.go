@@ -55,7 +55,7 @@ func ParseCtl(session, line string) (Request, error) {
 // the operands mean is decided here, with the ctl's refusals and texts.
 func ParseCLI(verb string, operands []string, cwd string) (Request, error) {
 	if verb == "create" {
-		return parseCLICreate(operands, cwd)
+		return parseCLICreate(operands, cwd, "")
 	}
 	if len(operands) == 0 || operands[0] == "" {
 		return Request{Line: verb}, bad(eventstore.CodeBadInput, "session id must be a non-empty string")
@@ -69,8 +69,8 @@ func ParseCLI(verb string, operands []string, cwd string) (Request, error) {
 
 // parseCLICreate is `dshfs create [--cwd DIR] STORE [ID]`: the id is taken as given (it may contain
 // spaces or start with cwd=), the cwd comes from the flag.
-func parseCLICreate(operands []string, cwd string) (Request, error) {
-	c := Create{Cwd: cwd}
+func parseCLICreate(operands []string, cwd, gen string) (Request, error) {
+	c := Create{Cwd: cwd, Generation: gen}
 	words := []string{"create"}
 	if len(operands) > 0 {
 		c.ID = operands[0]
@@ -78,6 +78,12 @@ func parseCLICreate(operands []string, cwd string) (Request, error) {
 	}
 	if cwd != "" {
 		words = append(words, "cwd="+cwd)
+	}
+	if gen != "" {
+		words = append(words, "generation="+gen)
+		if err := checkGeneration(gen); err != nil {
+			return Request{Line: strings.Join(words, " ")}, err
+		}
 	}
 	req := Request{Line: strings.Join(words, " ")}
 	switch {
@@ -94,7 +100,7 @@ func parseCLICreate(operands []string, cwd string) (Request, error) {
 }
 
 const (
-	createUsage   = "usage: create [ID] [cwd=/abs/path]"
+	createUsage   = "usage: create [ID] [cwd=/abs/path] [generation=auto|0|4]"
 	sessionVerbs  = "flush, resume, fork [BOUNDARY] [CHILD_ID], compact [START END], prune, close"
 	storeVerbs    = "flush, create [ID] [cwd=/abs/path], rescan, quiesce [SECONDS], resume-writes"
 	compactUsage  = "usage: compact [START END]"
@@ -174,7 +180,21 @@ func parseStore(words []string) (Command, error) {
 	return nil, bad(eventstore.CodeUnknownCommand, "unknown store command "+strconv.Quote(verb)+" ("+storeVerbs+")")
 }
 
-// parseCreate is `create [ID] [cwd=/abs/path]`, in either order.
+// ParseCLICreate is `dshfs create [--cwd DIR] [--generation auto|0|4] STORE [ID]`.
+func ParseCLICreate(operands []string, cwd, generation string) (Request, error) {
+	return parseCLICreate(operands, cwd, generation)
+}
+
+// checkGeneration refuses a generation dshfs does not create sessions in.
+func checkGeneration(g string) error {
+	switch g {
+	case "auto", "0", "4":
+		return nil
+	}
+	return bad(eventstore.CodeBadInput, "generation must be auto, 0 or 4 (the generations dshfs writes), got "+strconv.Quote(g))
+}
+
+// parseCreate is `create [ID] [cwd=/abs/path] [generation=auto|0|4]`, in any order.
 func parseCreate(args []string) (Command, error) {
 	var c Create
 	id := false
@@ -184,6 +204,13 @@ func parseCreate(args []string) (Command, error) {
 				return nil, err
 			}
 			c.Cwd = v
+			continue
+		}
+		if v, ok := strings.CutPrefix(a, "generation="); ok {
+			if err := checkGeneration(v); err != nil {
+				return nil, err
+			}
+			c.Generation = v
 			continue
 		}
 		if id {

@@ -26,6 +26,8 @@ type Env struct {
 	Store      *eventstore.Store
 	Compaction config.Compaction // compact: the summarizer
 	Pruner     config.Pruner     // prune
+	// Generation is what create makes when the command names none ([writer] generation; "" is auto).
+	Generation string
 	Front      Front
 	// Changed, when set, is told what a command changed (after it succeeded).
 	Changed func(ctx context.Context, c Change)
@@ -134,6 +136,20 @@ func (e Env) run(ctx context.Context, req Request, r *Result) (Outcome, error) {
 		if c.Cwd != "" {
 			cwd := event.String(c.Cwd)
 			h.Cwd = &cwd
+		}
+		gen := c.Generation
+		if gen == "" {
+			gen = e.Generation
+		}
+		v4 := gen == "4"
+		if gen == "" || gen == "auto" {
+			var err error
+			if v4, err = st.WritesV4ByDefault(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if v4 {
+			h = eventstore.V4Header(h)
 		}
 		if err := st.Create(ctx, h); err != nil {
 			return nil, err

@@ -96,7 +96,18 @@ type Writer struct {
 	// LiveIdle is how long an engine stays idle (every accepted event durable) before it releases its log
 	// whatever the budget; 0: only the budget releases logs.
 	LiveIdle time.Duration
+	// Generation is the format generation of a session create or mkdir makes: GenerationAuto (the highest
+	// generation dshfs writes among the store's sessions, so a v4 store gets v4 sessions and an empty or
+	// v0 store v0 ones, which every release reads), "0" or "4". A fork child takes its parent's.
+	Generation string
 }
+
+// The [writer] generation values.
+const (
+	GenerationAuto = "auto"
+	Generation0    = "0"
+	Generation4    = "4"
+)
 
 // Compaction holds the summarizer settings of manual compaction (ctl compact, dshfs compact).
 type Compaction struct {
@@ -194,6 +205,7 @@ func Default() Config {
 		Writer: Writer{
 			BatchWindow:   200 * time.Millisecond,
 			Compression:   CompressionZstd,
+			Generation:    GenerationAuto,
 			MaxLineBytes:  64 << 20,
 			MaxFrameBytes: 256 << 20,
 			// what a store of the largest harness sessions needs, with room: the budget is there so that a

@@ -70,7 +70,7 @@ func TestDesignSample(t *testing.T) {
 			AllowOther:      false,
 		},
 		Cache:      Cache{SessionsBytes: 256 * 1024 * 1024, ViewsBytes: 128 * 1024 * 1024, Index: true},
-		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20, MaxSessionBytes: 1 << 30, ForeignQuiet: 2 * time.Second, LiveBytes: 32 << 20, LiveIdle: time.Minute},
+		Writer:     Writer{BatchWindow: 200 * time.Millisecond, Compression: "zstd", MaxLineBytes: 64 << 20, MaxFrameBytes: 256 << 20, MaxSessionBytes: 1 << 30, ForeignQuiet: 2 * time.Second, LiveBytes: 32 << 20, LiveIdle: time.Minute, Generation: "auto"},
 		Compaction: Compaction{Summarizer: "extractive", Command: []string{"summarize", "--arg"}, Timeout: 5 * time.Minute, Provider: "dshfs", Model: "extractive", MaxTokens: 8192},
 		Pruner:     Pruner{ThresholdChars: 8192, HeadChars: 4096, TailChars: 1024},
 		Spill:      Spill{Roots: []string{}},

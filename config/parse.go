@@ -73,6 +73,7 @@ type file struct {
 		MaxSession    any `toml:"max_session_bytes"`
 		LiveBytes     any `toml:"live_bytes"`
 		LiveIdle      any `toml:"live_idle"`
+		Generation    any `toml:"generation"`
 	} `toml:"writer"`
 	Compaction struct {
 		Summarizer any `toml:"summarizer"`
@@ -109,7 +110,7 @@ var (
 		"store": true, "read_only": true,
 		"fuse.entry_timeout": true, "fuse.attr_timeout": true, "fuse.refresh_interval": true, "fuse.allow_other": true,
 		"cache.sessions_bytes": true, "cache.views_bytes": true, "cache.index": true, "cache.dir": true,
-		"writer.batch_window": true, "writer.compression": true, "writer.live_bytes": true, "writer.live_idle": true,
+		"writer.batch_window": true, "writer.compression": true, "writer.live_bytes": true, "writer.live_idle": true, "writer.generation": true,
 		"compaction.summarizer": true, "compaction.command": true, "compaction.timeout": true,
 		"compaction.provider": true, "compaction.model": true, "compaction.max_tokens": true,
 		"pruner.threshold_chars": true, "pruner.head_chars": true, "pruner.tail_chars": true,
@@ -182,6 +183,11 @@ func Parse(data []byte, source string) (Config, error) {
 	v.duration("writer.foreign_quiet", f.Writer.ForeignQuiet, &c.Writer.ForeignQuiet, true)
 	if c.Writer.ForeignQuiet > MaxForeignQuiet {
 		v.fail("writer.foreign_quiet", fmt.Sprintf("at most %s (a longer one refuses writes long after a harness stopped), got %s", MaxForeignQuiet, c.Writer.ForeignQuiet))
+	}
+	if n, ok := f.Writer.Generation.(int64); ok && (n == 0 || n == 4) {
+		c.Writer.Generation = strconv.FormatInt(n, 10) // generation = 4, as well as "4"
+	} else {
+		v.enum("writer.generation", f.Writer.Generation, &c.Writer.Generation, GenerationAuto, Generation0, Generation4)
 	}
 	v.size("writer.live_bytes", f.Writer.LiveBytes, &c.Writer.LiveBytes)
 	v.duration("writer.live_idle", f.Writer.LiveIdle, &c.Writer.LiveIdle, true)

@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -68,4 +69,48 @@ func (w *Session) acceptLaterLocked(evs []event.Event) error {
 // v4 relationships do not accept as they are.
 func laterTransactRefusal(id string) *CommandError {
 	return cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v4: dshfs appends to it, flushes and resumes it, but does not write its compactions or prunes (compact it with the harness); nothing was written", jsQuote(id)))
+}
+
+// GenerationWriter is a backend that writes sessions of later format generations: WritesGeneration
+// reports whether it creates and appends to sessions of generation g. A backend without it writes v0 only.
+type GenerationWriter interface {
+	WritesGeneration(g int) bool
+}
+
+func (s *Store) writesGeneration(g int) bool {
+	if g == 0 {
+		return true
+	}
+	w, ok := s.b.(GenerationWriter)
+	return ok && w.WritesGeneration(g)
+}
+
+// WritesV4ByDefault is the "auto" choice of a new session's generation ([writer] generation): v4 when
+// the backend writes v4 and the store already holds a v4 session (a 0.2.x harness's store), v0 otherwise
+// (an empty or v0 store stays readable by every release).
+func (s *Store) WritesV4ByDefault(ctx context.Context) (bool, error) {
+	if !s.writesGeneration(4) {
+		return false, nil
+	}
+	l, err := s.List(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range l.Entries {
+		if e.Generation == 4 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// V4Header is h (id, createdAt, cwd) as the header of a new unseeded v4 session.
+func V4Header(h event.Header) event.Header {
+	gh := generation.Header{Version: 4, ID: h.ID, CreatedAt: h.CreatedAt, DelegationDepth: h.DelegationDepth}
+	if h.Cwd != nil && h.Cwd.Kind == event.KindString {
+		cwd := h.Cwd.Str
+		gh.Cwd = &cwd
+	}
+	h.Version, h.Logical = 4, gh.Encoded().Raw
+	return h
 }

@@ -683,6 +683,9 @@ func (s *Store) Create(ctx context.Context, h event.Header) error {
 	if err := checkNewID(h.ID); err != nil {
 		return err
 	}
+	if g := int(h.Version); !s.writesGeneration(g) {
+		return cmdErr(Invalid, CodeBadInput, fmt.Sprintf("the %s store does not write format generation v%d sessions (dshfs writes v4 in JSONL roots only); nothing was written", s.b.Name(), g))
+	}
 	if _, err := s.b.Locate(h); err != nil {
 		return cmdErr(Invalid, CodeBadInput, err.Error())
 	}

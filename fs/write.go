@@ -80,6 +80,7 @@ func (f *FS) commands() command.Env {
 		Store:      f.opts.Store,
 		Compaction: f.opts.Config.Compaction,
 		Pruner:     f.opts.Config.Pruner,
+		Generation: f.opts.Config.Writer.Generation,
 		Front:      command.Mount,
 		Changed:    f.changed,
 	}

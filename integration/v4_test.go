@@ -45,6 +45,13 @@ func TestMountV4(t *testing.T) {
 		mustRun(t, "grep", "-q", "^## Turn 1", filepath.Join(dir, "transcript.md"))
 	}
 
+	// a session made in a v4 store is a v4 session ([writer] generation = "auto")
+	mustRun(t, "mkdir", filepath.Join(sessions, "made-here"))
+	made, _ := filepath.Glob(filepath.Join(store, "*", "made-here", "session.v4.jsonl.zstd"))
+	if len(made) != 1 {
+		t.Fatalf("mkdir in a v4 store made %v", made)
+	}
+
 	const id = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
 	dir := filepath.Join(sessions, id)
 	file := filepath.Join(store, "--home-dev-projects-acme-api--", id, "session.v4.jsonl.zstd")

@@ -35,7 +35,7 @@ const usage = `usage:
   dshfs index [--config FILE] [--page N] STORE
   dshfs check [--config FILE] [--json] STORE [ID...]
   dshfs append [--config FILE] [--force] STORE ID [FILE|-]
-  dshfs create [--config FILE] [--cwd DIR] STORE [ID]
+  dshfs create [--config FILE] [--cwd DIR] [--generation auto|0|4] STORE [ID]
   dshfs resume [--config FILE] [--force] STORE ID
   dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
   dshfs compact [--config FILE] [--force] STORE ID [START END]
@@ -71,6 +71,7 @@ type opts struct {
 	demo       bool
 	nonempty   bool
 	cwd        string
+	generation string // create --generation
 	mount      string
 	withSpill  bool
 	verify     bool
@@ -102,7 +103,7 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			return o, nil, &usageError{fmt.Sprintf("unknown flag %s", a)}
 		}
 		takesValue := name == "config" || name == "view" || name == "cwd" || name == "mount" || name == "page" ||
-			name == "session" || name == "release" || name == "host"
+			name == "session" || name == "release" || name == "host" || name == "generation"
 		if takesValue && !hasVal {
 			if i+1 >= len(args) {
 				return o, nil, &usageError{fmt.Sprintf("flag --%s needs a value", name)}
@@ -131,6 +132,8 @@ func parseArgs(args []string, allowed map[string]bool) (opts, []string, error) {
 			o.demo = true
 		case "cwd":
 			o.cwd = val
+		case "generation":
+			o.generation = val
 		case "nonempty":
 			o.nonempty = true
 		case "mount":

@@ -58,9 +58,11 @@ Appends newline-delimited events ({"type":…,"data":…} plus optional seq, tim
 ignorable) from FILE or stdin: all accepted together or none, then flushed and released. A session ending inside
 an open turn must be resumed first. A session another process changed within [writer] foreign_quiet (a harness
 before 0.1.5 writing it) is refused as live elsewhere; --force acknowledges that change once no harness runs it.`,
-	"create": `dshfs create [--config FILE] [--cwd DIR] STORE [ID]
+	"create": `dshfs create [--config FILE] [--cwd DIR] [--generation auto|0|4] STORE [ID]
 Publishes a header-only session at once (default id: a new UUIDv4); the harness lists and opens it.
---cwd DIR: the session's cwd (absolute; default the current directory), which decides its project directory.`,
+--cwd DIR: the session's cwd (absolute; default the current directory), which decides its project directory.
+--generation: its format generation; default [writer] generation, "auto": v4 in a JSONL root that holds a v4
+session (the 0.2.x harness's), else v0, which every release reads.`,
 	"resume": `dshfs resume [--config FILE] [--force] STORE ID
 The harness's resume: commits the crash repair (torn bytes kept in a sidecar, the interrupted closers) and a
 session/end-seed. --force: as for append.`,

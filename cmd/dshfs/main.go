@@ -8,7 +8,7 @@
 //	dshfs index [--config FILE] [--page N] STORE
 //	dshfs check [--config FILE] [--json] STORE [ID...]
 //	dshfs append [--config FILE] STORE ID [FILE|-]
-//	dshfs create [--config FILE] [--cwd DIR] STORE [ID]
+//	dshfs create [--config FILE] [--cwd DIR] [--generation auto|0|4] STORE [ID]
 //	dshfs resume [--config FILE] STORE ID
 //	dshfs fork [--config FILE] STORE ID [BOUNDARY] [CHILD_ID]
 //

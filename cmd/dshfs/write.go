@@ -106,14 +106,18 @@ func cmdFork(ctx context.Context, args []string, out *bufio.Writer) (int, error)
 
 // cmdCreate materializes a header-only session (the id defaults to a new UUIDv4).
 func cmdCreate(ctx context.Context, args []string, out *bufio.Writer) (int, error) {
-	o, pos, err := parseArgs(args, map[string]bool{"config": true, "cwd": true})
+	o, pos, err := parseArgs(args, map[string]bool{"config": true, "cwd": true, "generation": true})
 	if err != nil {
 		return exitUsageErr, err
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		return exitUsageErr, &usageError{"create needs STORE [ID]"}
 	}
-	return runCommand(ctx, o, "create", pos, out)
+	req, err := command.ParseCLICreate(pos[1:], o.cwd, o.generation)
+	if err != nil {
+		return commandCode(err), err
+	}
+	return runRequest(ctx, o, pos[0], req, out, nil)
 }
 
 // cmdCompact is a manual compaction (ctl compact): the head-anchored span, or the surface range START..END,
@@ -150,7 +154,7 @@ func runRequest(ctx context.Context, o opts, spec string, req command.Request, o
 	if err := acknowledge(ctx, st, o, req.Session); err != nil {
 		return finish(ctx, st, out, eventstore.Result{Command: req.Cmd.Name(), Err: eventstore.AsCommandError(err)})
 	}
-	env := command.Env{Store: st, Compaction: cfg.Compaction, Pruner: cfg.Pruner, Front: command.CLI}
+	env := command.Env{Store: st, Compaction: cfg.Compaction, Pruner: cfg.Pruner, Generation: cfg.Writer.Generation, Front: command.CLI}
 	r := env.Run(ctx, req)
 	if tell != nil {
 		tell(r)

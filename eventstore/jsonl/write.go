@@ -293,6 +293,9 @@ func (b *Backend) requireWritable(path string) error {
 // writesGeneration reports whether dshfs writes sessions of generation g.
 func writesGeneration(g Generation) bool { return g == ReadGeneration || g == 4 }
 
+// WritesGeneration says that a JSONL root is written in v0 and v4 (eventstore.GenerationWriter).
+func (b *Backend) WritesGeneration(g int) bool { return writesGeneration(Generation(g)) }
+
 func (b *Backend) appendBytes(path string, expect eventstore.Artifact, content []byte) (eventstore.Artifact, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
