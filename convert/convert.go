@@ -174,6 +174,10 @@ func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e e
 	if p.Generation != 0 {
 		// its events are of a later format; written into a v0 log they would be a log no harness reads
 		r.Outcome, r.Reason = Skipped, laterText(p)+"; convert writes generation v0 logs only and leaves it out"
+		if p.Generation == 4 {
+			// the releases that write v4 no longer ship the SQLite provider: no harness reads a v4 session there
+			r.Reason += " (the harness's SQLite provider never had format v4)"
+		}
 		return r
 	}
 	r.Events = len(p.Events)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/eventstore/sqlite"
 	"github.com/dshfs/dshfs/internal/fixtures"
 )
 
@@ -62,5 +63,36 @@ func TestGenerations(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(v3, "*", "*", "session.jsonl")); len(left) != 0 {
 		t.Fatalf("v0 logs written beside the v3 files: %v", left)
+	}
+}
+
+// TestV4ToSQLite: a v4 session is never written into a SQLite database (no release with the SQLite
+// provider reads v4): each is skipped by name with that reason, and the database holds none of them.
+func TestV4ToSQLite(t *testing.T) {
+	b, err := jsonl.Open(fixtures.CopyTree(t, fixtures.Path(t, "generations", "v4", "zstd-root")), jsonl.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "sessions.db")
+	dst, err := sqlite.Open(db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	reports, err := Run(ctx, eventstore.New(b), dst, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 11 {
+		t.Fatalf("%d reports", len(reports))
+	}
+	for _, r := range reports {
+		if r.Outcome != Skipped || !strings.Contains(r.Reason, "is format generation v4") || !strings.Contains(r.Reason, "never had format v4") {
+			t.Fatalf("%s: %s %s", r.ID, r.Outcome, r.Reason)
+		}
+	}
+	l, err := dst.List(ctx)
+	if err != nil || len(l.Entries) != 0 {
+		t.Fatalf("the database lists %d sessions, %v", len(l.Entries), err)
 	}
 }
