@@ -43,7 +43,14 @@ func (w *Session) acceptLaterLocked(evs []event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	out, err := generation.CheckV4Append(w.later.Header, w.later.Cut, w.events, evs)
+	if w.checker == nil {
+		c, err := generation.NewV4Checker(w.later.Header, w.later.Cut, w.events)
+		if err != nil {
+			return &CommandError{Failure: Refused, Code: CodeBadInput, Message: err.Error(), Err: err}
+		}
+		w.checker = c
+	}
+	out, err := w.checker.Check(w.events, evs)
 	if err != nil {
 		line := 0
 		var ae *generation.AppendError

@@ -99,6 +99,7 @@ func (w *Session) shedLocked() bool {
 	}
 	w.shed = sl
 	w.events, w.packing, w.folder, w.trace, w.traced, w.rawBytes = nil, nil, nil, nil, 0, 0
+	w.checker = nil
 	if w.idleTimer != nil {
 		w.idleTimer.Stop()
 		w.idleTimer = nil
@@ -155,6 +156,7 @@ func (w *Session) reloadLocked(ins *Inspection, expect Artifact, n int) {
 	w.st.res.reloaded.Add(1)
 	w.events, w.durable, w.packing = stored[:len(stored):len(stored)], len(stored), nil
 	w.folder = ins.Folder
+	w.checker = nil
 	if w.later = laterOf(ins); w.later != nil {
 		w.folder = nil
 	} else if w.folder == nil || len(ins.Closers) > 0 {

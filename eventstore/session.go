@@ -75,6 +75,9 @@ type Session struct {
 	// later is a v4 log's header and cut (nil for v0): its appends are checked by the v4 reader's rules
 	// (later.go), and no v0 fold, trace or packing applies to it.
 	later *LaterLog
+	// checker holds the v4 restore's state at the end of events, so that an append checks only its own
+	// events (nil until the first append; dropped whenever the log is read again)
+	checker *generation.V4Checker
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {

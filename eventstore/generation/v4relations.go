@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 
@@ -25,53 +26,83 @@ func restoreV4(h Header, cut int64, events []event.Event) error {
 // for the inherited-marker checks, which need them all), and leaves the walker's final state in rel when
 // given one (a repair reads it).
 func restoreV4At(h Header, cut int64, events []event.Event, rel *v4Relations) (int, error) {
-	var errA, errB, errL error
-	var atA, atB, atL int
-	last := int64(-1)
 	if rel == nil {
 		rel = newV4Relations(events)
 	}
-	children := map[string]bool{}
+	w := &v4Walk{h: h, cut: cut, rel: rel, last: -1, children: map[string]bool{}}
 	for i, e := range events {
-		known := IsV4Type(e.Type)
-		if errA == nil && !known {
-			if ig, _ := e.Member("ignorable"); string(ig) != "true" {
-				errA, atA = unsupportedErr("format v4 contains unknown event type "+quote(e.Type)+" at seq "+strconv.Itoa(i)), i
-			}
-		}
-		if !known {
-			continue
-		}
-		v, err := v4Value(e)
-		if err != nil {
+		if err := w.step(i, e); err != nil {
 			return i, err
 		}
-		if errA == nil {
-			errA, atA = v4EventAdmission(v), i
-			if errA == nil && e.Type == "session/end-seed" {
-				if data, _ := v.Get("data"); isObject(data) && isTrue(data, "inherited") {
-					last = int64(i)
-				}
+	}
+	return w.result(len(events))
+}
+
+// v4Walk is the restore's walk over a v4 log: each pass's state and first failure.
+type v4Walk struct {
+	h                Header
+	cut              int64
+	rel              *v4Relations
+	last             int64 // the last inherited end-seed marker, -1 when none
+	children         map[string]bool
+	errA, errB, errL error
+	atA, atB, atL    int
+}
+
+// step takes event i; an error is one of reading the event itself (it was not canonical JSON).
+func (w *v4Walk) step(i int, e event.Event) error {
+	known := IsV4Type(e.Type)
+	if w.errA == nil && !known {
+		if ig, _ := e.Member("ignorable"); string(ig) != "true" {
+			w.errA, w.atA = unsupportedErr("format v4 contains unknown event type "+quote(e.Type)+" at seq "+strconv.Itoa(i)), i
+		}
+	}
+	if !known {
+		return nil
+	}
+	v, err := v4Value(e)
+	if err != nil {
+		return err
+	}
+	if w.errA == nil {
+		w.errA, w.atA = v4EventAdmission(v), i
+		if w.errA == nil && e.Type == "session/end-seed" {
+			if data, _ := v.Get("data"); isObject(data) && isTrue(data, "inherited") {
+				w.last = int64(i)
 			}
 		}
-		if errB == nil {
-			errB, atB = v4Attribution(h, cut, v, int64(i), children), i
-		}
-		if errL == nil {
-			errL, atL = rel.accept(e, v), i
-		}
 	}
+	if w.errB == nil {
+		w.errB, w.atB = v4Attribution(w.h, w.cut, v, int64(i), w.children), i
+	}
+	if w.errL == nil {
+		w.errL, w.atL = w.rel.accept(e, v), i
+	}
+	return nil
+}
+
+// result is the restore's verdict on the n events walked: each pass's first failure, in the passes'
+// order, with the inherited-marker checks between the first and the second.
+func (w *v4Walk) result(n int) (int, error) {
 	switch {
-	case errA != nil:
-		return atA, errA
-	case h.IsSeeded && last != cut:
-		return len(events) - 1, formatErr("format v4 seeded header disagrees with its last inherited end-seed marker")
-	case !h.IsSeeded && last >= 0:
-		return len(events) - 1, formatErr("format v4 unseeded Session contains an inherited end-seed marker")
-	case errB != nil:
-		return atB, errB
+	case w.errA != nil:
+		return w.atA, w.errA
+	case w.h.IsSeeded && w.last != w.cut:
+		return n - 1, formatErr("format v4 seeded header disagrees with its last inherited end-seed marker")
+	case !w.h.IsSeeded && w.last >= 0:
+		return n - 1, formatErr("format v4 unseeded Session contains an inherited end-seed marker")
+	case w.errB != nil:
+		return w.atB, w.errB
 	}
-	return atL, errL
+	return w.atL, w.errL
+}
+
+// clone is a copy of a walk without failures that more events cannot change.
+func (w *v4Walk) clone() *v4Walk {
+	c := *w
+	c.rel = w.rel.clone()
+	c.children = maps.Clone(w.children)
+	return &c
 }
 
 // v4EventAdmission is the restore's per-event checks of a known event.
@@ -248,8 +279,8 @@ type v4Dispatch struct {
 
 // v4Relations is one artifact's lifecycle state.
 type v4Relations struct {
-	events             []event.Event
-	turn, step         jsv // a number or null
+	at                 func(seq int64) event.Event // an earlier event, for the checks that cite one
+	turn, step         jsv                         // a number or null
 	nextTurn, nextStep int64
 	provider           jsv
 	surface            []int64
@@ -263,27 +294,61 @@ type v4Relations struct {
 	startedRetries     map[string]bool
 	commands           map[string]bool
 	orphans            map[int64]bool // compaction/start seqs a session/end-seed left open
+	prepass            int64          // the pre-pass's open compaction/start, -1 when none
 }
 
 func newV4Relations(events []event.Event) *v4Relations {
-	r := &v4Relations{events: events, turn: jsNull, step: jsNull, nextTurn: 1, nextStep: 1, protectedHead: -1,
-		tools: map[string]*toolLifecycle{}, callSeqs: map[string]int64{}, dispatches: map[string]*v4Dispatch{}, startedRetries: map[string]bool{},
-		commands: map[string]bool{}, orphans: map[int64]bool{}}
-	start := int64(-1)
+	r := &v4Relations{at: func(seq int64) event.Event { return events[seq] }, turn: jsNull, step: jsNull, nextTurn: 1,
+		nextStep: 1, protectedHead: -1, tools: map[string]*toolLifecycle{}, callSeqs: map[string]int64{},
+		dispatches: map[string]*v4Dispatch{}, startedRetries: map[string]bool{}, commands: map[string]bool{},
+		orphans: map[int64]bool{}, prepass: -1}
+	r.markOrphans(events)
+	return r
+}
+
+// markOrphans continues the pre-pass that finds the compactions a session/end-seed leaves open (which a
+// turn boundary may then cross) over events.
+func (r *v4Relations) markOrphans(events []event.Event) {
 	for _, e := range events {
 		switch e.Type {
 		case "compaction/start":
-			start = e.Seq
+			r.prepass = e.Seq
 		case "compaction/end":
-			start = -1
+			r.prepass = -1
 		case "session/end-seed":
-			if start >= 0 {
-				r.orphans[start] = true
+			if r.prepass >= 0 {
+				r.orphans[r.prepass] = true
 			}
-			start = -1
+			r.prepass = -1
 		}
 	}
-	return r
+}
+
+// clone is a copy of the state that accepting more events cannot change.
+func (r *v4Relations) clone() *v4Relations {
+	c := *r
+	c.surface = append([]int64(nil), r.surface...)
+	if r.compaction != nil {
+		cc := *r.compaction
+		c.compaction = &cc
+	}
+	c.tools = make(map[string]*toolLifecycle, len(r.tools))
+	for k, v := range r.tools {
+		vv := *v
+		c.tools[k] = &vv
+	}
+	c.toolOrder = append([]string(nil), r.toolOrder...)
+	c.callSeqs = maps.Clone(r.callSeqs)
+	c.dispatches = make(map[string]*v4Dispatch, len(r.dispatches))
+	for k, v := range r.dispatches {
+		vv := *v
+		c.dispatches[k] = &vv
+	}
+	c.retries = append([]event.Value(nil), r.retries...)
+	c.startedRetries = maps.Clone(r.startedRetries)
+	c.commands = maps.Clone(r.commands)
+	c.orphans = maps.Clone(r.orphans)
+	return &c
 }
 
 func relRecord(v event.Value, ok bool, subject string) (event.Value, error) {
@@ -396,6 +461,7 @@ func (r *v4Relations) accept(e event.Event, v event.Value) error {
 		}
 		r.turn, r.nextStep = num(r.nextTurn), 1
 		clear(r.tools)
+		clear(r.callSeqs)
 		r.toolOrder = r.toolOrder[:0]
 	case "turn/end":
 		if r.turn.isNull() || !member(data, "turn").eq(r.turn) || !r.step.isNull() {
@@ -467,7 +533,7 @@ func (r *v4Relations) accept(e event.Event, v event.Value) error {
 			if err != nil {
 				return err
 			}
-			t := r.events[at].Type
+			t := r.at(at).Type
 			if !isStr(data, "kind", "success") || t == "command/run" || t == "command/done" {
 				return formatErr("command/done has invalid sourceEventSeq")
 			}
@@ -685,7 +751,7 @@ func (r *v4Relations) developer(seq int64, data event.Value) error {
 	if err != nil {
 		return err
 	}
-	he := r.events[hs]
+	he := r.at(hs)
 	if he.Type != "request/header" {
 		return formatErr("developer/message headerSeq must reference an earlier request/header")
 	}
@@ -986,10 +1052,10 @@ func (r *v4Relations) title(typ string, seq int64, data event.Value) error {
 		if err != nil {
 			return err
 		}
-		if seen[at] || r.events[at].Type != "user/message" {
+		if seen[at] || r.at(at).Type != "user/message" {
 			return bad
 		}
-		rec, err := r.events[at].Record()
+		rec, err := r.at(at).Record()
 		if err != nil {
 			return err
 		}

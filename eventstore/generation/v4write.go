@@ -1,6 +1,7 @@
 package generation
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -23,8 +24,57 @@ func (e *AppendError) Unwrap() error { return e.Err }
 // CheckV4Append checks that the events add, appended after the stored events of a v4 session with header
 // h and inherited cut, make a log the v4 reader restores unchanged: each row passes the codec's admission
 // and row decoding, and the whole log the restore. It returns add as the reader restores them (a
-// range-encoded sourceEventSeqs expanded); a refusal is an *AppendError naming the first bad event.
+// range-encoded sourceEventSeqs expanded); a refusal is an *AppendError naming the first bad event. A
+// writer that appends again and again keeps a V4Checker instead, which walks the stored log once.
 func CheckV4Append(h Header, cut int64, stored, add []event.Event) ([]event.Event, error) {
+	c, err := NewV4Checker(h, cut, stored)
+	if err != nil {
+		return nil, err
+	}
+	return c.Check(stored, add)
+}
+
+// V4Checker checks appends to one v4 log as CheckV4Append does, from the restore's state at the end of
+// the events it has checked: a request costs its own events and a copy of that state (the current
+// surface, the open turn's tool calls), not a walk of the whole log.
+type V4Checker struct {
+	walk *v4Walk
+	n    int // the events walked
+}
+
+// NewV4Checker walks the stored events of a v4 log, refusing them as the restore would.
+func NewV4Checker(h Header, cut int64, stored []event.Event) (*V4Checker, error) {
+	rel := newV4Relations(stored)
+	w := &v4Walk{h: h, cut: cut, rel: rel, last: -1, children: map[string]bool{}}
+	for i, e := range stored {
+		if err := w.step(i, e); err != nil {
+			return nil, err
+		}
+	}
+	if len(stored) > 0 {
+		if _, err := w.result(len(stored)); err != nil {
+			return nil, err
+		}
+	}
+	return &V4Checker{walk: w, n: len(stored)}, nil
+}
+
+// Check is CheckV4Append of add after stored, which must be the events this checker has walked (a
+// checker that is behind walks the rest first); the state moves on only when add is accepted.
+func (c *V4Checker) Check(stored, add []event.Event) ([]event.Event, error) {
+	if c.n > len(stored) {
+		return nil, errors.New("generation: a v4 checker is ahead of the log it is given")
+	}
+	if c.n < len(stored) {
+		c.walk.rel.at = func(seq int64) event.Event { return stored[seq] }
+		c.walk.rel.markOrphans(stored[c.n:])
+		for i := c.n; i < len(stored); i++ {
+			if err := c.walk.step(i, stored[i]); err != nil {
+				return nil, err
+			}
+		}
+		c.n = len(stored)
+	}
 	out := make([]event.Event, len(add))
 	next := int64(len(stored))
 	for i, e := range add {
@@ -49,11 +99,24 @@ func CheckV4Append(h Header, cut int64, stored, add []event.Event) ([]event.Even
 			}
 		}
 	}
-	all := make([]event.Event, 0, len(stored)+len(out))
-	all = append(append(all, stored...), out...)
-	if at, err := restoreV4At(h, cut, all, nil); err != nil {
+	w := c.walk.clone()
+	w.rel.at = func(seq int64) event.Event {
+		if seq < next {
+			return stored[seq]
+		}
+		return out[seq-next]
+	}
+	w.rel.markOrphans(out)
+	total := len(stored) + len(out)
+	for i, e := range out {
+		if err := w.step(len(stored)+i, e); err != nil {
+			return nil, &AppendError{Index: i, Err: err}
+		}
+	}
+	if at, err := w.result(total); err != nil {
 		return nil, &AppendError{Index: max(at-len(stored), 0), Err: err}
 	}
+	c.walk, c.n = w, total
 	return out, nil
 }
 
