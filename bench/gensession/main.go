@@ -1,7 +1,7 @@
 // Command gensession writes a synthetic but realistic session of at least N events (whole turns) into a
 // JSONL store root with dshfs's own writer (see internal/synth). Used by the benchmarks under bench/.
 //
-//	gensession [-mode zstd|none] [-id ID] [-append] ROOT N [ID...]
+//	gensession [-mode zstd|none] [-id ID] [-append] [-generation 0|4] ROOT N [ID...]
 //
 // With -append it adds N whole turns to an existing session, stamped with the current time. IDs after N
 // name the sessions to write, in place of -id: one process writing a thousand sessions saves a thousand
@@ -22,9 +22,10 @@ func main() {
 	mode := flag.String("mode", "zstd", "compression of the root: zstd or none")
 	id := flag.String("id", "bench-session", "session id")
 	appendTurns := flag.Bool("append", false, "append N whole turns to an existing session instead of creating one")
+	gen := flag.Int("generation", 0, "format generation of a new session: 0, or 4 (the same turns as v4 stores them)")
 	flag.Parse()
 	if flag.NArg() < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gensession [-mode zstd|none] [-id ID] [-append] ROOT N [ID...]")
+		fmt.Fprintln(os.Stderr, "usage: gensession [-mode zstd|none] [-id ID] [-append] [-generation 0|4] ROOT N [ID...]")
 		os.Exit(2)
 	}
 	n, err := strconv.Atoi(flag.Arg(1))
@@ -33,8 +34,14 @@ func main() {
 		os.Exit(2)
 	}
 	write := synth.Write
-	if *appendTurns {
+	switch {
+	case *appendTurns:
 		write = synth.Append
+	case *gen == 4:
+		write = synth.WriteV4
+	case *gen != 0:
+		fmt.Fprintln(os.Stderr, "gensession: -generation must be 0 or 4")
+		os.Exit(2)
 	}
 	ids := flag.Args()[2:]
 	if len(ids) == 0 {

@@ -70,6 +70,86 @@ func Write(root string, mode jsonl.Compression, id string, n int) error {
 	return closed(st, g.turns(1))
 }
 
+// WriteV4 is Write in format v4, the same turns as v4 stores them: the text a v0 log streams as
+// assistant/chunk events is embedded in its assistant/message (data.stream, a text-chunks run), a tool
+// result is a tool-role message, and the system prompt is a system/message.
+func WriteV4(root string, mode jsonl.Compression, id string, n int) error {
+	b, err := jsonl.Open(root, mode)
+	if err != nil {
+		return err
+	}
+	st := eventstore.New(b)
+	cwd := event.String("/home/dev/bench")
+	h := eventstore.V4Header(event.Header{ID: id, CreatedAt: 1778573701000, Cwd: &cwd})
+	if err := st.Create(context.Background(), h); err != nil {
+		return closed(st, err)
+	}
+	g := &gen{st: st, id: id, time: 1778573701000, limit: int64(n)}
+	return closed(st, g.turnsV4(1))
+}
+
+// textStream is an embedded stream of one text block: its start, a text-chunks run of the words, its end.
+func (g *gen) textStream(words []string) string {
+	texts := make([]string, len(words))
+	dt := make([]string, len(words)-1)
+	for i, w := range words {
+		texts[i] = `"` + w + ` "`
+		if i > 0 {
+			dt[i-1] = "3"
+		}
+	}
+	full := strings.Join(words, " ") + " "
+	t := g.time
+	return fmt.Sprintf(`[{"type":"chunk","time":%d,"chunk":{"type":"block-start","index":0,"blockType":"text"}},`+
+		`{"type":"text-chunks","time0":%d,"index":0,"dt":[%s],"texts":[%s]},`+
+		`{"type":"chunk","time":%d,"chunk":{"type":"block-end","index":0,"block":{"type":"text","text":%q}}}]`,
+		t, t+3, strings.Join(dt, ","), strings.Join(texts, ","), t+3*int64(len(words)+1), full)
+}
+
+// turnsV4 is turns in format v4.
+func (g *gen) turnsV4(first int) error {
+	appendOp := event.Member{Key: "surfaceOp", Value: event.String("append")}
+	pick := func(t, k, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = words[(t*k+i)%len(words)]
+		}
+		return out
+	}
+	for t := first; g.seq < g.limit; t++ {
+		g.add("turn/start", fmt.Sprintf(`{"turn":%d}`, t))
+		g.add("step/start", fmt.Sprintf(`{"turn":%d,"step":1}`, t))
+		if t == 1 {
+			g.add("system/message", `{"turn":1,"step":1,"message":{"id":"s-1","role":"system","source":{"kind":"system-prompt"},"content":[{"type":"text","text":"You are a coding agent."}]}}`, appendOp)
+		}
+		g.add("user/message", fmt.Sprintf(`{"id":"u-%d","role":"user","content":[{"type":"text","text":"Please run step %d of the build and tell me what failed."}],"source":{"kind":"user"}}`, t, t), appendOp)
+		if t == 1 {
+			g.add("request/header", `{"header":{"config":{"provider":"deepseek-official","model":"deepseek-v4-flash"}},"reason":"initial"}`)
+		}
+		callID := fmt.Sprintf("call-%d", t)
+		g.add("assistant/message", fmt.Sprintf(`{"turn":%d,"step":1,"message":{"id":"a-%d-1","role":"assistant","content":[{"type":"text","text":"Running the build."},{"type":"tool-call","id":"%s","name":"bash","arguments":"{\"command\":\"make test\"}"}],"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}},"usage":{"inputTokens":%d,"outputTokens":20},"stream":%s}`, t, t, callID, 1000+t, g.textStream(pick(t, 1, 20))), appendOp)
+		callSeq := g.seq
+		g.add("tool/call", fmt.Sprintf(`{"turn":%d,"step":1,"callId":"%s","name":"bash","arguments":"{\"command\":\"make test\"}"}`, t, callID))
+		g.add("tool/result", fmt.Sprintf(`{"turn":%d,"step":1,"message":{"role":"tool","source":{"kind":"tool","callId":"%s"},"toolCallId":"%s","content":[{"type":"text","text":"ok  \tpkg/a\t0.1%ds\nFAIL\tpkg/b\t0.2s\n--- FAIL: TestB (0.00s)\n    b_test.go:12: want 3, got 4"}],"isError":false,"id":"t-%d"}}`, t, callID, callID, t%10, t),
+			event.Member{Key: "sourceEventSeqs", Value: seqs(callSeq, callSeq+1)}, appendOp)
+		g.add("step/end", fmt.Sprintf(`{"turn":%d,"step":1}`, t))
+		if err := g.flush(); err != nil {
+			return err
+		}
+		g.add("step/start", fmt.Sprintf(`{"turn":%d,"step":2}`, t))
+		g.add("assistant/message", fmt.Sprintf(`{"turn":%d,"step":2,"message":{"id":"a-%d-2","role":"assistant","content":[{"type":"text","text":"TestB in pkg/b fails: it wants 3 and gets 4."}],"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}},"stream":%s}`, t, t, g.textStream(pick(t, 7, 15))), appendOp)
+		g.add("step/end", fmt.Sprintf(`{"turn":%d,"step":2}`, t))
+		if err := g.flush(); err != nil {
+			return err
+		}
+		g.add("turn/end", fmt.Sprintf(`{"turn":%d,"reason":{"kind":"completed"}}`, t))
+		if err := g.flush(); err != nil {
+			return err
+		}
+	}
+	return g.flush()
+}
+
 // closed closes the store — releasing the session's write lease, so that another writer in the same
 // process (a test appending next) can take it — and returns the first error.
 func closed(st *eventstore.Store, err error) error {
