@@ -458,8 +458,8 @@ func TestFleetMountFrozenServer(t *testing.T) {
 	timed("mkdir sessions/new", syscall.EIO, "mkdir", filepath.Join(m.dir, "sessions", "new"))
 	srv.Thaw()
 
-	if got := readFile(t, file); !bytes.Equal(got, synced.view) {
-		t.Errorf("events.jsonl after the server resumed: %d bytes, want the %d synced", len(got), len(synced.view))
+	if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, synced.view) {
+		t.Fatalf("events.jsonl after the server resumed: %v, %d bytes, want the %d synced\nmount log:\n%s", err, len(got), len(synced.view), m.log)
 	}
 	status := string(readFile(t, filepath.Join(m.dir, "status.json")))
 	if !strings.Contains(status, "([fleet] timeout)") {

@@ -89,7 +89,7 @@ func (d *dirNode) readdir(ctx context.Context, l lister) (fs.DirStream, syscall.
 	kids, err := l.list(oneRequest(ctx))
 	if err != nil {
 		d.src.Logf("%s: %v", d.what, err)
-		return nil, syscall.EIO
+		return nil, failed(ctx)
 	}
 	sort.Slice(kids, func(i, j int) bool { return kids[i].name < kids[j].name })
 	ents := make([]fuse.DirEntry, len(kids))
@@ -125,7 +125,7 @@ func (d *dirNode) attach(ctx context.Context, name string, c child, ok bool, err
 	}
 	if err != nil {
 		d.src.Logf("%s/%s: %v", d.what, name, err)
-		return nil, syscall.EIO
+		return nil, failed(ctx)
 	}
 	if !ok {
 		return nil, syscall.ENOENT

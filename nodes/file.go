@@ -194,7 +194,7 @@ func (f *file) getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	r, n, err := statOf(ctx, f.body)
 	if err != nil {
 		f.src.Logf("%s: %v", f.what, err)
-		return Rendered{}, syscall.EIO
+		return Rendered{}, failed(ctx)
 	}
 	size, mtime := f.attrsFor(r, n, fh)
 	fillFile(&out.Attr, size, mtime, f.ino)
@@ -277,7 +277,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		var err error
 		if r, err = f.body.render(ctx); err != nil {
 			f.src.Logf("%s: %v", f.what, err)
-			return nil, 0, syscall.EIO
+			return nil, 0, failed(ctx)
 		}
 		n, lazy = r.Size(), false
 	}
@@ -476,7 +476,7 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 	r, err := h.src.render(ctx)
 	if err != nil {
 		h.log("%s: %v", h.what, err)
-		return syscall.EIO
+		return failed(ctx)
 	}
 	now := bodyOf(r)
 	switch n := now.size(); {
@@ -526,4 +526,14 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, sysc
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// failed is the errno of a request whose content could not be had: EINTR when the request was interrupted
+// (the reader got a signal, and the kernel asked to give the request up: the reply the FUSE protocol
+// expects then, which a reader that restarts its read never sees), EIO otherwise.
+func failed(ctx context.Context) syscall.Errno {
+	if ctx.Err() != nil {
+		return syscall.EINTR
+	}
+	return syscall.EIO
 }
