@@ -423,8 +423,9 @@ func TestFleetMountReplacedSession(t *testing.T) {
 
 // TestFleetMountFrozenServer: the server stops answering (SIGSTOP of the postmaster and its backends, as
 // a network partition looks) under a writable mount. An uncached read answers EIO within the timeout
-// instead of blocking; mkdir of a new session answers EIO, never EEXIST, and status.json says why; once the
-// server answers again, the same reads and writes succeed.
+// instead of blocking; mkdir of a new session answers EIO, never EEXIST; a live session's flush fails
+// with its events kept pending; status.json says why. Once the server answers again, the same reads and
+// writes succeed and the pending events are written.
 func TestFleetMountFrozenServer(t *testing.T) {
 	srv, err := pgtest.Start() // its own: freezing the shared one would stall the tests beside this one
 	if err != nil {
@@ -442,6 +443,10 @@ func TestFleetMountFrozenServer(t *testing.T) {
 	m := startMount(t, "--config", cfg, dsn)
 	file := filepath.Join(m.dir, "sessions", "cold", "events.jsonl")
 	mustRun(t, "ls", filepath.Join(m.dir, "sessions")) // known to the mount, its events never read
+	live := newSessionOnMount(t, m.dir, "live")
+	first := turnLines(1, 0, false)
+	mustAppend(t, live, first) // the session is live here, its writer lock held
+	mustCtl(t, filepath.Join(live, "ctl"), "flush")
 
 	srv.Freeze()
 	timed := func(what string, errno syscall.Errno, name string, args ...string) {
@@ -456,14 +461,33 @@ func TestFleetMountFrozenServer(t *testing.T) {
 	}
 	timed("cat events.jsonl", syscall.EIO, "cat", file)
 	timed("mkdir sessions/new", syscall.EIO, "mkdir", filepath.Join(m.dir, "sessions", "new"))
+	// a writer's events are accepted, and its flush fails with them kept pending
+	second := turnLines(2, int64(len(first)), false)
+	if r := writeAppend(t, live, second); r.code != 0 {
+		t.Fatalf("append to a live session on a frozen server (accepted in memory): exit %d %s", r.code, r.stderr)
+	}
+	timed("flush", syscall.EIO, "bash", "-c", `echo flush > "$0"`, filepath.Join(live, "ctl"))
+	var status struct {
+		Pending   int
+		LastError struct{ Errno, Message string }
+	}
+	if err := json.Unmarshal(readFile(t, filepath.Join(live, "status.json")), &status); err != nil {
+		t.Fatal(err)
+	}
+	if status.Pending != len(second) || status.LastError.Errno != "EIO" || !strings.Contains(status.LastError.Message, "([fleet] timeout)") {
+		t.Errorf("the session's status.json after the failed flush: %+v; want %d pending and the timeout as lastError", status, len(second))
+	}
 	srv.Thaw()
 
-	if got := readFile(t, file); !bytes.Equal(got, synced.view) {
-		t.Errorf("events.jsonl after the server resumed: %d bytes, want the %d synced", len(got), len(synced.view))
+	mustCtl(t, filepath.Join(live, "ctl"), "flush")
+	if n := len(lines(readFile(t, filepath.Join(live, "events.jsonl")))); n != len(first)+len(second) {
+		t.Errorf("the live session holds %d events after the server resumed, want %d", n, len(first)+len(second))
 	}
-	status := string(readFile(t, filepath.Join(m.dir, "status.json")))
-	if !strings.Contains(status, "([fleet] timeout)") {
-		t.Errorf("status.json does not say why the create failed:\n%s", status)
+	if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, synced.view) {
+		t.Fatalf("events.jsonl after the server resumed: %v, %d bytes, want the %d synced\nmount log:\n%s", err, len(got), len(synced.view), m.log)
+	}
+	if root := string(readFile(t, filepath.Join(m.dir, "status.json"))); !strings.Contains(root, "([fleet] timeout)") {
+		t.Errorf("status.json does not say why the create failed:\n%s", root)
 	}
 	mustRun(t, "mkdir", filepath.Join(m.dir, "sessions", "new"))
 	if _, err := os.Stat(filepath.Join(m.dir, "sessions", "new", "events.jsonl")); err != nil {

@@ -9,8 +9,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/dshfs/dshfs/eventstore"
 )
 
 // What every directory type shares: an entry describes a child before its node exists (a listing of a
@@ -91,7 +89,7 @@ func (d *dirNode) readdir(ctx context.Context, l lister) (fs.DirStream, syscall.
 	kids, err := l.list(oneRequest(ctx))
 	if err != nil {
 		d.src.Logf("%s: %v", d.what, err)
-		return nil, eventstore.ReadErrno(err)
+		return nil, failed(ctx, err)
 	}
 	sort.Slice(kids, func(i, j int) bool { return kids[i].name < kids[j].name })
 	ents := make([]fuse.DirEntry, len(kids))
@@ -127,7 +125,7 @@ func (d *dirNode) attach(ctx context.Context, name string, c child, ok bool, err
 	}
 	if err != nil {
 		d.src.Logf("%s/%s: %v", d.what, name, err)
-		return nil, eventstore.ReadErrno(err)
+		return nil, failed(ctx, err)
 	}
 	if !ok {
 		return nil, syscall.ENOENT

@@ -196,7 +196,7 @@ func (f *file) getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	r, n, err := statOf(ctx, f.body)
 	if err != nil {
 		f.src.Logf("%s: %v", f.what, err)
-		return Rendered{}, eventstore.ReadErrno(err)
+		return Rendered{}, failed(ctx, err)
 	}
 	size, mtime := f.attrsFor(r, n, fh)
 	fillFile(&out.Attr, size, mtime, f.ino)
@@ -279,7 +279,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		var err error
 		if r, err = f.body.render(ctx); err != nil {
 			f.src.Logf("%s: %v", f.what, err)
-			return nil, 0, eventstore.ReadErrno(err)
+			return nil, 0, failed(ctx, err)
 		}
 		n, lazy = r.Size(), false
 	}
@@ -478,7 +478,7 @@ func (h *handle) load(ctx context.Context) syscall.Errno {
 	r, err := h.src.render(ctx)
 	if err != nil {
 		h.log("%s: %v", h.what, err)
-		return eventstore.ReadErrno(err)
+		return failed(ctx, err)
 	}
 	now := bodyOf(r)
 	switch n := now.size(); {
@@ -528,4 +528,14 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) ([]byte, sysc
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// failed is the errno of a request whose content could not be had because of err: EINTR when the request
+// was interrupted (the reader got a signal, and the kernel asked to give the request up: the reply the FUSE
+// protocol expects then, which a reader that restarts its read never sees), else the read failure table's.
+func failed(ctx context.Context, err error) syscall.Errno {
+	if ctx.Err() != nil {
+		return syscall.EINTR
+	}
+	return eventstore.ReadErrno(err)
 }

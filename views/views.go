@@ -103,7 +103,7 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	s := &Session{ID: id, Backend: st.Backend().Name(), store: st, opts: opts}
 	ins, err := st.Inspect(ctx, id)
 	if err != nil {
-		if eventstore.IsNotFound(err) {
+		if eventstore.IsNotFound(err) || unfinished(ctx, err) {
 			return nil, err
 		}
 		s.Refusal = err
@@ -696,4 +696,11 @@ func lines(evs []event.Event) []byte {
 		out = append(append(out, e.Raw...), '\n')
 	}
 	return out
+}
+
+// unfinished reports whether a read failed for want of time — the caller gave up (an interrupted
+// request), or a store's deadline passed (a fleet server that stopped answering) — rather than for what the
+// session holds: an error then, never a refusal, which the caches would remember for the revision.
+func unfinished(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/internal/eventtest"
 	"github.com/dshfs/dshfs/internal/pgtest"
+	"github.com/dshfs/dshfs/views"
 )
 
 // TestFrozenServerAnswersWithinTimeout stops a server with SIGSTOP — its sockets stay open and nothing
@@ -77,6 +78,14 @@ func TestFrozenServerAnswersWithinTimeout(t *testing.T) {
 	within("stat", func() error { _, err := b.Stat(ctx, "s", ""); return err })
 	within("load", func() error { _, err := b.LoadStored(ctx, "s"); return err })
 	within("raw read", func() error { return b.WriteRaw(ctx, "s", io.Discard) })
+	// a view of the session: an error, never a session refused for the revision (which caches would keep)
+	within("views load", func() error {
+		s, err := views.Load(ctx, st, "s", views.Options{})
+		if err == nil {
+			t.Errorf("views of a session on a frozen server: refused as %v, want an error", s.Refusal)
+		}
+		return err
+	})
 	within("flush", func() error { return w.Flush(ctx) })
 	if w.Pending() != len(log)-3 {
 		t.Fatalf("%d events pending after the failed flush, want %d", w.Pending(), len(log)-3)
