@@ -3,6 +3,7 @@ package generation
 import (
 	"bytes"
 	"strconv"
+	"sync"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -82,6 +83,8 @@ type Options struct {
 	Recovery   Recovery
 	// MaxFrameBytes caps what one zstd frame may decode to (writer.max_frame_bytes); 0 is no cap.
 	MaxFrameBytes int64
+	// Workers is how many goroutines parse rows; 0 or 1 parses them inline.
+	Workers int
 	// TornPrefix, when set, decodes what the harness's flushing prefix decoder recovers from an incomplete
 	// final zstd frame. A v4 read keeps the complete lines of that plaintext as events (the v4 backend's
 	// decompressZstdPrefix); without it, or for earlier generations, a torn final frame is left out whole.
@@ -134,7 +137,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	committedOf := func(lineEnd int) int64 { return int64(lineEnd) }
 	if o.Compressed {
 		var err error
-		if text, err = unframe(artifact, o.MaxFrameBytes); err != nil {
+		if text, err = unframe(artifact, o.MaxFrameBytes, o.Workers); err != nil {
 			return nil, err
 		}
 		// offsets into the plaintext do not map back to frames; a compressed artifact is committed up to
@@ -174,8 +177,12 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	}
 	rest := newRestorer(h)
 	var events []event.Event
+	var walk *v4Walk // v4: the restore walks each event as it is accepted, reading the value decoded once
+	if o.Generation == 4 {
+		walk = &v4Walk{h: h, rel: newStreamRelations(&events), last: -1, children: map[string]bool{}, stream: true}
+	}
 	emit := func(a accepted) error {
-		if o.Generation != 4 { // v4's restore reads the events once all are decoded (restoreV4)
+		if walk == nil {
 			rest.observe(a.v, a.row.Type)
 		}
 		e := a.row
@@ -186,42 +193,51 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 			}
 		}
 		events = append(events, e)
+		if walk != nil {
+			return walk.stepValue(len(events)-1, e, a.v, true) // v4Decoder admitted the row
+
+		}
 		return nil
 	}
+	read := rowValue
+	if o.Generation == 4 {
+		read = v4Value
+	}
 	line, recovered := 0, 0
+	var rows []parsedRow
 	for p := nl + 1; p < len(text); {
-		end := bytes.IndexByte(text[p:], '\n')
-		if end < 0 {
-			break // torn tail
-		}
-		end += p
-		line++
-		row, lineEnd, rowStart := text[p:end], end+1, p
-		p = lineEnd
-		ev, perr := event.ParseEvent(row)
-		var v event.Value
-		if perr == nil {
-			if o.Generation == 4 {
-				v, perr = v4Value(ev)
-			} else {
-				v, perr = rowValue(ev)
+		// Rows are parsed a window at a time on every worker, then decoded in order: parsing is most of a
+		// load's work, and a window bounds the parsed values held at once.
+		rows = rows[:0]
+		for p < len(text) && len(rows) < parseWindow {
+			end := bytes.IndexByte(text[p:], '\n')
+			if end < 0 {
+				p = len(text) // torn tail
+				break
 			}
+			end += p
+			rows = append(rows, parsedRow{start: p, end: end + 1})
+			p = end + 1
 		}
-		if perr != nil {
-			if err := unparsable(line); err != nil {
+		parseRows(text, rows, read, o.Workers)
+		for _, r := range rows {
+			line++
+			if r.err != nil {
+				if err := unparsable(line); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			n := len(events)
+			if err := decodeRow(r.v, r.ev, line, emit); err != nil {
 				return nil, err
 			}
-			continue
-		}
-		n := len(events)
-		if err := decodeRow(v, ev, line, emit); err != nil {
-			return nil, err
-		}
-		if len(events) > n && tornFrom >= 0 && rowStart >= tornFrom {
-			recovered++
-		}
-		if len(events) > n {
-			committed = committedOf(lineEnd)
+			if len(events) > n && tornFrom >= 0 && r.start >= tornFrom {
+				recovered++
+			}
+			if len(events) > n {
+				committed = committedOf(r.end)
+			}
 		}
 	}
 	var cut int64
@@ -237,9 +253,9 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		return nil, err
 	}
 	var rel *v4Relations
-	if o.Generation == 4 {
-		rel = newV4Relations(events)
-		_, err = restoreV4At(h, cut, events, rel)
+	if walk != nil {
+		rel = walk.rel
+		_, err = walk.finish(cut, len(events))
 	} else {
 		err = rest.finish(cut, events)
 	}
@@ -247,6 +263,46 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		return nil, err
 	}
 	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel}, nil
+}
+
+// parseWindow is how many rows are parsed before they are decoded.
+const parseWindow = 4096
+
+// parsedRow is one line of an artifact's text (start, end past its LF) as parsed for the decoder.
+type parsedRow struct {
+	start, end int
+	ev         event.Event
+	v          event.Value
+	err        error
+}
+
+// parseRows parses rows of text on up to workers goroutines (at least one), each row's event and the value
+// its checks read.
+func parseRows(text []byte, rows []parsedRow, read func(event.Event) (event.Value, error), workers int) {
+	one := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			r := &rows[i]
+			if r.ev, r.err = event.ParseEvent(text[r.start : r.end-1]); r.err == nil {
+				r.v, r.err = read(r.ev)
+			}
+		}
+	}
+	workers = min(max(workers, 1), len(rows)/256+1) // a goroutine is worth a few hundred rows
+	if workers == 1 {
+		one(0, len(rows))
+		return
+	}
+	var wg sync.WaitGroup
+	per := (len(rows) + workers - 1) / workers
+	for lo := 0; lo < len(rows); lo += per {
+		hi := min(lo+per, len(rows))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(lo, hi)
+		}()
+	}
+	wg.Wait()
 }
 
 // payloadTypes are the event types whose data a check reads (v3's structural admission, canonical

@@ -128,9 +128,9 @@ func scanFrame(b []byte, start int) (frameInfo, error) {
 // reads leave it out); a complete frame whose text stops inside a line is corruption. A frame whose
 // blocks could decode to more than maxFrame bytes (0: no cap) is refused before anything is decoded: a
 // few kilobytes of RLE blocks can claim gigabytes.
-func unframe(b []byte, maxFrame int64) ([]byte, error) {
-	var text []byte
-	frames := 0
+func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
+	type span struct{ start, end int }
+	var frames []span
 	for p := 0; p < len(b); {
 		info, err := scanFrame(b, p)
 		if err != nil {
@@ -149,21 +149,54 @@ func unframe(b []byte, maxFrame int64) ([]byte, error) {
 		if info.fcsOK && info.fcs > info.bound {
 			return nil, &CorruptError{Message: "corrupt Zstandard session log: frame at byte " + strconv.Itoa(p) + " failed validation"}
 		}
-		plain, err := zstdDecoder().DecodeAll(b[p:end], nil)
-		if err != nil {
-			return nil, &CorruptError{Message: "corrupt Zstandard session log: frame at byte " + strconv.Itoa(p) + " failed validation"}
-		}
-		if frames == 0 && (len(plain) == 0 || bytes.IndexByte(plain, '\n') != len(plain)-1) {
-			return nil, &CorruptError{Message: "corrupt Zstandard session log: first frame is not exactly one header line"}
-		}
-		text = append(text, plain...)
-		frames++
+		frames = append(frames, span{p, end})
 		p = end
 	}
-	if frames == 0 {
+	if len(frames) == 0 {
 		return nil, &CorruptError{Message: "empty or header-less Zstandard session log"}
 	}
-	if text[len(text)-1] != '\n' {
+	// Frames decode independently: a live session's (one per batch) decode on every worker, each into its
+	// own buffer, joined in order after.
+	plains := make([][]byte, len(frames))
+	errs := make([]error, len(frames))
+	decode := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			f := frames[i]
+			if plains[i], errs[i] = zstdDecoder().DecodeAll(b[f.start:f.end], nil); errs[i] != nil {
+				return
+			}
+		}
+	}
+	workers = min(max(workers, 1), len(frames))
+	if workers == 1 {
+		decode(0, len(frames))
+	} else {
+		var wg sync.WaitGroup
+		per := (len(frames) + workers - 1) / workers
+		for lo := 0; lo < len(frames); lo += per {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				decode(lo, min(lo+per, len(frames)))
+			}()
+		}
+		wg.Wait()
+	}
+	total := 0
+	for i, plain := range plains { // the first failure in the artifact's order, as a decode in order finds it
+		if errs[i] != nil {
+			return nil, &CorruptError{Message: "corrupt Zstandard session log: frame at byte " + strconv.Itoa(frames[i].start) + " failed validation"}
+		}
+		if i == 0 && (len(plain) == 0 || bytes.IndexByte(plain, '\n') != len(plain)-1) {
+			return nil, &CorruptError{Message: "corrupt Zstandard session log: first frame is not exactly one header line"}
+		}
+		total += len(plain)
+	}
+	text := make([]byte, 0, total)
+	for _, plain := range plains {
+		text = append(text, plain...)
+	}
+	if len(text) == 0 || text[len(text)-1] != '\n' {
 		return nil, &CorruptError{Message: "corrupt Zstandard session log: complete frame contains a torn JSONL record"}
 	}
 	return text, nil

@@ -72,11 +72,17 @@ func (d *v4Decoder) decodeRow(v event.Value, row event.Event, line int, emit fun
 // v4Value is event e as the v4 checks read it. The embedded assistant stream is most of a log's bytes and
 // is read by two rules only, both about tool-change and tool-result blocks: it is parsed only when the row
 // could name one (a `\u` escape could spell either, so it counts too).
+//
+// No rule reads the words of a message either — only that a text is a string — except the exact text of a
+// TOOL_NOT_STARTED repair: so "text" members are not materialized (their Kind is kept) but in a tool result.
 func v4Value(e event.Event) (event.Value, error) {
-	if (e.Type == "assistant/message" || e.Type == "assistant/attempt") && !streamMayMatter(e.Raw) {
-		return e.Shallow(0, "stream")
+	switch {
+	case e.Type == "tool/result":
+		return e.Record()
+	case (e.Type == "assistant/message" || e.Type == "assistant/attempt") && !streamMayMatter(e.Raw):
+		return e.Shallow(0, "stream", "text")
 	}
-	return e.Record()
+	return e.Shallow(0, "text")
 }
 
 func streamMayMatter(raw []byte) bool {
@@ -381,16 +387,18 @@ func v4RetiredSyntax(row event.Value) error {
 	if !isObject(data) {
 		return nil
 	}
-	t, _ := row.Get("type")
-	subject := "format v4 " + jsString(t, true) + " at seq " + seqText(row) + " content"
-	wrapper := formatErr(subject + " must not contain a released tool-result wrapper")
+	// the refusal is built only when there is one: this runs on every row of a log
+	wrapper := func() error {
+		t, _ := row.Get("type")
+		return formatErr("format v4 " + jsString(t, true) + " at seq " + seqText(row) + " content must not contain a released tool-result wrapper")
+	}
 	noWrapper := func(content event.Value) error {
 		if content.Kind != event.KindArray {
 			return nil
 		}
 		for _, b := range content.Arr {
 			if isObject(b) && isStr(b, "type", "tool-result") {
-				return wrapper
+				return wrapper()
 			}
 		}
 		return nil
@@ -436,10 +444,10 @@ func v4RetiredSyntax(row event.Value) error {
 			switch {
 			case isStr(chunk, "type", "block-end"):
 				if b, _ := chunk.Get("block"); isObject(b) && isStr(b, "type", "tool-result") {
-					return wrapper
+					return wrapper()
 				}
 			case isStr(chunk, "type", "block-start") && isStr(chunk, "blockType", "tool-result"):
-				return wrapper
+				return wrapper()
 			}
 			return nil
 		})

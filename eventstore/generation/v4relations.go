@@ -40,9 +40,13 @@ func restoreV4At(h Header, cut int64, events []event.Event, rel *v4Relations) (i
 
 // v4Walk is the restore's walk over a v4 log: each pass's state and first failure.
 type v4Walk struct {
-	h                Header
-	cut              int64
-	rel              *v4Relations
+	h   Header
+	cut int64
+	rel *v4Relations
+	// stream: the walk runs as the events are decoded, before the cut and the later events are known
+	// (finish completes it)
+	stream           bool
+	deferred         []deferredEvent
 	last             int64 // the last inherited end-seed marker, -1 when none
 	children         map[string]bool
 	errA, errB, errL error
@@ -51,21 +55,38 @@ type v4Walk struct {
 
 // step takes event i; an error is one of reading the event itself (it was not canonical JSON).
 func (w *v4Walk) step(i int, e event.Event) error {
+	if !IsV4Type(e.Type) {
+		return w.stepValue(i, e, event.Value{}, false)
+	}
+	v, err := v4Value(e)
+	if err != nil {
+		return err
+	}
+	return w.stepValue(i, e, v, false)
+}
+
+// stepValue is step with the event already read (v4Value; ignored for an unknown type). admitted says that
+// the codec's row admission passed on this very value: it holds every per-event check of the restore
+// and its developer-data check, which are then not run twice (an ignorable developer/message, which the
+// admission leaves to the restore, is never admitted).
+func (w *v4Walk) stepValue(i int, e event.Event, v event.Value, admitted bool) error {
+	admitted = admitted && !(e.Type == "developer/message" && isTrue(v, "ignorable"))
 	known := IsV4Type(e.Type)
 	if w.errA == nil && !known {
 		if ig, _ := e.Member("ignorable"); string(ig) != "true" {
 			w.errA, w.atA = unsupportedErr("format v4 contains unknown event type "+quote(e.Type)+" at seq "+strconv.Itoa(i)), i
 		}
 	}
+	if w.stream {
+		w.rel.markOrphans([]event.Event{e})
+	}
 	if !known {
 		return nil
 	}
-	v, err := v4Value(e)
-	if err != nil {
-		return err
-	}
 	if w.errA == nil {
-		w.errA, w.atA = v4EventAdmission(v), i
+		if !admitted {
+			w.errA, w.atA = v4EventAdmission(v), i
+		}
 		if w.errA == nil && e.Type == "session/end-seed" {
 			if data, _ := v.Get("data"); isObject(data) && isTrue(data, "inherited") {
 				w.last = int64(i)
@@ -73,12 +94,50 @@ func (w *v4Walk) step(i int, e event.Event) error {
 		}
 	}
 	if w.errB == nil {
-		w.errB, w.atB = v4Attribution(w.h, w.cut, v, int64(i), w.children), i
+		if w.stream && (e.Type == "session-log-deepseek/delivery-accepted" || e.Type == "subagent/catalog") {
+			// their checks need the inherited cut, which a decode learns at the end
+			w.deferred = append(w.deferred, deferredEvent{i: i, v: v, admitted: admitted})
+		} else {
+			w.errB, w.atB = v4Attribution(w.h, w.cut, v, int64(i), w.children, admitted), i
+		}
 	}
 	if w.errL == nil {
 		w.errL, w.atL = w.rel.accept(e, v), i
 	}
 	return nil
+}
+
+// finish ends a streaming walk (a decode's) of n events once the inherited cut is known: the deferred
+// checks run in their place in the order, and a turn boundary that crossed an open compaction is a failure
+// unless a later session/end-seed left that compaction open.
+func (w *v4Walk) finish(cut int64, n int) (int, error) {
+	w.cut = cut
+	for _, d := range w.deferred {
+		if w.errB != nil && d.i > w.atB {
+			break
+		}
+		if err := v4Attribution(w.h, w.cut, d.v, int64(d.i), w.children, d.admitted); err != nil {
+			w.errB, w.atB = err, d.i
+			break
+		}
+	}
+	for _, c := range w.rel.crossings {
+		if w.rel.orphans[c.start] {
+			continue
+		}
+		if w.errL == nil || c.at < w.atL {
+			w.errL, w.atL = formatErr(c.typ+" crosses an open compaction"), c.at
+		}
+		break
+	}
+	return w.result(n)
+}
+
+// deferredEvent is an event whose check waits for the inherited cut.
+type deferredEvent struct {
+	i        int
+	v        event.Value
+	admitted bool
 }
 
 // result is the restore's verdict on the n events walked: each pass's first failure, in the passes'
@@ -121,9 +180,11 @@ func v4EventAdmission(v event.Value) error {
 
 // v4Attribution is the second pass over a known event: developer data, producer-owned message sources,
 // the delivery marker's session and catalog children named once.
-func v4Attribution(h Header, cut int64, v event.Value, seq int64, children map[string]bool) error {
-	if err := v4DeveloperData(v); err != nil {
-		return err
+func v4Attribution(h Header, cut int64, v event.Value, seq int64, children map[string]bool, admitted bool) error {
+	if !admitted {
+		if err := v4DeveloperData(v); err != nil {
+			return err
+		}
 	}
 	if err := v4MessageSources(v); err != nil {
 		return err
@@ -295,6 +356,25 @@ type v4Relations struct {
 	commands           map[string]bool
 	orphans            map[int64]bool // compaction/start seqs a session/end-seed left open
 	prepass            int64          // the pre-pass's open compaction/start, -1 when none
+	// lazyOrphans: the pre-pass runs beside the walk (a decode's), so a turn boundary crossing an open
+	// compaction is noted in crossings, to be judged once the whole log is known
+	lazyOrphans bool
+	crossings   []crossing
+}
+
+// crossing is a turn boundary at seq at that crossed the compaction opened at start.
+type crossing struct {
+	start int64
+	at    int
+	typ   string
+}
+
+// newStreamRelations is the lifecycle state of a walk that runs as the events are decoded into *events.
+func newStreamRelations(events *[]event.Event) *v4Relations {
+	r := newV4Relations(nil)
+	r.at = func(seq int64) event.Event { return (*events)[seq] }
+	r.lazyOrphans = true
+	return r
 }
 
 func newV4Relations(events []event.Event) *v4Relations {
@@ -449,7 +529,11 @@ func (r *v4Relations) accept(e event.Event, v event.Value) error {
 		}
 	}
 	if strings.HasPrefix(typ, "turn/") && r.compaction != nil && !r.orphans[r.compaction.seq] {
-		return formatErr(typ + " crosses an open compaction")
+		if !r.lazyOrphans {
+			return formatErr(typ + " crosses an open compaction")
+		}
+		// a session/end-seed later in the log may still leave the compaction open: v4Walk.finish decides
+		r.crossings = append(r.crossings, crossing{start: r.compaction.seq, at: int(seq), typ: typ})
 	}
 	if err := r.foldSurface(typ, seq, v); err != nil {
 		return err

@@ -109,7 +109,11 @@ func (c *V4Checker) Check(stored, add []event.Event) ([]event.Event, error) {
 	w.rel.markOrphans(out)
 	total := len(stored) + len(out)
 	for i, e := range out {
-		if err := w.step(len(stored)+i, e); err != nil {
+		v, err := v4Value(e)
+		if err == nil {
+			err = w.stepValue(len(stored)+i, e, v, true) // admitted above
+		}
+		if err != nil {
 			return nil, &AppendError{Index: i, Err: err}
 		}
 	}

@@ -32,7 +32,7 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 		rec = generation.Recoverable
 	}
 	a, err := generation.DecodeWith(buf, generation.Options{Generation: int(g.Gen), Compressed: g.Compression == Zstd,
-		Recovery: rec, MaxFrameBytes: b.maxFrame, TornPrefix: DecodeTornPrefix})
+		Recovery: rec, MaxFrameBytes: b.maxFrame, TornPrefix: DecodeTornPrefix, Workers: b.tuning.N()})
 	if err != nil {
 		return nil, art, laterRefusal(path, err)
 	}
