@@ -150,10 +150,10 @@ func FromStore(ctx context.Context, st *eventstore.Store, root, dest string, opt
 
 // openFrozen opens one artifact for copying: a refused session's whole, any other's frozen prefix, read
 // while holding the session's writer lock (released when the reader is closed) where dshfs could write it
-// (a later generation's artifact is only ever written by the harness, which takes no such lock).
+// (v0 and v4; a v2 or v3 artifact is only ever written by the harness).
 func openFrozen(ctx context.Context, st *eventstore.Store, e eventstore.Entry, wait time.Duration) (io.ReadCloser, int64, time.Time, fs.FileMode, error) {
 	var lock eventstore.WriterLock
-	if e.Refusal == nil && e.Generation == 0 {
+	if e.Refusal == nil && (e.Generation == 0 || e.Generation == 4) {
 		deadline := time.Now().Add(wait)
 		for {
 			l, err := st.Backend().Lock(ctx, e.ID)
