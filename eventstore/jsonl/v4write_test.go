@@ -58,6 +58,8 @@ func v4Store(t *testing.T, root string) (*eventstore.Store, *Backend, string) {
 	return eventstore.New(b), b, file
 }
 
+func harnessV4(t *testing.T) *harness.FormatsV4 { return harness.GetFormatsV4(t) }
+
 // agreeWithHarness checks that the harness's v4 code restores the file to exactly the events dshfs loads
 // from it.
 func agreeWithHarness(t *testing.T, b *Backend, file string) *eventstore.Prefix {
