@@ -9,6 +9,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -80,6 +81,7 @@ func (o Outcome) Message() string {
 func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, error) {
 	var sel span
 	var out Outcome
+	gen := 0 // the log's format generation, which the events' shapes follow (docs/formats.md#v4)
 	// The summarizer alone is cancelled by the caller giving up (an interrupted `echo compact > ctl`) or
 	// by the session being closed under it; once compaction/start is accepted the transaction is closed
 	// and made durable whatever happens (see below).
@@ -106,15 +108,21 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		if err != nil {
 			return nil, invalid(err)
 		}
+		// a v4 log's protected system head stays: the relationships refuse a compaction that shadows it
+		head := protectedHead(v)
 		if req.Range != nil {
 			if sel, err = validateRegion(v.Fold.Nodes, balance, req.Range[0], req.Range[1]); err != nil {
 				return nil, invalid(err)
 			}
-		} else if s, ok := headSpan(v.Fold.Nodes, balance); ok {
+			if head && sel.startIdx == 0 {
+				return nil, invalid(errorf("compactRegion: start seq %d is the protected system head, which compaction cannot shadow", req.Range[0]))
+			}
+		} else if s, ok := headSpan(v.Fold.Nodes, balance, head); ok {
 			sel = s
 		} else {
 			return nil, nil
 		}
+		gen = v.Generation
 		out.CompactionID = eventstore.NewSessionID()
 		t.id = out.CompactionID // read by the tracked end under the engine's lock, as this is written
 		return []event.Event{newEvent("compaction/start", v.Next(), lifecycle(out.CompactionID, nil))}, nil
@@ -132,7 +140,18 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 	if err := w.FlushWhenWritable(ctx); err != nil {
 		return out, t.fail(ctx, CodePersistence, err)
 	}
-	prep, err := prepare(w.Snapshot(), sel)
+	snap := w.Snapshot()
+	if gen == 4 && snap.Fold == nil {
+		// a v4 engine keeps no fold: the surface view's, as the transaction above read it
+		sv, ferr := generation.SurfaceView(4, snap.Events)
+		if ferr == nil {
+			snap.Fold, ferr = surface.Fold(sv)
+		}
+		if ferr != nil {
+			return out, t.fail(ctx, CodeChanged, ferr)
+		}
+	}
+	prep, err := prepare(snap, sel)
 	if err != nil {
 		return out, t.fail(ctx, CodeChanged, err)
 	}
@@ -144,7 +163,7 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		}
 		return out, t.fail(ctx, CodeSummaryFailed, err)
 	}
-	checkpoint := checkpointMessage(out.CompactionID, sum.Text)
+	checkpoint := checkpointMessage(out.CompactionID, sum.Text, gen)
 	if framed := EstimateMessage(checkpoint); framed >= prep.tokens {
 		return out, t.fail(ctx, CodeNotSmaller, fmt.Errorf("summary is not smaller than the shadowed content (%d estimated framed tokens >= %d)", framed, prep.tokens))
 	}
@@ -165,7 +184,7 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		summary := newEvent("compaction/summary", next, summaryData(out.CompactionID, sum, sel, prep.tokens))
 		replace := newEvent("user/message", next+1, checkpoint,
 			event.Member{Key: "sourceEventSeqs", Value: seqList(append([]int64{out.StartSeq, next}, sel.seqs...))},
-			event.Member{Key: "surfaceOp", Value: replaceOp(sel.start(), sel.end())})
+			event.Member{Key: "surfaceOp", Value: replaceOp(sel.start(), sel.end(), gen)})
 		end := newEvent("compaction/end", next+2, lifecycle(out.CompactionID, nil))
 		return []event.Event{summary, replace, end}, nil
 	})
@@ -340,30 +359,49 @@ func summaryData(id string, sum Summary, sel span, tokens int) []byte {
 }
 
 // checkpointMessage is the replacement user message: the framed summary, the checkpoint source, then
-// role and id in the order the harness's createUserMessage writes them.
-func checkpointMessage(id string, text []string) []byte {
+// role and id in the order the harness's createUserMessage writes them. A v4 source is the producer's own
+// kind, "compact-checkpoint", as the v3-to-v4 migration renames the compact plugin's.
+func checkpointMessage(id string, text []string, gen int) []byte {
 	blocks := []event.Value{textBlock(CheckpointPreamble + "\n\n" + summaryOpen)}
 	blocks = append(blocks, summaryBlocks(text).Arr...)
 	blocks = append(blocks, textBlock(summaryClose))
 	return event.Stringify(event.Object(
 		event.Member{Key: "content", Value: event.Array(blocks...)},
-		event.Member{Key: "source", Value: event.Object(
-			event.Member{Key: "kind", Value: event.String("plugin")},
-			event.Member{Key: "plugin", Value: event.String("compact")},
-			event.Member{Key: "compactionId", Value: event.String(id)},
-		)},
+		event.Member{Key: "source", Value: checkpointSource(id, gen)},
 		event.Member{Key: "role", Value: event.String("user")},
 		event.Member{Key: "id", Value: event.String(eventstore.NewSessionID())},
 	))
+}
+
+func checkpointSource(id string, gen int) event.Value {
+	if gen == 4 {
+		return event.Object(event.Member{Key: "kind", Value: event.String("compact-checkpoint")},
+			event.Member{Key: "compactionId", Value: event.String(id)})
+	}
+	return event.Object(
+		event.Member{Key: "kind", Value: event.String("plugin")},
+		event.Member{Key: "plugin", Value: event.String("compact")},
+		event.Member{Key: "compactionId", Value: event.String(id)},
+	)
+}
+
+// protectedHead reports whether the first node of a v4 log's surface is its protected system head.
+func protectedHead(v eventstore.View) bool {
+	return v.Generation == 4 && len(v.Fold.Nodes) > 0 && v.Events[v.Fold.Nodes[0]].Type == "system/message"
 }
 
 func rangeValue(start, end int64) event.Value {
 	return event.Object(event.Member{Key: "start", Value: event.Int(start)}, event.Member{Key: "end", Value: event.Int(end)})
 }
 
-func replaceOp(start, end int64) event.Value {
+// replaceOp is a surface replacement of start..end: {op,start,end} in v0, {op,startSeq,endSeq} in v4.
+func replaceOp(start, end int64, gen int) event.Value {
+	s, e := "start", "end"
+	if gen == 4 {
+		s, e = "startSeq", "endSeq"
+	}
 	return event.Object(event.Member{Key: "op", Value: event.String("replace")},
-		event.Member{Key: "start", Value: event.Int(start)}, event.Member{Key: "end", Value: event.Int(end)})
+		event.Member{Key: s, Value: event.Int(start)}, event.Member{Key: e, Value: event.Int(end)})
 }
 
 func seqList(seqs []int64) event.Value {

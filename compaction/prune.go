@@ -41,6 +41,9 @@ func (o PruneOutcome) Message() string {
 func PruneSession(ctx context.Context, w *eventstore.Session, cfg config.Pruner) (PruneOutcome, error) {
 	var out PruneOutcome
 	evs, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
+		if v.Generation == 4 {
+			return nil, eventstore.LaterRefusal(w.ID(), "prunes")
+		}
 		if _, open := eventstore.OpenTurn(v.Events); !open {
 			return nil, busy(CodeNoOpenTurn, "prune needs an open turn: the harness prunes tool results only inside a turn, and this session has none; use compact to shrink an idle session")
 		}
@@ -63,7 +66,7 @@ func PruneSession(ctx context.Context, w *eventstore.Session, cfg config.Pruner)
 				newEvent("compaction/prune", next, pruneRecord(seq, EstimateMessage(msg))),
 				newEvent("tool/result", next+1, data,
 					event.Member{Key: "sourceEventSeqs", Value: seqList([]int64{seq})},
-					event.Member{Key: "surfaceOp", Value: replaceOp(seq, seq)}))
+					event.Member{Key: "surfaceOp", Value: replaceOp(seq, seq, 0)}))
 			pruned.OriginalSeq, pruned.ReplacementSeq = seq, next+1
 			out.Pruned = append(out.Pruned, pruned)
 			out.CharsRemoved += pruned.CharsBefore - pruned.CharsAfter

@@ -24,15 +24,19 @@ func (s span) end() int64   { return s.seqs[len(s.seqs)-1] }
 // a surface whose only balanced cut is at its head, e.g. one open tool pair).
 //
 // balance holds the pairing count at every cut (surface.Balance): len(nodes)+1 values.
-func headSpan(nodes []int64, balance []int) (span, bool) {
+func headSpan(nodes []int64, balance []int, protected bool) (span, bool) {
+	first := 0
+	if protected {
+		first = 1 // a v4 log's system head stays; a system node is neutral, so the cut after it is balanced
+	}
 	keep := len(nodes) - 1 // retainTokens 0: the walk from the tail stops at the newest node
-	for keep > 0 && balance[keep] != 0 {
+	for keep > first && balance[keep] != 0 {
 		keep--
 	}
-	if keep <= 0 {
+	if keep <= first {
 		return span{}, false
 	}
-	return span{startIdx: 0, endIdx: keep - 1, seqs: slices.Clone(nodes[:keep])}, true
+	return span{startIdx: first, endIdx: keep - 1, seqs: slices.Clone(nodes[first:keep])}, true
 }
 
 // validateRegion is the harness's validateSurfaceRegion: start and end must be current surface nodes, in

@@ -71,7 +71,7 @@ func TestExtractive(t *testing.T) {
 		}
 	}
 	// A prior checkpoint in the span is merged section by section, not nested.
-	prior := checkpointMessage("c0", []string{"## Primary Request and Intent\n- Ship v2\n\n## Pending Jobs\n- migrate the DB\n\n## Next Step\n- deploy"})
+	prior := checkpointMessage("c0", []string{"## Primary Request and Intent\n- Ship v2\n\n## Pending Jobs\n- migrate the DB\n\n## Next Step\n- deploy"}, 0)
 	in := sampleInput
 	in.Messages = append([][]byte{prior}, in.Messages...)
 	m, err := x.Summarize(context.Background(), in)

@@ -72,10 +72,10 @@ func (w *Session) acceptLaterLocked(evs []event.Event) error {
 	return nil
 }
 
-// laterTransactRefusal refuses compact and prune of a v4 session: their events are v0's shapes, which the
-// v4 relationships do not accept as they are.
-func laterTransactRefusal(id string) *CommandError {
-	return cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v4: dshfs appends to it, flushes and resumes it, but does not write its compactions or prunes (compact it with the harness); nothing was written", jsQuote(id)))
+// LaterRefusal refuses a write command dshfs does not write in a later generation's shapes (prune of a v4
+// session: the sources say nothing of v4's prune results).
+func LaterRefusal(id, what string) *CommandError {
+	return cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v4: dshfs does not write its %s (run it with the harness); nothing was written", jsQuote(id), what))
 }
 
 // GenerationWriter is a backend that writes sessions of later format generations: WritesGeneration

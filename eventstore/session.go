@@ -401,6 +401,8 @@ type View struct {
 	Header event.Header
 	Events []event.Event
 	Fold   *surface.Result
+	// Generation is the log's format generation (0, or 4): what it writes must be in its shapes.
+	Generation int
 }
 
 // Next is the seq the next accepted event takes.
@@ -423,11 +425,22 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 	if err := w.writableLocked(); err != nil {
 		return nil, err
 	}
-	if w.later != nil {
-		return nil, laterTransactRefusal(w.id)
-	}
 	n := len(w.events)
-	evs, err := build(View{Header: w.h, Events: w.events[:n:n], Fold: w.folder.Result()})
+	v := View{Header: w.h, Events: w.events[:n:n]}
+	if w.later != nil {
+		// the engine of a v4 log keeps no fold: a transaction (a compaction) folds its surface view
+		sv, err := generation.SurfaceView(4, v.Events)
+		if err == nil {
+			v.Fold, err = surface.Fold(sv)
+		}
+		if err != nil {
+			return nil, AsCommandError(err)
+		}
+		v.Generation = 4
+	} else {
+		v.Fold = w.folder.Result()
+	}
+	evs, err := build(v)
 	if err != nil || len(evs) == 0 {
 		return nil, err
 	}

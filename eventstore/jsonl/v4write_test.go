@@ -9,9 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshfs/dshfs/compaction"
+	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/internal/fixtures"
 	"github.com/dshfs/dshfs/internal/harness"
+	"github.com/dshfs/dshfs/surface"
 )
 
 const v4WriteID = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
@@ -256,6 +260,54 @@ func TestV4Fork(t *testing.T) {
 			}
 			if c.Later == nil || c.Later.Cut != 26 || c.Events[26].Type != "session/end-seed" {
 				t.Fatalf("child cut %+v", c.Later)
+			}
+		})
+	}
+}
+
+// TestV4Compact: a manual compaction of a v4 session writes v4's compaction bracket — the summary naming
+// an exact current surface span that leaves the protected system head alone, the checkpoint a
+// `compact-checkpoint` user message replacing the span with {op:"replace",startSeq,endSeq} — which the
+// harness's v4 code accepts; the surface then holds the head, the checkpoint and the newest node. A prune
+// of a v4 session is refused by name and writes nothing.
+func TestV4Compact(t *testing.T) {
+	ctx := context.Background()
+	for _, root := range []string{"raw-root", "zstd-root"} {
+		t.Run(root, func(t *testing.T) {
+			st, b, file := v4Store(t, root)
+			w, err := st.Writer(ctx, v4WriteID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := compaction.Compact(ctx, w, compaction.Request{Summarizer: compaction.NewSummarizer(config.Default().Compaction)})
+			if err != nil || out.Nothing {
+				t.Fatalf("compact: %+v %v", out, err)
+			}
+			before := readFileT(t, file)
+			if _, err := compaction.PruneSession(ctx, w, config.Default().Pruner); err == nil || !strings.Contains(err.Error(), "format generation v4") {
+				t.Fatalf("prune: %v", err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(readFileT(t, file), before) {
+				t.Fatal("a refused prune wrote")
+			}
+			p := agreeWithHarness(t, b, file)
+			sv, err := generation.SurfaceView(4, p.Events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fold, err := surface.Fold(sv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(fold.Nodes); n != 3 || p.Events[fold.Nodes[0]].Type != "system/message" ||
+				!bytes.Contains(p.Events[fold.Nodes[1]].Raw, []byte(`"kind":"compact-checkpoint"`)) {
+				t.Fatalf("surface after the compaction: %v", fold.Nodes)
+			}
+			if !bytes.Contains(p.Events[fold.Nodes[1]].Raw, []byte(`"surfaceOp":{"op":"replace","startSeq":`)) {
+				t.Fatalf("checkpoint %s", p.Events[fold.Nodes[1]].Raw)
 			}
 		})
 	}
