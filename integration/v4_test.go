@@ -57,14 +57,14 @@ func TestMountV4(t *testing.T) {
 	file := filepath.Join(store, "--home-dev-projects-acme-api--", id, "session.v4.jsonl.zstd")
 	before := readFile(t, file)
 	turn := filepath.Join(t.TempDir(), "turn.jsonl")
-	lines := []string{
+	appended := []string{
 		`{"type":"turn/start","data":{"turn":3}}`,
 		`{"type":"step/start","data":{"turn":3,"step":1}}`,
 		`{"type":"user/message","data":{"content":[{"type":"text","text":"again"}],"source":{"kind":"user"},"role":"user","id":"u-3"},"surfaceOp":"append"}`,
 		`{"type":"assistant/message","data":{"turn":3,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"c-3","name":"bash","arguments":"{}"}],"source":{"kind":"model"},"id":"a-3"}},"surfaceOp":"append"}`,
 		`{"type":"tool/call","data":{"turn":3,"step":1,"callId":"c-3","name":"bash","arguments":"{}"}}`,
 	}
-	if err := os.WriteFile(turn, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(turn, []byte(strings.Join(appended, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, "sh", "-c", `cat "$1" >> "$2/append" && echo flush > "$2/ctl"`, "sh", turn, dir)
@@ -101,5 +101,22 @@ func TestMountV4(t *testing.T) {
 	events := mustRun(t, "cat", filepath.Join(dir, "events.jsonl"))
 	if !bytes.Contains(events, []byte(`"code":"TOOL_OUTCOME_UNKNOWN"`)) || !bytes.Contains(events, []byte(`"reason":{"kind":"interrupted"}`)) {
 		t.Fatalf("resume did not close the turn with the interrupted repair:\n%s", events[bytes.LastIndex(events[:len(events)-1], []byte("\n"))+1:])
+	}
+
+	// a manual compaction, then a fork of the compacted session: both v4, both accepted by the harness
+	mustRun(t, "sh", "-c", `echo compact > "$1/ctl" && echo flush > "$1/ctl"`, "sh", dir)
+	agree("compact")
+	nodes := lines(mustRun(t, "cat", filepath.Join(dir, "surface.jsonl")))
+	if len(nodes) < 3 || !bytes.Contains(nodes[0], []byte(`"type":"system/message"`)) || !bytes.Contains(nodes[1], []byte(`"kind":"compact-checkpoint"`)) {
+		t.Fatalf("the surface after the compaction does not keep the system head followed by the checkpoint: %d nodes", len(nodes))
+	}
+	// ctl's fork takes the boundary first: the last event
+	mustRun(t, "sh", "-c", `echo "fork $(($(wc -l < "$1/events.jsonl") - 1)) child-v4" > "$1/ctl"`, "sh", dir)
+	child, _ := filepath.Glob(filepath.Join(store, "*", "child-v4", "session.v4.jsonl.zstd"))
+	if len(child) != 1 {
+		t.Fatalf("fork made %v", child)
+	}
+	if r, err := kit.Decode(child[0]); err != nil || r.Refusal != "" {
+		t.Fatalf("the harness's v4 code on the child: %v %s", err, r.Refusal)
 	}
 }
