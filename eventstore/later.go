@@ -26,20 +26,25 @@ func laterOf(ins *Inspection) *LaterLog {
 // time optional) and accepts them all, or none (mu held).
 func (w *Session) acceptLaterLines(lines [][]byte, next, now int64) error {
 	evs := make([]event.Event, len(lines))
+	recs := make([]event.Value, len(lines))
 	for i, l := range lines {
 		in, ce := parseLine(l, next+int64(i), now)
 		if ce != nil {
 			ce.Line = i + 1
 			return ce
 		}
-		evs[i] = in.ev
+		evs[i], recs[i] = in.ev, in.rec
 	}
-	return w.acceptLaterLocked(evs)
+	return w.acceptLaterParsed(evs, recs)
 }
 
-// acceptLaterLocked accepts events that continue a v4 log when the v4 reader restores the log they make
-// (mu held); the refusal names the first event that breaks a rule, and the rule.
-func (w *Session) acceptLaterLocked(evs []event.Event) error {
+// acceptLaterLocked is acceptLaterParsed of events not parsed yet.
+func (w *Session) acceptLaterLocked(evs []event.Event) error { return w.acceptLaterParsed(evs, nil) }
+
+// acceptLaterParsed accepts events that continue a v4 log when the v4 reader restores the log they make
+// (mu held); recs, when given, are their parsed records. The refusal names the first event that breaks a
+// rule, and the rule.
+func (w *Session) acceptLaterParsed(evs []event.Event, recs []event.Value) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -50,7 +55,7 @@ func (w *Session) acceptLaterLocked(evs []event.Event) error {
 		}
 		w.checker = c
 	}
-	out, err := w.checker.Check(w.events, evs)
+	out, err := w.checker.CheckParsed(w.events, evs, recs)
 	if err != nil {
 		line := 0
 		var ae *generation.AppendError

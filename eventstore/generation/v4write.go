@@ -75,11 +75,26 @@ func (c *V4Checker) Check(stored, add []event.Event) ([]event.Event, error) {
 		}
 		c.n = len(stored)
 	}
+	return c.CheckParsed(stored, add, nil)
+}
+
+// CheckParsed is Check of events whose records the caller has parsed already (vals[i] is add[i]'s whole
+// record; nil: parse them here), so that an append request parses each line once.
+func (c *V4Checker) CheckParsed(stored, add []event.Event, vals []event.Value) ([]event.Event, error) {
+	if c.n != len(stored) {
+		if _, err := c.Check(stored, nil); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]event.Event, len(add))
+	decoded := make([]event.Value, len(add))
 	next := int64(len(stored))
 	for i, e := range add {
-		v, err := e.Record()
-		if err != nil {
+		var v event.Value
+		var err error
+		if vals != nil {
+			v = vals[i]
+		} else if v, err = v4Value(e); err != nil {
 			return nil, &AppendError{Index: i, Err: err}
 		}
 		if err := v4RowAdmission(v); err != nil {
@@ -92,7 +107,7 @@ func (c *V4Checker) Check(stored, add []event.Event) ([]event.Event, error) {
 		if seq, _ := ev.Get("seq"); seq.Kind != event.KindNumber || seq.Num != float64(next+int64(i)) {
 			return nil, &AppendError{Index: i, Err: formatErr("format v4 event " + strconv.FormatInt(next+int64(i), 10) + " is not dense")}
 		}
-		out[i] = e
+		out[i], decoded[i] = e, ev
 		if changed {
 			if out[i], err = expanded(accepted{row: e, v: ev}); err != nil {
 				return nil, &AppendError{Index: i, Err: err}
@@ -109,11 +124,7 @@ func (c *V4Checker) Check(stored, add []event.Event) ([]event.Event, error) {
 	w.rel.markOrphans(out)
 	total := len(stored) + len(out)
 	for i, e := range out {
-		v, err := v4Value(e)
-		if err == nil {
-			err = w.stepValue(len(stored)+i, e, v, true) // admitted above
-		}
-		if err != nil {
+		if err := w.stepValue(len(stored)+i, e, decoded[i], true); err != nil { // admitted above
 			return nil, &AppendError{Index: i, Err: err}
 		}
 	}
