@@ -792,9 +792,6 @@ func (w *Session) inspection(ctx context.Context) (*Inspection, error) {
 	p := &Prefix{Header: s.Header, Events: s.Events, Path: s.Path}
 	if w.later != nil {
 		p.Generation = 4
-		if p.SurfaceEvents, err = generation.SurfaceView(4, s.Events); err != nil {
-			return nil, err
-		}
 	}
 	return &Inspection{Header: s.Header, Events: s.Events, Prefix: p}, nil
 }

@@ -142,14 +142,10 @@ type Prefix struct {
 	Artifact   Artifact // the state the bytes were read at
 	Path       string
 	Torn       *Torn // nil when the artifact ends on a committed boundary
-	// Generation is the artifact's format generation: 0 for the v0 log this package validates, 2 or 3 for
-	// a later one, whose events the backend decoded and validated with the harness's published codec
-	// (package eventstore/generation): Inspect then applies no v0 check and no v0 repair to them.
+	// Generation is the artifact's format generation: 0 for the v0 log this package validates, 2, 3 or 4
+	// for a later one, whose events the backend decoded and validated with the harness's codec (package
+	// eventstore/generation): Inspect then applies no v0 check to them, and plans v4's repair for v4.
 	Generation int
-	// SurfaceEvents are the events the surface fold reads, where they differ from Events (a v3 or v4 log:
-	// its system messages and replacements as the released restore hands them to the v0 fold); nil
-	// otherwise.
-	SurfaceEvents []event.Event
 	// Later is a v4 log's logical header and inherited cut, as its codec restored them: what a v4 writer
 	// checks its appends against. Nil for other generations.
 	Later *LaterLog

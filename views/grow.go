@@ -48,7 +48,7 @@ func GrowsByAppend(view View) bool {
 // the view cannot be extended from it (not Growable, not a live engine's snapshot, refused, or a log
 // whose surface the v0 projections read another way).
 func (s *Session) Reach(view View) (Reach, bool) {
-	if !Growable(view) || s.Lineage == nil || s.Refusal != nil || s.surfaceEvents != nil || s.Generation != 0 {
+	if !Growable(view) || s.Lineage == nil || s.Refusal != nil || s.Generation != 0 {
 		return Reach{}, false
 	}
 	return Reach{lineage: s.Lineage, events: len(s.Events)}, true

@@ -65,11 +65,13 @@ type Session struct {
 	// carry is what status.json and turns/ have scanned of the lineage's events (grow.go), shared along it
 	carry     *carry
 	carryOnce sync.Once
-	// Generation is the log's format generation (0, or 2 and 3 for the later ones the harness writes);
-	// surfaceEvents are what the v0 projections read of a v3 log (its system messages and replacements as
-	// the harness's released restore validates them), nil when they read Events
+	// Generation is the log's format generation (0, 2, 3 or 4); surfaceEvents are what the v0 projections
+	// read of a v3 or v4 log (its system and developer messages and replacements as the released restore
+	// validates them), made on first use: `cat` of the events view never needs them
 	Generation    int
+	surfaceOnce   sync.Once
 	surfaceEvents []event.Event
+	surfaceErr    error
 
 	// mtime answers ModTime; for a loaded log it reads every event, so it runs on first use (`cat` of
 	// the events view never asks)
@@ -124,7 +126,7 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	p := ins.Prefix
 	h := ins.Header
 	s.Header, s.Location, s.Revision, s.Identity, s.Torn, s.Closers = &h, st.Location(p.Path), p.Artifact.Token, p.Artifact.Identity, p.Torn, ins.Closers
-	s.Generation, s.surfaceEvents = p.Generation, p.SurfaceEvents
+	s.Generation = p.Generation
 	if opts.Inspect {
 		s.Events = ins.Events
 	} else {
@@ -156,10 +158,6 @@ func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) 
 	if snap.Generation >= 3 {
 		// the engine of a later generation keeps no fold: the projections fold its surface view
 		s.Generation = snap.Generation
-		var err error
-		if s.surfaceEvents, err = generation.SurfaceView(snap.Generation, snap.Events); err != nil {
-			s.Refusal = err
-		}
 		return s
 	}
 	s.foldOnce.Do(func() { s.fold = snap.Fold })
@@ -221,10 +219,15 @@ func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.E
 // semantic is the event list the projections (fold, trace, compactions, classification) read: Events,
 // or for a v3 log the view of it the harness's release folds.
 func (s *Session) semantic() []event.Event {
-	if s.surfaceEvents != nil {
-		return s.surfaceEvents
+	if s.Generation < 3 {
+		return s.Events
 	}
-	return s.Events
+	s.surfaceOnce.Do(func() {
+		if s.surfaceEvents, s.surfaceErr = generation.SurfaceView(s.Generation, s.Events); s.surfaceErr != nil {
+			s.surfaceEvents = s.Events // Fold reports surfaceErr first
+		}
+	})
+	return s.surfaceEvents
 }
 
 // forkSeed is the seq of a fork's end-seed — the header's seedLength, the events copied from the parent —
@@ -238,7 +241,12 @@ func (s *Session) forkSeed() int64 {
 
 // Fold is the surface fold of the session's events (computed once).
 func (s *Session) Fold() (*surface.Result, error) {
-	s.foldOnce.Do(func() { s.fold, s.foldErr = surface.Fold(s.semantic()) })
+	s.foldOnce.Do(func() {
+		events := s.semantic()
+		if s.foldErr = s.surfaceErr; s.foldErr == nil {
+			s.fold, s.foldErr = surface.Fold(events)
+		}
+	})
 	return s.fold, s.foldErr
 }
 

@@ -45,11 +45,6 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 		closers, err := a.Repair()
 		p.Later = &eventstore.LaterLog{Header: a.Header, Cut: a.InheritedEventCount, Closers: closers, RepairErr: err}
 	}
-	if g.Gen >= 3 {
-		if p.SurfaceEvents, err = generation.SurfaceEvents(a); err != nil {
-			return nil, art, laterRefusal(path, err)
-		}
-	}
 	if n := int64(len(buf)); a.Committed < n && g.Compression == None {
 		// a torn last line, as in a v0 log: excluded from every view, kept in raw.jsonl
 		p.Torn = &eventstore.Torn{TruncateTo: a.Committed, Bytes: n - a.Committed}
