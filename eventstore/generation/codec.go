@@ -118,29 +118,30 @@ func decodeHeader(gen int, v event.Value) (Header, error) {
 // sourceEventSeqs. changed reports that the event differs from the row (so its bytes must be re-encoded).
 // eventCount is the number of events accepted so far: see expandSeqs.
 func decodeEvent(v event.Value, row int, eventCount int64) (ev event.Value, changed bool, err error) {
-	label := "released v2 row " + strconv.Itoa(row)
-	if _, err := record(v, label); err != nil {
+	// the label names the row in a refusal only: built when one is, as this runs on every row of a log
+	label := func() string { return "released v2 row " + strconv.Itoa(row) }
+	if !isObject(v) {
+		_, err := record(v, label())
 		return v, false, err
 	}
-	if err := exactKeys(v, eventRequired, surfaceOptional, label, "lacks required field"); err != nil {
-		return v, false, err
+	if !hasExactKeys(v, eventRequired, surfaceOptional) {
+		return v, false, exactKeys(v, eventRequired, surfaceOptional, label(), "lacks required field")
 	}
 	if t, _ := v.Get("type"); t.Kind != event.KindString {
-		return v, false, formatErr(label + " type must be a string")
+		return v, false, formatErr(label() + " type must be a string")
 	}
-	tm, _ := v.Get("time")
-	if err := safeInteger(tm, label+" time"); err != nil {
-		return v, false, err
+	if tm, _ := v.Get("time"); tm.Kind != event.KindNumber || !event.IsSafeInteger(tm.Num) || isNegZero(tm) {
+		return v, false, safeInteger(tm, label()+" time")
 	}
 	if ig, ok := v.Get("ignorable"); ok && (ig.Kind != event.KindBool || !ig.Bool) {
-		return v, false, formatErr(label + " ignorable must be true when present")
+		return v, false, formatErr(label() + " ignorable must be true when present")
 	}
 	src, ok := v.Get("sourceEventSeqs")
 	if !ok {
 		return v, false, nil
 	}
 	seqv, _ := v.Get("seq")
-	seq, err := count(seqv, label+" seq")
+	seq, err := count(seqv, label()+" seq")
 	if err != nil {
 		return v, false, err
 	}

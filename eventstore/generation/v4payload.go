@@ -245,21 +245,21 @@ func v4ToolResultMessage(ev event.Value) error {
 	if typeOf(ev) != "tool/result" {
 		return nil
 	}
-	subject := "format v4 tool/result at seq " + seqText(ev)
+	subject := func() string { return "format v4 tool/result at seq " + seqText(ev) } // for a refusal only
 	data, _ := ev.Get("data")
 	if !isObject(data) {
-		return formatErr(subject + " data must be an object")
+		return formatErr(subject() + " data must be an object")
 	}
 	msg, _ := data.Get("message")
 	if !isObject(msg) {
-		return formatErr(subject + " message must be an object")
+		return formatErr(subject() + " message must be an object")
 	}
 	id, _ := msg.Get("id")
 	if id.Kind != event.KindString || id.Str == "" {
-		return formatErr(subject + " requires a first-class message with a string id")
+		return formatErr(subject() + " requires a first-class message with a string id")
 	}
 	if !isStr(msg, "role", "tool") {
-		return formatErr(subject + " requires a tool-role message")
+		return formatErr(subject() + " requires a tool-role message")
 	}
 	src, _ := msg.Get("source")
 	tcid, _ := msg.Get("toolCallId")
@@ -269,26 +269,26 @@ func v4ToolResultMessage(ev event.Value) error {
 		srcCall, srcCallOK = src.Get("callId")
 	}
 	if tcid.Kind != event.KindString || tcid.Str == "" || !strictEqual(srcCall, srcCallOK, tcid, true) {
-		return formatErr(subject + " requires toolCallId matching its tool source")
+		return formatErr(subject() + " requires toolCallId matching its tool source")
 	}
 	if !isObject(src) || !isStr(src, "kind", "tool") {
-		return formatErr(subject + " requires a tool source")
+		return formatErr(subject() + " requires a tool source")
 	}
 	content, _ := msg.Get("content")
 	if content.Kind != event.KindArray {
-		return formatErr(subject + " requires array content")
+		return formatErr(subject() + " requires array content")
 	}
 	for _, b := range content.Arr {
 		if isObject(b) && isStr(b, "type", "tool-result") {
-			return formatErr(subject + " content must not contain a released tool-result wrapper")
+			return formatErr(subject() + " content must not contain a released tool-result wrapper")
 		}
 	}
 	isErr, hasIsErr := msg.Get("isError")
 	if hasIsErr && isErr.Kind != event.KindBool {
-		return formatErr(subject + " isError must be boolean when present")
+		return formatErr(subject() + " isError must be boolean when present")
 	}
 	if data.Has("error") && !isTrue(msg, "isError") {
-		return formatErr(subject + " carries error metadata for a non-error tool result")
+		return formatErr(subject() + " carries error metadata for a non-error tool result")
 	}
 	return nil
 }

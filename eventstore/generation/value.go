@@ -62,6 +62,21 @@ func exactKeys(v event.Value, required, optional []string, label, lacks string) 
 	return nil
 }
 
+// hasExactKeys reports whether exactKeys finds nothing to refuse, without building its texts.
+func hasExactKeys(v event.Value, required, optional []string) bool {
+	for _, k := range required {
+		if !v.Has(k) {
+			return false
+		}
+	}
+	for _, m := range v.Obj {
+		if !slices.Contains(required, m.Key) && !slices.Contains(optional, m.Key) {
+			return false
+		}
+	}
+	return true
+}
+
 // isString reports whether the member key of v is present and a string.
 func isString(v event.Value, key string) bool {
 	x, ok := v.Get(key)
