@@ -49,22 +49,32 @@ func GetFormats(t testing.TB) *Formats {
 	return formats
 }
 
-func installFormats(kit, cache string) (*Formats, error) {
+// setupKit runs a kit's setup.sh into cache, holding the cache's lock until unlock is called (one installer
+// at a time), and returns the path of the Node 22 binary it installed.
+func setupKit(kit, cache, what string) (node string, unlock func(), err error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	unlock, err := lockDir(cache)
-	if err != nil {
-		return nil, err
+	if unlock, err = lockDir(cache); err != nil {
+		return "", nil, err
 	}
-	defer unlock()
 	cmd := exec.Command("bash", filepath.Join(kit, "setup.sh"), cache)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("format kit setup failed: %v\n%s", err, stderr.String())
+		unlock()
+		return "", nil, fmt.Errorf("%s setup failed: %v\n%s", what, err, stderr.String())
 	}
+	return string(bytes.TrimSpace(out)), unlock, nil
+}
+
+func installFormats(kit, cache string) (*Formats, error) {
+	node, unlock, err := setupKit(kit, cache, "format kit")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	decode, err := os.ReadFile(filepath.Join(kit, "decode.mjs"))
 	if err != nil {
 		return nil, err
@@ -80,7 +90,7 @@ func installFormats(kit, cache string) (*Formats, error) {
 			return nil, err
 		}
 	}
-	return &Formats{Node: string(bytes.TrimSpace(out)), Cache: cache}, nil
+	return &Formats{Node: node, Cache: cache}, nil
 }
 
 // Restored is the kit's answer for one artifact: what the harness restores (decode.mjs's output), or its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -42,22 +41,12 @@ func GetFormatsV4(t testing.TB) *FormatsV4 {
 }
 
 func installFormatsV4(kit, cache string) (*FormatsV4, error) {
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return nil, err
-	}
-	unlock, err := lockDir(cache)
+	node, unlock, err := setupKit(kit, cache, "v4 format kit")
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	cmd := exec.Command("bash", filepath.Join(kit, "setup.sh"), cache)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("v4 format kit setup failed: %v\n%s", err, stderr.String())
-	}
-	return &FormatsV4{Node: string(bytes.TrimSpace(out)), Cache: cache}, nil
+	unlock()
+	return &FormatsV4{Node: node, Cache: cache}, nil
 }
 
 // RestoredV4 is decode-v4.mjs's answer for one log: the v4 header line and one line per event, or the
