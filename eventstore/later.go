@@ -11,8 +11,9 @@ import (
 )
 
 // The engine of a v4 session (docs/formats.md#v4). Its appends are checked by the v4 reader's own rules
-// over the log they would make (generation.CheckV4Append), so nothing dshfs writes is a log the harness
-// refuses; the batching, the flush under the lease and the sidecars are the v0 engine's.
+// over the log they would make (a generation.V4Checker holding the restore's state at the end of the log,
+// so a request costs its own events), so nothing dshfs writes is a log the harness refuses; the batching,
+// the flush under the lease and the sidecars are the v0 engine's.
 
 // laterOf is the v4 log an inspection holds, nil for any other.
 func laterOf(ins *Inspection) *LaterLog {
