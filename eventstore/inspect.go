@@ -5,23 +5,18 @@ import (
 	"strings"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/surface"
 )
 
 // This file composes the coordinator's two post-read paths over a backend's stored prefix: readFrom's
 // readStoredPrefix (readStored) and inspect/load's prepareCore (Inspect), in the harness's exact check
 // order, so that the first failing check — and so the reported text — is the harness's.
 
-// SurfaceChecker validates the next event of a seed the way the harness's SurfaceManager.validateNext
-// does; the projections package plugs in later. nil = no surface validation yet.
-type SurfaceChecker interface{ Next(e event.Event) error }
-
-// UnmarkedChecker is a SurfaceChecker with a shortcut for events known to carry neither surfaceOp nor
-// sourceEventSeqs (a chunk row's members, brackets in the harness's layout: most of a log). NextUnmarked
-// must do what Next does with such an event.
-type UnmarkedChecker interface {
-	SurfaceChecker
-	NextUnmarked(e event.Event) error
-}
+// surfaceCheck validates the next event of a seed the way the harness's SurfaceManager.validateNext
+// does. The store always checks with the surface package's fold (*surface.Folder); the interface exists
+// so that the package's own tests can make the check fail at a chosen event. nil: no surface check
+// (readStored, which the harness runs without one).
+type surfaceCheck interface{ Push(e event.Event) error }
 
 // readStored is the harness's readFrom(id, 0) post-read path (readStoredPrefix): assertStoredId,
 // assertVersion (UnsupportedError with " (raw log: <path>)" when path != ""), snapshotStoredEvents
@@ -40,12 +35,12 @@ func readStored(id string, h event.Header, stored []event.Event, rows []uint64, 
 // checkStored runs the passes before end over stored (sc checking the surface in passSeed), after the
 // header checks that precede them. rows are the stored events' row members (Prefix.RowMembers); t spreads
 // the parse of a large log.
-func checkStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, end pass, sc SurfaceChecker, t Tuning) (*logCheck, error) {
+func checkStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, end pass, sc surfaceCheck, t Tuning) (*logCheck, error) {
 	return checkFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), end, sc, t)
 }
 
 // checkFeed is checkStored over the events of a load as it delivers them.
-func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker, t Tuning) (*logCheck, error) {
+func checkFeed(id string, feed *Progress, end pass, sc surfaceCheck, t Tuning) (*logCheck, error) {
 	h, path, err := feed.waitHeader()
 	if err != nil {
 		return nil, err
@@ -64,10 +59,15 @@ func checkFeed(id string, feed *Progress, end pass, sc SurfaceChecker, t Tuning)
 // Inspect is the harness's prepareCore: the readStored steps, then the closers (the repair plan, each
 // message-shape checked), then the restore-mode Session constructor over stored+closers: header
 // validation, and per event the envelope, request/header and message checks, the legacy header check,
-// seq contiguity and sc.Next (wrapped as "invalid seed event at index N: <msg>"). Every failure except
+// seq contiguity and the surface fold (wrapped as "invalid seed event at index N: <msg>"). Every failure except
 // *UnsupportedError comes back as *CorruptionError{id, cause}. It returns the normalized stored events
 // and the closers separately.
-func Inspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) (events, closers []event.Event, err error) {
+func Inspect(id string, h event.Header, stored []event.Event, path string) (events, closers []event.Event, err error) {
+	return inspectWith(id, h, stored, path, surface.NewFolder(0))
+}
+
+// inspectWith is Inspect with the surface check sc.
+func inspectWith(id string, h event.Header, stored []event.Event, path string, sc surfaceCheck) (events, closers []event.Event, err error) {
 	events, closers, err = inspect(id, h, stored, nil, path, sc, Tuning{})
 	if err != nil {
 		return nil, nil, inspectError(id, err)
@@ -87,12 +87,12 @@ func inspectError(id string, err error) error {
 
 // inspect is Inspect with the stored prefix's row members (Prefix.RowMembers; nil: unknown), and errors
 // unwrapped.
-func inspect(id string, h event.Header, stored []event.Event, rows []uint64, path string, sc SurfaceChecker, t Tuning) ([]event.Event, []event.Event, error) {
+func inspect(id string, h event.Header, stored []event.Event, rows []uint64, path string, sc surfaceCheck, t Tuning) ([]event.Event, []event.Event, error) {
 	return inspectFeed(id, loaded(&Prefix{Header: h, Events: stored, RowMembers: rows, Path: path}), sc, t)
 }
 
 // inspectFeed is inspect over the events of a load as it delivers them.
-func inspectFeed(id string, feed *Progress, sc SurfaceChecker, t Tuning) ([]event.Event, []event.Event, error) {
+func inspectFeed(id string, feed *Progress, sc surfaceCheck, t Tuning) ([]event.Event, []event.Event, error) {
 	c, err := checkFeed(id, feed, passCount, sc, t)
 	if err != nil {
 		return nil, nil, err

@@ -2,10 +2,12 @@ package eventstore
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/eventtest"
+	"github.com/dshfs/dshfs/surface"
 )
 
 func vPtr(v event.Value) *event.Value { return &v }
@@ -43,7 +45,7 @@ func TestHeaderRestoreRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := vHeader("s")
 			c.modify(&h)
-			_, _, err := Inspect("s", h, vEvents(t, log...), "", nil)
+			_, _, err := inspectWith("s", h, vEvents(t, log...), "", nil)
 			got := ""
 			if err != nil {
 				got = err.Error()
@@ -70,17 +72,17 @@ func TestInspectCheckOrder(t *testing.T) {
 	shapeBad := `{"type":"user/message","seq":0,"time":1,"data":{"id":"u","role":"assistant","content":[],"source":{"kind":"user"}},"surfaceOp":"append"}`
 
 	// Header rules run before the per-event seed checks...
-	_, _, err := Inspect("s", bad, vEvents(t, envelopeBad), "", nil)
+	_, _, err := inspectWith("s", bad, vEvents(t, envelopeBad), "", nil)
 	if want := corrupt + `session header cwd must be an absolute path, got "rel"`; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	// ...but after the read-side checks.
-	_, _, err = Inspect("s", bad, vEvents(t, shapeBad), "", nil)
+	_, _, err = inspectWith("s", bad, vEvents(t, shapeBad), "", nil)
 	if want := corrupt + `session event at seq 0 message must have role "user"`; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	// Unknown types are refused before header or envelope validation, unwrapped.
-	_, _, err = Inspect("s", bad, vEvents(t, `{"type":"future/x","seq":0,"time":1,"data":{},"x":1}`), "", nil)
+	_, _, err = inspectWith("s", bad, vEvents(t, `{"type":"future/x","seq":0,"time":1,"data":{},"x":1}`), "", nil)
 	var u *UnsupportedError
 	if !errors.As(err, &u) {
 		t.Fatalf("got %v, want *UnsupportedError", err)
@@ -95,7 +97,7 @@ func TestIdentityAndVersion(t *testing.T) {
 	if err == nil || err.Error() != mismatch || errors.As(err, &ce) {
 		t.Fatalf("ReadStored: got %v", err)
 	}
-	_, _, err = Inspect("s", vHeader("other"), vEvents(t, log...), "", nil)
+	_, _, err = inspectWith("s", vHeader("other"), vEvents(t, log...), "", nil)
 	if !errors.As(err, &ce) || err.Error() != corrupt+mismatch {
 		t.Fatalf("Inspect: got %v", err)
 	}
@@ -115,7 +117,7 @@ func TestIdentityAndVersion(t *testing.T) {
 		if !errors.As(err, &u) || u.Message != c.want || u.Path != c.path {
 			t.Fatalf("ReadStored v%v: got %#v", c.version, err)
 		}
-		_, _, err = Inspect("s", h, vEvents(t, log...), c.path, nil)
+		_, _, err = inspectWith("s", h, vEvents(t, log...), c.path, nil)
 		if !errors.As(err, &u) || err.Error() != c.want {
 			t.Fatalf("Inspect v%v: got %v", c.version, err)
 		}
@@ -143,7 +145,7 @@ func TestVocabulary(t *testing.T) {
 			if !errors.As(err, &u) || u.Message != c.want || u.Path != c.path {
 				t.Fatalf("ReadStored: got %v", err)
 			}
-			_, _, err = Inspect("s", vHeader("s"), vEvents(t, unknown, c.event), c.path, nil)
+			_, _, err = inspectWith("s", vHeader("s"), vEvents(t, unknown, c.event), c.path, nil)
 			if !errors.As(err, &u) || err.Error() != c.want {
 				t.Fatalf("Inspect: got %v", err)
 			}
@@ -162,7 +164,7 @@ func TestVocabularyIgnorableKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventtest.SameLines(t, vLines(got), in)
-	events, closers, err := Inspect("s", vHeader("s"), vEvents(t, in...), "", nil)
+	events, closers, err := inspectWith("s", vHeader("s"), vEvents(t, in...), "", nil)
 	if err != nil || len(closers) != 0 {
 		t.Fatalf("Inspect: %v, %d closers", err, len(closers))
 	}
@@ -178,13 +180,13 @@ func TestVocabularyAfterNormalization(t *testing.T) {
 	}
 }
 
-// failAt is a SurfaceChecker that rejects the event with the given seq.
+// failAt is a surface check that rejects the event with the given seq.
 type failAt struct {
 	seq  int64
 	seen []int64
 }
 
-func (f *failAt) Next(e event.Event) error {
+func (f *failAt) Push(e event.Event) error {
 	f.seen = append(f.seen, e.Seq)
 	if e.Seq == f.seq {
 		return errors.New("boom")
@@ -192,20 +194,50 @@ func (f *failAt) Next(e event.Event) error {
 	return nil
 }
 
-func TestSurfaceCheckerWrapping(t *testing.T) {
+func TestSurfaceCheckWrapping(t *testing.T) {
 	in := []string{
 		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
 		`{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}`,
 	}
 	sc := &failAt{seq: 1}
-	_, _, err := Inspect("s", vHeader("s"), vEvents(t, in...), "", sc)
+	_, _, err := inspectWith("s", vHeader("s"), vEvents(t, in...), "", sc)
 	if want := corrupt + "invalid seed event at index 1: boom"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	// The checker also sees the closers, after the stored events.
 	sc = &failAt{seq: -2}
-	_, closers, err := Inspect("s", vHeader("s"), vEvents(t, in...), "", sc)
+	_, closers, err := inspectWith("s", vHeader("s"), vEvents(t, in...), "", sc)
 	if err != nil || len(closers) != 2 || len(sc.seen) != 4 || sc.seen[3] != 3 {
 		t.Fatalf("err %v, closers %d, seen %v", err, len(closers), sc.seen)
+	}
+}
+
+// Folder plugs into the store's seed validation as its surface check: a surface failure comes back
+// as the harness's "invalid seed event at index N: <reason>" inside the corruption error.
+func TestInspectFoldsSurface(t *testing.T) {
+	lines := []string{
+		`{"type":"user/message","seq":0,"time":1,"data":{"id":"u","role":"user","content":[{"type":"text","text":"a"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,
+		`{"type":"user/message","seq":1,"time":2,"data":{"id":"v","role":"user","content":[{"type":"text","text":"b"}],"source":{"kind":"user"}},"surfaceOp":{"op":"replace","start":0,"end":0}}`,
+	}
+	var events []event.Event
+	for _, l := range lines {
+		e, err := event.ParseEvent([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	h := event.Header{ID: "s", CreatedAt: 1}
+	_, _, err := Inspect("s", h, events, "")
+	const want = "invalid seed event at index 1: surface replace: sourceEventSeqs must include every shadowed surface node; missing 0"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Inspect: %v\nwant it to contain %q", err, want)
+	}
+	ok := surface.NewFolder(0)
+	if _, _, err := inspectWith("s", h, events[:1], "", ok); err != nil {
+		t.Fatalf("valid log: %v", err)
+	}
+	if r := ok.Result(); len(r.Nodes) != 1 || r.Nodes[0] != 0 {
+		t.Fatalf("checker state after Inspect: %s", r.JSON())
 	}
 }

@@ -79,7 +79,7 @@ func TestLegacyRefusals(t *testing.T) {
 				t.Fatalf("ReadStored: got %v, want %q", err, c.want)
 			}
 			var ce *CorruptionError
-			if _, _, err := Inspect("s", vHeader("s"), vEvents(t, c.events...), "", nil); !errors.As(err, &ce) || ce.Cause.Error() != c.want {
+			if _, _, err := inspectWith("s", vHeader("s"), vEvents(t, c.events...), "", nil); !errors.As(err, &ce) || ce.Cause.Error() != c.want {
 				t.Fatalf("Inspect: got %v, want corruption %q", err, c.want)
 			}
 		})
@@ -207,7 +207,7 @@ func TestLegacyReplacementInheritsStartID(t *testing.T) {
 		t.Fatalf("ids %v, want %v", ids, wantIDs)
 	}
 	// Inspect agrees and the balanced log needs no closers.
-	events, closers, err := Inspect("legacy-message-load", vHeader("legacy-message-load"), vEvents(t, legacyMessageLog...), "", nil)
+	events, closers, err := inspectWith("legacy-message-load", vHeader("legacy-message-load"), vEvents(t, legacyMessageLog...), "", nil)
 	if err != nil || len(closers) != 0 {
 		t.Fatalf("Inspect: %v, %d closers", err, len(closers))
 	}
@@ -282,7 +282,7 @@ func TestMalformedLegacy(t *testing.T) {
 			if err == nil || err.Error() != want {
 				t.Fatalf("ReadStored: got %v, want %q", err, want)
 			}
-			_, _, err = Inspect("s", vHeader("s"), vEvents(t, c.event), "", nil)
+			_, _, err = inspectWith("s", vHeader("s"), vEvents(t, c.event), "", nil)
 			if want := `stored session "s" failed validation: Error: ` + want; err == nil || err.Error() != want {
 				t.Fatalf("Inspect: got %v, want %q", err, want)
 			}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/surface"
 )
 
 // The harness checks a stored log in whole-log passes, one after another (parse, the retired-vocabulary
@@ -38,7 +39,7 @@ var checkBlock = 16384
 type logCheck struct {
 	id, path string
 	h        event.Header
-	sc       SurfaceChecker
+	sc       surfaceCheck
 	feed     *Progress     // where the stored events come from, as they are decoded
 	stored   []event.Event // the stored events the passes have reached (and more)
 	out      []event.Event // the normalized log; stored itself until an upgrade changes an event
@@ -345,8 +346,8 @@ func (c *logCheck) seedPlain(index int, e event.Event, unmarked bool) error {
 	if e.Seq != int64(index) {
 		return errors.New(seedAt(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
 	}
-	if u, ok := c.sc.(UnmarkedChecker); ok && unmarked {
-		if err := u.NextUnmarked(e); err != nil {
+	if u, ok := c.sc.(*surface.Folder); ok && unmarked {
+		if err := u.PushUnmarked(e); err != nil {
 			return errors.New("invalid " + seedAt(index) + ": " + err.Error())
 		}
 		return nil
@@ -378,7 +379,7 @@ func (c *logCheck) surface(index int, e event.Event) error {
 	if c.sc == nil {
 		return nil
 	}
-	if err := c.sc.Next(e); err != nil {
+	if err := c.sc.Push(e); err != nil {
 		return errors.New("invalid " + seedAt(index) + ": " + err.Error())
 	}
 	return nil

@@ -27,12 +27,12 @@ func TestBlockedChecksMatchWholeLogPasses(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			failAt = int64(rng.IntN(len(lines) + 2))
 		}
-		newSC := func() SurfaceChecker { return failingSurface{at: failAt} }
+		newSC := func() surfaceCheck { return failingSurface{at: failAt} }
 		wantEv, wantCl, wantErr := oracleInspect("s", vHeader("s"), stored, "/p", newSC())
 		wantRead, wantReadErr := oracleReadStored("s", vHeader("s"), stored, "/p")
 		for _, block := range []int{1, 2, 3, 5, 8, 16384} {
 			checkBlock = block
-			ev, cl, err := Inspect("s", vHeader("s"), stored, "/p", newSC())
+			ev, cl, err := inspectWith("s", vHeader("s"), stored, "/p", newSC())
 			where := fmt.Sprintf("round %d, block %d, log:\n%s", round, block, strings.Join(lines, "\n"))
 			sameResult(t, "Inspect", where, ev, cl, err, wantEv, wantCl, wantErr)
 			read, err := ReadStored("s", vHeader("s"), stored, "/p")
@@ -68,7 +68,7 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // failingSurface fails at the event with seq at (none when at is -1), and counts nothing else.
 type failingSurface struct{ at int64 }
 
-func (f failingSurface) Next(e event.Event) error {
+func (f failingSurface) Push(e event.Event) error {
 	if e.Seq == f.at {
 		return errors.New("surface says no")
 	}
@@ -235,7 +235,7 @@ func oracleRead(id string, h event.Header, stored []event.Event, path string) ([
 	return events, parsed, nil
 }
 
-func oracleInspect(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
+func oracleInspect(id string, h event.Header, stored []event.Event, path string, sc surfaceCheck) ([]event.Event, []event.Event, error) {
 	events, closers, err := oracleInspectRaw(id, h, stored, path, sc)
 	if err != nil {
 		return nil, nil, inspectError(id, err)
@@ -243,7 +243,7 @@ func oracleInspect(id string, h event.Header, stored []event.Event, path string,
 	return events, closers, nil
 }
 
-func oracleInspectRaw(id string, h event.Header, stored []event.Event, path string, sc SurfaceChecker) ([]event.Event, []event.Event, error) {
+func oracleInspectRaw(id string, h event.Header, stored []event.Event, path string, sc surfaceCheck) ([]event.Event, []event.Event, error) {
 	events, parsed, err := oracleRead(id, h, stored, path)
 	if err != nil {
 		return nil, nil, err
@@ -273,7 +273,7 @@ func oracleInspectRaw(id string, h event.Header, stored []event.Event, path stri
 				return nil, nil, errors.New("seed event at index " + strconv.Itoa(index) + " has seq " + e.SeqText() + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
 			}
 			if sc != nil {
-				if err := sc.Next(e); err != nil {
+				if err := sc.Push(e); err != nil {
 					return nil, nil, errors.New("invalid seed event at index " + strconv.Itoa(index) + ": " + err.Error())
 				}
 			}
@@ -296,7 +296,7 @@ func oracleInspectRaw(id string, h event.Header, stored []event.Event, path stri
 			return nil, nil, errors.New(at + " has seq " + event.FormatNumber(seq.Num) + " (expected " + strconv.Itoa(index) + "); seed must be contiguous from 0")
 		}
 		if sc != nil {
-			if err := sc.Next(e); err != nil {
+			if err := sc.Push(e); err != nil {
 				return nil, nil, errors.New("invalid " + at + ": " + err.Error())
 			}
 		}

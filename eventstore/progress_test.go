@@ -85,14 +85,14 @@ func TestProgressiveInspectMatchesWholeLoad(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			failAt = int64(rng.IntN(len(lines) + 2))
 		}
-		newSC := func() SurfaceChecker { return failingSurface{at: failAt} }
-		wantEv, wantCl, wantErr := Inspect("s", vHeader("s"), stored, "/p", newSC())
+		newSC := func() surfaceCheck { return failingSurface{at: failAt} }
+		wantEv, wantCl, wantErr := inspectWith("s", vHeader("s"), stored, "/p", newSC())
 		for _, block := range []int{1, 3, 64, 16384} {
 			checkBlock = block
 			where := fmt.Sprintf("round %d, block %d, log:\n%s", round, block, strings.Join(lines, "\n"))
 			f := &progressiveFake{h: vHeader("s"), stored: stored, rows: rows, rng: rng}
 			st := New(f)
-			st.Surface = newSC
+			st.newSurface = newSC
 			ins, err := st.Inspect(context.Background(), "s")
 			var ev, cl []event.Event
 			if err == nil {

@@ -165,7 +165,7 @@ func TestClosers(t *testing.T) {
 			}
 			if len(c.want) > 0 {
 				// The closers must pass the harness's own seed checks (no surface checker here).
-				if _, cl, err := Inspect("s", vHeader("s"), events, "", nil); err != nil || len(cl) != len(c.want) {
+				if _, cl, err := inspectWith("s", vHeader("s"), events, "", nil); err != nil || len(cl) != len(c.want) {
 					t.Fatalf("Inspect: %v (%d closers)", err, len(cl))
 				}
 			}
@@ -218,7 +218,7 @@ func TestClosersTypeErrors(t *testing.T) {
 				t.Fatal("Closers must yield nothing for an unplannable log")
 			}
 			var te *TypeError
-			_, _, err := Inspect("s", vHeader("s"), events, "", nil)
+			_, _, err := inspectWith("s", vHeader("s"), events, "", nil)
 			if ce, ok := err.(*CorruptionError); !ok || !asTypeError(ce.Cause, &te) || te.Message != c.want {
 				t.Fatalf("Inspect: got %v", err)
 			}
@@ -238,7 +238,7 @@ func TestClosersWithNonStringCallIDFailShapeCheck(t *testing.T) {
 		`{"type":"step/start","seq":1,"time":0,"data":{"turn":1,"step":1}}`,
 		`{"type":"assistant/message","seq":2,"time":1,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":7}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}`,
 	)
-	_, _, err := Inspect("s", vHeader("s"), log, "", nil)
+	_, _, err := inspectWith("s", vHeader("s"), log, "", nil)
 	want := `stored session "s" failed validation: Error: session event at seq 3 message must have tool source`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
@@ -291,7 +291,7 @@ func TestClosersGolden(t *testing.T) {
 				t.Fatalf("%s: ReadStored: %v", dir, err)
 			}
 			eventtest.SameLines(t, vLines(got), storedLines)
-			events, closers, err := Inspect(h.ID, h, vEvents(t, storedLines...), "", nil)
+			events, closers, err := inspectWith(h.ID, h, vEvents(t, storedLines...), "", nil)
 			if err != nil {
 				t.Fatalf("%s: Inspect: %v", dir, err)
 			}

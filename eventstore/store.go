@@ -212,9 +212,6 @@ type Backend interface {
 // holding the backend's writer lock while live.
 type Store struct {
 	b Backend
-	// Surface builds the surface validator Inspect runs over every event, as the harness's Session
-	// constructor does; New installs the surface package's fold.
-	Surface func() SurfaceChecker
 	// Window is the write-behind batch window: the first accepted event of a batch starts it, and the batch
 	// is written when it ends (docs/architecture.md#the-session-engine). Zero: only explicit flushes (and
 	// Close) write.
@@ -236,6 +233,10 @@ type Store struct {
 	// decides; the zero Tuning takes one worker per P).
 	Tuning Tuning
 
+	// newSurface builds the surface check Inspect runs over every event, as the harness's Session
+	// constructor does: the surface package's fold (New), or in this package's tests one that fails on cue.
+	newSurface func() surfaceCheck
+
 	res     residency
 	mu      sync.Mutex
 	live    map[string]*Session
@@ -251,12 +252,9 @@ type results struct {
 	gen           uint64 // bumped on every record, so a status rendered before is known stale
 }
 
-// the surface fold takes the load checks' shortcut for unmarked events
-var _ UnmarkedChecker = (*surface.Folder)(nil)
-
 // New wraps a backend.
 func New(b Backend) *Store {
-	return &Store{b: b, Surface: func() SurfaceChecker { return surface.NewFolder(0) },
+	return &Store{b: b, newSurface: func() surfaceCheck { return surface.NewFolder(0) },
 		live: map[string]*Session{}, results: map[string]*results{}, locks: map[string]*sync.Mutex{}, foreign: map[string]bool{}}
 }
 
@@ -378,7 +376,7 @@ type Inspection struct {
 	Events  []event.Event // stored (normalized) events followed by Closers
 	Closers []event.Event // synthetic repair events, in memory unless committed by Load
 	Prefix  *Prefix
-	// Folder is the surface fold over Events when the Store's Surface is the surface package's.
+	// Folder is the surface fold over Events (nil only in this package's tests, whose surface check is a stand-in).
 	Folder *surface.Folder
 }
 
@@ -419,11 +417,11 @@ func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 	return inspection(id, p, sc, r.events, r.closers, r.err)
 }
 
-func (s *Store) surfaceChecker() SurfaceChecker {
-	if s.Surface == nil {
+func (s *Store) surfaceChecker() surfaceCheck {
+	if s.newSurface == nil {
 		return nil
 	}
-	return s.Surface()
+	return s.newSurface()
 }
 
 func (s *Store) inspectPrefix(id string, p *Prefix) (*Inspection, error) {
@@ -451,7 +449,7 @@ func laterInspection(p *Prefix) *Inspection {
 }
 
 // inspection is what Inspect returns for prefix p, given the checks' result.
-func inspection(id string, p *Prefix, sc SurfaceChecker, events, closers []event.Event, err error) (*Inspection, error) {
+func inspection(id string, p *Prefix, sc surfaceCheck, events, closers []event.Event, err error) (*Inspection, error) {
 	if err != nil {
 		return nil, inspectError(id, err)
 	}

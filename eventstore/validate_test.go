@@ -7,7 +7,7 @@ import (
 // inspectErr runs Inspect on a session "s" log and returns the error text ("" when accepted).
 func inspectErr(t *testing.T, lines ...string) string {
 	t.Helper()
-	_, _, err := Inspect("s", vHeader("s"), vEvents(t, lines...), "", nil)
+	_, _, err := inspectWith("s", vHeader("s"), vEvents(t, lines...), "", nil)
 	if err == nil {
 		return ""
 	}
