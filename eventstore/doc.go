@@ -14,7 +14,7 @@
 //     `stored session "<id>" failed validation: …` (*CorruptionError).
 //   - Crash-repair planning (repair.go): TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN results, step/end and
 //     turn/end {interrupted} for a log that ends inside a turn.
-//   - Turns, unknown tool outcomes and the status.json objects of docs/tree.md.
+//   - Turns. The status.json objects of docs/tree.md are rendered above the seam, by eventstore/status.
 //   - The session engine (Session): what a session is while this process writes it — its event list
 //     (stored + pending), logical revision, incremental fold, write-behind batching and flush, the
 //     backend's writer lock — and the write commands over it: Writer (a balanced session only: no implicit

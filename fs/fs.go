@@ -26,6 +26,7 @@ import (
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/status"
 	"github.com/dshfs/dshfs/nodes"
 	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/viewcache"
@@ -178,7 +179,7 @@ func (f *FS) Logf(format string, args ...any) { f.log.Warn(fmt.Sprintf(format, a
 func (f *FS) StoreStatus(ctx context.Context) []byte {
 	l := f.Listing()
 	entries, _, hidden := f.visible(ctx, l)
-	st := eventstore.StoreState{LastError: f.storeErr.Load(), LastQuiesce: f.opts.Store.LastQuiesce()}
+	st := status.StoreState{LastError: f.storeErr.Load(), LastQuiesce: f.opts.Store.LastQuiesce()}
 	if st.LastError != nil && mentions(st.LastError, hidden) {
 		st.LastError = nil // another user's command on a session this caller may not know of
 	}
@@ -207,7 +208,7 @@ func (f *FS) StoreStatus(ctx context.Context) []byte {
 	if loc, ok := f.opts.Store.Backend().(interface{ Location() string }); ok {
 		root = loc.Location() // a store that is no path (a fleet store's DSN, without its password)
 	}
-	return append(event.Stringify(eventstore.StoreStatus(f.opts.Store.Backend().Name(), root, listing, st)), '\n')
+	return append(event.Stringify(status.StoreStatus(f.opts.Store.Backend().Name(), root, listing, st)), '\n')
 }
 
 // visible is what of listing l the caller of ctx may know: the sessions whose artifacts it could read in

@@ -20,6 +20,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/eventstore/status"
 	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/surface"
 )
@@ -632,7 +633,7 @@ func (s *Session) SpillRoots() *spill.Roots {
 // Status renders status.json. A live session's scans only the events accepted since the previous
 // snapshot's (statusScan).
 func (s *Session) Status() []byte {
-	in := eventstore.StatusInput{ID: s.ID, Backend: s.Backend, Location: s.Location, Header: s.Header,
+	in := status.StatusInput{ID: s.ID, Backend: s.Backend, Location: s.Location, Header: s.Header,
 		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal,
 		Live: s.Live, Pending: s.Pending}
 	in.LastCommand, in.LastError, _ = s.store.Results(s.ID)
@@ -642,7 +643,7 @@ func (s *Session) Status() []byte {
 	} else if s.Refusal == nil {
 		in.ActiveCompaction = s.activeCompaction()
 	}
-	return append(event.Stringify(eventstore.SessionStatus(in)), '\n')
+	return append(event.Stringify(status.SessionStatus(in)), '\n')
 }
 
 // custodyTimeout bounds the one query status.json makes of a shared store (its renderers take no context).

@@ -1,11 +1,15 @@
-package eventstore
+// Package status renders the status.json objects of docs/tree.md — a session's and the store's — from
+// what the store seam reports (the log, its repair plan, the recorded command results, custody) and the
+// unknown tool outcomes of a log, kept event by event for a growing session (StatusScan). It reads the
+// store and writes nothing.
+package status
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"slices"
 	"time"
+
+	"github.com/dshfs/dshfs/eventstore"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 )
@@ -20,17 +24,17 @@ type StatusInput struct {
 	Revision string
 	Events   []event.Event
 	Closers  []event.Event
-	Torn     *Torn
+	Torn     *eventstore.Torn
 	Refusal  error
 	Live     bool
 	// Pending is how many of Events are accepted but not yet durable (the last ones).
 	Pending int
 	// LastError and LastCommand are the recorded command results (Result.Value), nil when none.
-	LastError, LastCommand *Result
+	LastError, LastCommand *eventstore.Result
 	// ActiveCompaction is the open compaction's record (null when none holds the lock).
 	ActiveCompaction event.Value
 	// Custody is who holds the session in a store many hosts share (the fleet store); nil elsewhere.
-	Custody *Custody
+	Custody *eventstore.Custody
 	// Scan, when set, is the scan of exactly Events (Scan.Len() == len(Events)): the open turn and the
 	// unknown outcomes are taken from it instead of reading every event again.
 	Scan *StatusScan
@@ -57,7 +61,7 @@ func SessionStatus(in StatusInput) event.Value {
 		if in.Scan != nil {
 			t, open = in.Scan.OpenTurn()
 		} else {
-			t, open = OpenTurn(in.Events)
+			t, open = eventstore.OpenTurn(in.Events)
 		}
 	}
 	if open {
@@ -76,7 +80,7 @@ func SessionStatus(in StatusInput) event.Value {
 	refusal := null
 	if in.Refusal != nil {
 		refusal = event.Object(
-			event.Member{Key: "kind", Value: event.String(string(Classify(in.Refusal)))},
+			event.Member{Key: "kind", Value: event.String(string(eventstore.Classify(in.Refusal)))},
 			event.Member{Key: "message", Value: event.String(in.Refusal.Error())},
 		)
 	}
@@ -114,11 +118,11 @@ func SessionStatus(in StatusInput) event.Value {
 		event.Member{Key: "refusal", Value: refusal},
 		event.Member{Key: "lastError", Value: resultValue(in.LastError)},
 		event.Member{Key: "lastCommand", Value: resultValue(in.LastCommand)},
-		event.Member{Key: "custody", Value: in.Custody.value()},
+		event.Member{Key: "custody", Value: custodyValue(in.Custody)},
 	)
 }
 
-func resultValue(r *Result) event.Value {
+func resultValue(r *eventstore.Result) event.Value {
 	if r == nil {
 		return event.Value{}
 	}
@@ -272,7 +276,7 @@ func (s *StatusScan) Add(events []event.Event) {
 }
 
 // OpenTurn is OpenTurn of the events scanned.
-func (s *StatusScan) OpenTurn() (int64, bool) { return OpenTurn(s.boundary) }
+func (s *StatusScan) OpenTurn() (int64, bool) { return eventstore.OpenTurn(s.boundary) }
 
 // UnknownOutcomes is UnknownOutcomes of the events scanned.
 func (s *StatusScan) UnknownOutcomes() []UnknownOutcome { return s.outcomes.unknown() }
@@ -281,10 +285,10 @@ func (s *StatusScan) UnknownOutcomes() []UnknownOutcome { return s.outcomes.unkn
 // their pending events and the last failed store command.
 type StoreState struct {
 	Live, Pending int
-	LastError     *Result
-	QuiescedUntil *time.Time  // nil when not quiesced
-	LastQuiesce   *QuiesceEnd // how the last quiesce ended; nil when none has
-	SchemaVersion int         // the backend's physical schema version (SQLite: 17); 0 when it has none
+	LastError     *eventstore.Result
+	QuiescedUntil *time.Time             // nil when not quiesced
+	LastQuiesce   *eventstore.QuiesceEnd // how the last quiesce ended; nil when none has
+	SchemaVersion int                    // the backend's physical schema version (SQLite: 17); 0 when it has none
 }
 
 // timeText is a time as status.json prints it: RFC 3339 in UTC, to the millisecond.
@@ -293,7 +297,7 @@ func timeText(t time.Time) event.Value {
 }
 
 // StoreStatus renders the store status.json object of docs/tree.md.
-func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
+func StoreStatus(backend, root string, l eventstore.Listing, st StoreState) event.Value {
 	refused := 0
 	for _, e := range l.Entries {
 		if e.Refusal != nil {
@@ -338,31 +342,8 @@ func StoreStatus(backend, root string, l Listing, st StoreState) event.Value {
 	)
 }
 
-// IsNotFound reports whether err says the session does not exist.
-func IsNotFound(err error) bool {
-	var nf *NotFoundError
-	return errors.As(err, &nf)
-}
-
-// Custody is who holds a session of a store many hosts share (the fleet store): the host it came from,
-// and the host whose sync still feeds it, through which writes elsewhere are refused. Every field changes
-// only with the session's revision (an ingest, a release, a write), so a status.json showing it is never
-// stale by its revision.
-type Custody struct {
-	Host     string // the host the session came from
-	SyncHost string // the host whose `dshfs sync` still feeds it; "" when none (released, or written here)
-	// ReleaseAfter is how long after its last sync a synced session becomes writable through the store
-	// ([fleet] release_after); the refusal of a write names the last sync's time.
-	ReleaseAfter time.Duration
-}
-
-// Custodian is a backend whose sessions have custody (the fleet store).
-type Custodian interface {
-	Custody(ctx context.Context, id string) (Custody, error)
-}
-
-// value is status.json's custody: null where the store has none.
-func (c *Custody) value() event.Value {
+// custodyValue is status.json's custody: null where the store has none.
+func custodyValue(c *eventstore.Custody) event.Value {
 	if c == nil {
 		return event.Value{}
 	}
