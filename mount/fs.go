@@ -1,11 +1,11 @@
-// Package fs runs the dshfs mount: it serves the node tree of package nodes over go-fuse from the view
+// Package mount runs the dshfs mount: it serves the node tree of package nodes over go-fuse from the view
 // cache (package viewcache: decoded sessions, rendered views, the persistent index), watches the store for
 // changes made by other processes (the harness, or another writer) and invalidates the kernel's caches for
 // what changed, and handles the mount's life cycle (signals, unmount while busy, lazy detach). Its write
 // side (write.go) turns append, ctl and mkdir into calls on the Store's session engines and records every
 // outcome for status.json; the engines, not this package, decide what a session is and what reaches the
 // disk.
-package fs
+package mount
 
 import (
 	"context"
