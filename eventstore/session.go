@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/eventstore/load"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -473,16 +474,16 @@ func (w *Session) prepare(in *input) {
 func (w *Session) check(in input) error {
 	e, rec := in.ev, in.rec
 	one := []event.Event{e}
-	if err := checkSupportedEvents(one, []event.Value{rec}, w.id); err != nil {
+	if err := load.CheckSupportedEvents(one, []event.Value{rec}, w.id); err != nil {
 		return err
 	}
-	if _, changed, err := migrateEvent(rec, w.id, map[float64]string{}); err != nil {
+	if _, changed, err := load.MigrateEvent(rec, w.id, map[float64]string{}); err != nil {
 		return err
 	} else if changed {
 		return fmt.Errorf("%s event at seq %d has a legacy shape the harness upgrades on load; write the current shape", e.Type, e.Seq)
 	}
 	at := "session event at seq " + strconv.FormatInt(e.Seq, 10)
-	if err := checkMessageEventShape(rec, func() string { return at }); err != nil {
+	if err := load.CheckMessageEventShape(rec, func() string { return at }); err != nil {
 		return err
 	}
 	if !event.IsKnownType(e.Type) {
@@ -490,10 +491,10 @@ func (w *Session) check(in input) error {
 			return unknownType(e.Type)
 		}
 	}
-	if err := checkEnvelope(rec, int(e.Seq)); err != nil {
+	if err := load.CheckEnvelope(rec, int(e.Seq)); err != nil {
 		return err
 	}
-	if err := checkSupportedRequestHeader(rec, func() string { return at }); err != nil {
+	if err := load.CheckSupportedRequestHeader(rec, func() string { return at }); err != nil {
 		return err
 	}
 	switch e.Type {
@@ -741,7 +742,7 @@ func (w *Session) resumable() error {
 	if err := w.writableLocked(); err != nil {
 		return err
 	}
-	if t, open := OpenTurn(w.events); open {
+	if t, open := load.OpenTurn(w.events); open {
 		return cmdErr(Busy, CodeLive, fmt.Sprintf("session %s is live in this process with open turn %d: its writer is alive, so there is nothing to resume", jsQuote(w.id), t))
 	}
 	return nil
@@ -773,7 +774,7 @@ func (w *Session) inspection(ctx context.Context) (*Inspection, error) {
 	if err != nil {
 		return nil, AsCommandError(err)
 	}
-	if _, open := OpenTurn(s.Events); open {
+	if _, open := load.OpenTurn(s.Events); open {
 		return nil, cmdErr(Busy, CodeLive, "cannot load session "+jsQuote(w.id)+" while its live turn is open; use the live Session or wait for the turn to close")
 	}
 	p := &Prefix{Header: s.Header, Events: s.Events, Path: s.Path}

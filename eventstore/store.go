@@ -15,6 +15,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/eventstore/load"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -235,7 +236,7 @@ type Store struct {
 
 	// newSurface builds the surface check Inspect runs over every event, as the harness's Session
 	// constructor does: the surface package's fold (New), or in this package's tests one that fails on cue.
-	newSurface func() surfaceCheck
+	newSurface func() load.Surface
 
 	res     residency
 	mu      sync.Mutex
@@ -254,7 +255,7 @@ type results struct {
 
 // New wraps a backend.
 func New(b Backend) *Store {
-	return &Store{b: b, newSurface: func() surfaceCheck { return surface.NewFolder(0) },
+	return &Store{b: b, newSurface: func() load.Surface { return surface.NewFolder(0) },
 		live: map[string]*Session{}, results: map[string]*results{}, locks: map[string]*sync.Mutex{}, foreign: map[string]bool{}}
 }
 
@@ -392,7 +393,7 @@ func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 	}
 	// The checks run on their own goroutine over what the backend has decoded so far. Their result
 	// counts only when the load succeeds: a load error comes first, as when the checks follow the load.
-	feed := newProgress()
+	feed := load.NewProgress()
 	sc := s.surfaceChecker()
 	type checked struct {
 		events, closers []event.Event
@@ -405,19 +406,19 @@ func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 	}()
 	p, err := pb.LoadStoredProgress(ctx, id, feed)
 	if err != nil || p.Generation != 0 {
-		feed.abort()
+		feed.Abort()
 		<-res
 		if err != nil {
 			return nil, err
 		}
 		return laterInspection(p), nil
 	}
-	feed.finish(p)
+	feed.Finish(p.Header, p.Path, p.Events, p.RowMembers)
 	r := <-res
 	return inspection(id, p, sc, r.events, r.closers, r.err)
 }
 
-func (s *Store) surfaceChecker() surfaceCheck {
+func (s *Store) surfaceChecker() load.Surface {
 	if s.newSurface == nil {
 		return nil
 	}
@@ -449,7 +450,7 @@ func laterInspection(p *Prefix) *Inspection {
 }
 
 // inspection is what Inspect returns for prefix p, given the checks' result.
-func inspection(id string, p *Prefix, sc surfaceCheck, events, closers []event.Event, err error) (*Inspection, error) {
+func inspection(id string, p *Prefix, sc load.Surface, events, closers []event.Event, err error) (*Inspection, error) {
 	if err != nil {
 		return nil, inspectError(id, err)
 	}
@@ -591,7 +592,7 @@ func resumeNeeded(id string, ins *Inspection) error {
 	stored := ins.Events[:len(ins.Events)-len(ins.Closers)]
 	switch {
 	case len(ins.Closers) > 0:
-		turn, _ := OpenTurn(stored)
+		turn, _ := load.OpenTurn(stored)
 		return cmdErr(Busy, CodeOpenTurn, fmt.Sprintf("session %s ends inside open turn %d, which a harness may still be writing (one before 0.1.5 takes no lock) or a crashed writer left open; nothing was written. Only when no harness runs this session, resume closes the turn with the harness's interrupted repair", jsQuote(id), turn))
 	case ins.Prefix.Torn != nil:
 		return cmdErr(Busy, CodeTornTail, fmt.Sprintf("session %s has %d torn bytes past its committed log; run resume to cut them (they are kept in a sidecar)", jsQuote(id), ins.Prefix.Torn.Bytes))

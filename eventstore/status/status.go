@@ -12,6 +12,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/load"
 )
 
 // StatusInput is what a session status is computed from. Events is the list the other views use (stored,
@@ -61,7 +62,7 @@ func SessionStatus(in StatusInput) event.Value {
 		if in.Scan != nil {
 			t, open = in.Scan.OpenTurn()
 		} else {
-			t, open = eventstore.OpenTurn(in.Events)
+			t, open = load.OpenTurn(in.Events)
 		}
 	}
 	if open {
@@ -276,7 +277,7 @@ func (s *StatusScan) Add(events []event.Event) {
 }
 
 // OpenTurn is OpenTurn of the events scanned.
-func (s *StatusScan) OpenTurn() (int64, bool) { return eventstore.OpenTurn(s.boundary) }
+func (s *StatusScan) OpenTurn() (int64, bool) { return load.OpenTurn(s.boundary) }
 
 // UnknownOutcomes is UnknownOutcomes of the events scanned.
 func (s *StatusScan) UnknownOutcomes() []UnknownOutcome { return s.outcomes.unknown() }

@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/load"
 	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
@@ -85,7 +85,7 @@ func TestStatusScan(t *testing.T) {
 	)
 	for n := 0; n <= len(log); n++ {
 		events := log[:n]
-		wantTurn, wantOpen := eventstore.OpenTurn(events)
+		wantTurn, wantOpen := load.OpenTurn(events)
 		want := naiveUnknown(events)
 		for split := 0; split <= n; split++ {
 			var s StatusScan

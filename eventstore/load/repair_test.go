@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"bytes"
@@ -286,7 +286,7 @@ func TestClosersGolden(t *testing.T) {
 			h.NoDelegationDepth = noDepth
 			storedLines := vReadLines(t, filepath.Join(dir, "stored.jsonl"))
 			wantAll := vReadLines(t, filepath.Join(dir, "events.jsonl"))
-			got, err := ReadStored(h.ID, h, vEvents(t, storedLines...), "")
+			got, err := readStored(h.ID, h, vEvents(t, storedLines...), "")
 			if err != nil {
 				t.Fatalf("%s: ReadStored: %v", dir, err)
 			}

@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"errors"
@@ -54,9 +54,9 @@ func jsPath(base event.Value, present bool, keys ...string) (event.Value, bool, 
 	return base, present, nil
 }
 
-// jsString is JavaScript String(value) for a JSON value or undefined (present=false), as template
+// JSString is JavaScript String(value) for a JSON value or undefined (present=false), as template
 // literals interpolate it.
-func jsString(v event.Value, present bool) string {
+func JSString(v event.Value, present bool) string {
 	if !present {
 		return "undefined"
 	}
@@ -116,9 +116,9 @@ func contains(list []string, s string) bool {
 // envelopeKeys are the only top-level members a stored event may carry.
 var envelopeKeys = []string{"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"}
 
-// checkEnvelope is the restore-mode Session constructor's assertSessionEventEnvelope for the event at
+// CheckEnvelope is the restore-mode Session constructor's assertSessionEventEnvelope for the event at
 // seed index index, including the request/header and message shape checks it runs for LLM-bearing types.
-func checkEnvelope(rec event.Value, index int) error {
+func CheckEnvelope(rec event.Value, index int) error {
 	// The messages are made only for a failure: made for every event they were a large load's most
 	// frequent allocation.
 	at := func() string { return "seed event at index " + strconv.Itoa(index) }
@@ -180,7 +180,7 @@ func checkCurrentLLMShape(rec event.Value, typ string, index int) error {
 		}
 		return nil
 	}
-	return checkMessageEventShape(rec, func() string { return "seed " + typ + " at index " + strconv.Itoa(index) })
+	return CheckMessageEventShape(rec, func() string { return "seed " + typ + " at index " + strconv.Itoa(index) })
 }
 
 // validAdapterDefaults is assertAdapterDefaults for a present value: an object of `true` markers for
@@ -213,11 +213,11 @@ func hasProviderModel(v event.Value, present bool) bool {
 	return isNonEmptyStr(p, pOK) && isNonEmptyStr(m, mOK)
 }
 
-// checkMessageEventShape is assertMessageEventShape: the replay invariants of user/message,
+// CheckMessageEventShape is assertMessageEventShape: the replay invariants of user/message,
 // assistant/message and tool/result events; other types pass. subject names the event at the start of
 // every message; it is called only for a failure (a load checks every event, and naming each one was half a
 // million strings for a large session).
-func checkMessageEventShape(rec event.Value, subject func() string) error {
+func CheckMessageEventShape(rec event.Value, subject func() string) error {
 	typ, typOK := rec.Get("type")
 	if !isStr(typ, typOK) {
 		return nil
@@ -282,9 +282,9 @@ func checkMessageEventShape(rec event.Value, subject func() string) error {
 	return nil
 }
 
-// checkSupportedRequestHeader is assertSupportedRequestHeader at the seed boundary; location names the
-// event in a failure's message, made only then (checkMessageEventShape says why).
-func checkSupportedRequestHeader(rec event.Value, location func() string) error {
+// CheckSupportedRequestHeader is assertSupportedRequestHeader at the seed boundary; location names the
+// event in a failure's message, made only then (CheckMessageEventShape says why).
+func CheckSupportedRequestHeader(rec event.Value, location func() string) error {
 	typ, typOK := rec.Get("type")
 	if strEq(typ, typOK, "request/header-delta") {
 		return errors.New(location() + " uses unsupported legacy request/header-delta format")

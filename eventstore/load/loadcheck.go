@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ var checkBlock = 16384
 type logCheck struct {
 	id, path string
 	h        event.Header
-	sc       surfaceCheck
+	sc       Surface
 	feed     *Progress     // where the stored events come from, as they are decoded
 	stored   []event.Event // the stored events the passes have reached (and more)
 	out      []event.Event // the normalized log; stored itself until an upgrade changes an event
@@ -60,13 +60,13 @@ type logCheck struct {
 	// are alive at once (one in the passes, one queued, one being parsed), and allocating each block's
 	// anew was 31 MB for a 500k-event load
 	spare chan parsedBlock
-	// tuning spreads a block's parse over the workers it gives
-	tuning Tuning
+	// par spreads a block's parse over the program's workers
+	par Parallel
 }
 
-func newLogCheck(id string, h event.Header, feed *Progress, path string, end pass, t Tuning) *logCheck {
+func newLogCheck(id string, h event.Header, feed *Progress, path string, end pass, par Parallel) *logCheck {
 	return &logCheck{id: id, path: path, h: h, feed: feed, end: end, failed: end,
-		messageIDs: map[float64]string{}, turns: newTurnScan(), spare: make(chan parsedBlock, 3), tuning: t}
+		messageIDs: map[float64]string{}, turns: newTurnScan(), spare: make(chan parsedBlock, 3), par: par}
 }
 
 // advance makes the events the feed has delivered so far the ones the passes read.
@@ -177,7 +177,7 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 	}
 	// Parsing is independent per event and is most of a large load, so it is spread over the workers; the
 	// first failing index wins, as in a sequential pass.
-	b.err = c.tuning.Parallel(hi-lo, 4096, func(x, y int) error {
+	b.err = c.par.run(hi-lo, 4096, func(x, y int) error {
 		for i := x; i < y; i++ {
 			// recs[i] stays the zero Value for an unparsed event: nothing below reads more than its
 			// Type and Seq
@@ -210,7 +210,7 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 	return b
 }
 
-// rowMember reports whether rows (Prefix.RowMembers) marks stored event i as a member of a chunk row
+// rowMember reports whether rows (eventstore.Prefix.RowMembers) marks stored event i as a member of a chunk row
 // with a safe seq: an assistant/chunk record Expand wrote, {type, seq, time, data} and nothing else, whose
 // envelope plainEnvelope would accept without reading it (TestRowMembersArePlain). No pass but the seed
 // check of its position has anything to say about it: it is no retired type, its type is known, the
@@ -302,7 +302,7 @@ func (c *logCheck) check(p pass, i, k int) error {
 
 // migrate upgrades stored event i and checks its message shape; the block's record becomes the upgraded one.
 func (c *logCheck) migrate(i, k int) error {
-	rec, changed, err := migrateEvent(c.recs[k], c.id, c.messageIDs)
+	rec, changed, err := MigrateEvent(c.recs[k], c.id, c.messageIDs)
 	if err != nil {
 		return err
 	}
@@ -313,12 +313,12 @@ func (c *logCheck) migrate(i, k int) error {
 		if err != nil {
 			return err
 		}
-		if rec, _, err = migrateEvent(full, c.id, c.messageIDs); err != nil {
+		if rec, _, err = MigrateEvent(full, c.id, c.messageIDs); err != nil {
 			return err
 		}
 	}
 	seq, seqOK := rec.Get("seq")
-	if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
+	if err := CheckMessageEventShape(rec, func() string { return "session event at seq " + JSString(seq, seqOK) }); err != nil {
 		return err
 	}
 	if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
@@ -340,7 +340,7 @@ func (c *logCheck) migrate(i, k int) error {
 }
 
 // seedPlain is the seed check of an event whose envelope and message shape are known to pass
-// checkEnvelope (recKind: every kind but recParsed): only its position remains to check, and the
+// CheckEnvelope (recKind: every kind but recParsed): only its position remains to check, and the
 // surface. unmarked says the event carries no surface markers.
 func (c *logCheck) seedPlain(index int, e event.Event, unmarked bool) error {
 	if e.Seq != int64(index) {
@@ -361,10 +361,10 @@ func seedAt(index int) string { return "seed event at index " + strconv.Itoa(ind
 // seed is the restore-mode constructor's check of seed event index: its envelope, request header and
 // message shape, its position, and the surface.
 func (c *logCheck) seed(index int, e event.Event, rec event.Value) error {
-	if err := checkEnvelope(rec, index); err != nil {
+	if err := CheckEnvelope(rec, index); err != nil {
 		return err
 	}
-	if err := checkSupportedRequestHeader(rec, func() string { return seedAt(index) }); err != nil {
+	if err := CheckSupportedRequestHeader(rec, func() string { return seedAt(index) }); err != nil {
 		return err
 	}
 	if seq, _ := rec.Get("seq"); seq.Num != float64(index) {
@@ -402,7 +402,7 @@ func (c *logCheck) closers() ([]event.Event, error) {
 			return nil, err
 		}
 		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
+		if err := CheckMessageEventShape(rec, func() string { return "session event at seq " + JSString(seq, seqOK) }); err != nil {
 			return nil, err
 		}
 	}

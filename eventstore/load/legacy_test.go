@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"errors"
@@ -74,7 +74,7 @@ func TestLegacyRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := ReadStored("s", vHeader("s"), vEvents(t, c.events...), "")
+			_, err := readStored("s", vHeader("s"), vEvents(t, c.events...), "")
 			if err == nil || err.Error() != c.want {
 				t.Fatalf("ReadStored: got %v, want %q", err, c.want)
 			}
@@ -87,7 +87,7 @@ func TestLegacyRefusals(t *testing.T) {
 }
 
 func TestLegacyTypeErrorIsMarked(t *testing.T) {
-	_, err := ReadStored("s", vHeader("s"), vEvents(t, `{"type":"request/header","seq":0,"time":1,"data":null}`), "")
+	_, err := readStored("s", vHeader("s"), vEvents(t, `{"type":"request/header","seq":0,"time":1,"data":null}`), "")
 	var te *TypeError
 	if !errors.As(err, &te) || te.JSErrorName() != "TypeError" {
 		t.Fatalf("want *TypeError, got %T %v", err, err)
@@ -164,7 +164,7 @@ func TestLegacyNormalization(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := ReadStored("s", vHeader("s"), vEvents(t, c.in...), "")
+			got, err := readStored("s", vHeader("s"), vEvents(t, c.in...), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ var legacyMessageLog = []string{
 }
 
 func TestLegacyReplacementInheritsStartID(t *testing.T) {
-	got, err := ReadStored("legacy-message-load", vHeader("legacy-message-load"), vEvents(t, legacyMessageLog...), "")
+	got, err := readStored("legacy-message-load", vHeader("legacy-message-load"), vEvents(t, legacyMessageLog...), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestLegacyReplacementInheritsCurrentID(t *testing.T) {
 		`{"type":"tool/result","seq":0,"time":1,"data":{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[]}]}},"surfaceOp":"append"}`,
 		`{"type":"tool/result","seq":1,"time":1,"data":{"turn":1,"step":1,"callId":"c","content":[],"isError":false},"surfaceOp":{"op":"replace","start":0,"end":0}}`,
 	}
-	got, err := ReadStored("s", vHeader("s"), vEvents(t, in...), "")
+	got, err := readStored("s", vHeader("s"), vEvents(t, in...), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestLegacyReplacementWithoutKnownStart(t *testing.T) {
 		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
 		`{"type":"tool/result","seq":1,"time":1,"data":{"turn":1,"step":1,"callId":"c","content":[],"isError":false},"surfaceOp":{"op":"replace","start":0,"end":0}}`,
 	}
-	_, err := ReadStored("s", vHeader("s"), vEvents(t, in...), "")
+	_, err := readStored("s", vHeader("s"), vEvents(t, in...), "")
 	if want := "session event at seq 1 lacks an identified message"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
@@ -278,7 +278,7 @@ func TestMalformedLegacy(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			want := `session "s" contains malformed pre-react-loop ` + c.what + ` at seq 0`
-			_, err := ReadStored("s", vHeader("s"), vEvents(t, c.event), "")
+			_, err := readStored("s", vHeader("s"), vEvents(t, c.event), "")
 			if err == nil || err.Error() != want {
 				t.Fatalf("ReadStored: got %v, want %q", err, want)
 			}
@@ -297,7 +297,7 @@ func TestLegacyFirstFailingEventWins(t *testing.T) {
 		`{"type":"user/message","seq":0,"time":1,"surfaceOp":"append","data":{"id":"x","role":"assistant","content":[],"source":{"kind":"user"}}}`,
 		`{"type":"turn/start","seq":1,"time":1,"data":{"turn":1,"trigger":null}}`,
 	}
-	_, err := ReadStored("s", vHeader("s"), vEvents(t, in...), "")
+	_, err := readStored("s", vHeader("s"), vEvents(t, in...), "")
 	if want := `session event at seq 0 message must have role "user"`; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}

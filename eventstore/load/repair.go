@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"strconv"
@@ -290,7 +290,7 @@ func (s *turnScan) closers(events []event.Event) ([]event.Event, error) {
 		if c.started {
 			text, errName, errCode = toolOutcomeUnknownText, "ToolOutcomeUnknownError", ToolOutcomeUnknown
 		}
-		msgID := "interrupted-tool-result-" + jsString(c.id, c.idOK) + "-" + event.FormatNumber(seq)
+		msgID := "interrupted-tool-result-" + JSString(c.id, c.idOK) + "-" + event.FormatNumber(seq)
 		block := []event.Member{{Key: "type", Value: event.String("tool-result")}}
 		block = append(block, optMember("toolCallId", c.id, c.idOK)...)
 		block = append(block,

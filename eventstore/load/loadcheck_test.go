@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"errors"
@@ -27,7 +27,7 @@ func TestBlockedChecksMatchWholeLogPasses(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			failAt = int64(rng.IntN(len(lines) + 2))
 		}
-		newSC := func() surfaceCheck { return failingSurface{at: failAt} }
+		newSC := func() Surface { return failingSurface{at: failAt} }
 		wantEv, wantCl, wantErr := oracleInspect("s", vHeader("s"), stored, "/p", newSC())
 		wantRead, wantReadErr := oracleReadStored("s", vHeader("s"), stored, "/p")
 		for _, block := range []int{1, 2, 3, 5, 8, 16384} {
@@ -35,7 +35,7 @@ func TestBlockedChecksMatchWholeLogPasses(t *testing.T) {
 			ev, cl, err := inspectWith("s", vHeader("s"), stored, "/p", newSC())
 			where := fmt.Sprintf("round %d, block %d, log:\n%s", round, block, strings.Join(lines, "\n"))
 			sameResult(t, "Inspect", where, ev, cl, err, wantEv, wantCl, wantErr)
-			read, err := ReadStored("s", vHeader("s"), stored, "/p")
+			read, err := readStored("s", vHeader("s"), stored, "/p")
 			sameResult(t, "ReadStored", where, read, nil, err, wantRead, nil, wantReadErr)
 		}
 		if wantErr != nil {
@@ -169,7 +169,7 @@ func oracleNormalize(stored []event.Event, id string) ([]event.Event, *oraclePar
 		}
 		recs[i] = rec
 	}
-	if err := checkSupportedEvents(stored, recs, id); err != nil {
+	if err := CheckSupportedEvents(stored, recs, id); err != nil {
 		return nil, nil, err
 	}
 	messageIDs := make(map[float64]string)
@@ -179,7 +179,7 @@ func oracleNormalize(stored []event.Event, id string) ([]event.Event, *oraclePar
 			out[i] = stored[i]
 			continue
 		}
-		rec, changed, err := migrateEvent(rec, id, messageIDs)
+		rec, changed, err := MigrateEvent(rec, id, messageIDs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -188,12 +188,12 @@ func oracleNormalize(stored []event.Event, id string) ([]event.Event, *oraclePar
 			if err != nil {
 				return nil, nil, err
 			}
-			if rec, _, err = migrateEvent(full, id, messageIDs); err != nil {
+			if rec, _, err = MigrateEvent(full, id, messageIDs); err != nil {
 				return nil, nil, err
 			}
 		}
 		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
+		if err := CheckMessageEventShape(rec, func() string { return "session event at seq " + JSString(seq, seqOK) }); err != nil {
 			return nil, nil, err
 		}
 		if mid, ok := eventMessageID(rec); ok && seqOK && seq.Kind == event.KindNumber {
@@ -235,7 +235,7 @@ func oracleRead(id string, h event.Header, stored []event.Event, path string) ([
 	return events, parsed, nil
 }
 
-func oracleInspect(id string, h event.Header, stored []event.Event, path string, sc surfaceCheck) ([]event.Event, []event.Event, error) {
+func oracleInspect(id string, h event.Header, stored []event.Event, path string, sc Surface) ([]event.Event, []event.Event, error) {
 	events, closers, err := oracleInspectRaw(id, h, stored, path, sc)
 	if err != nil {
 		return nil, nil, inspectError(id, err)
@@ -243,7 +243,7 @@ func oracleInspect(id string, h event.Header, stored []event.Event, path string,
 	return events, closers, nil
 }
 
-func oracleInspectRaw(id string, h event.Header, stored []event.Event, path string, sc surfaceCheck) ([]event.Event, []event.Event, error) {
+func oracleInspectRaw(id string, h event.Header, stored []event.Event, path string, sc Surface) ([]event.Event, []event.Event, error) {
 	events, parsed, err := oracleRead(id, h, stored, path)
 	if err != nil {
 		return nil, nil, err
@@ -259,7 +259,7 @@ func oracleInspectRaw(id string, h event.Header, stored []event.Event, path stri
 			return nil, nil, err
 		}
 		seq, seqOK := rec.Get("seq")
-		if err := checkMessageEventShape(rec, func() string { return "session event at seq " + jsString(seq, seqOK) }); err != nil {
+		if err := CheckMessageEventShape(rec, func() string { return "session event at seq " + JSString(seq, seqOK) }); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -285,11 +285,11 @@ func oracleInspectRaw(id string, h event.Header, stored []event.Event, path stri
 		} else if rec, err = e.Record(); err != nil {
 			return nil, nil, err
 		}
-		if err := checkEnvelope(rec, index); err != nil {
+		if err := CheckEnvelope(rec, index); err != nil {
 			return nil, nil, err
 		}
 		at := "seed event at index " + strconv.Itoa(index)
-		if err := checkSupportedRequestHeader(rec, func() string { return at }); err != nil {
+		if err := CheckSupportedRequestHeader(rec, func() string { return at }); err != nil {
 			return nil, nil, err
 		}
 		if seq, _ := rec.Get("seq"); seq.Num != float64(index) {

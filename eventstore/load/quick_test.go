@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/internal/eventtest"
 	"github.com/dshfs/dshfs/internal/fixtures"
 )
 
@@ -72,7 +73,7 @@ func TestQuickEventsPassEveryCheck(t *testing.T) {
 		`{"type":"assistant/message","seq":0,"time":1,"data":{"step":1,"message":{"id":"a","role":"user","content":[],"source":{"kind":"model","provider":"p","model":"m"}}}}`,
 	}
 	edges := len(lines)
-	fixtureEvents := fixtureLines(t, types, fixtures.Path(t, "upstream", "raw"), fixtures.Path(t, "generated", "raw"))
+	fixtureEvents := eventtest.FixtureLines(t, types, fixtures.Path(t, "upstream", "raw"), fixtures.Path(t, "generated", "raw"))
 	lines = append(lines, fixtureEvents...)
 	fromFixtures := len(fixtureEvents)
 	base := len(lines)
@@ -80,7 +81,7 @@ func TestQuickEventsPassEveryCheck(t *testing.T) {
 		if i >= edges && i%40 != 0 {
 			continue // the edge cases and a sample of the fixtures
 		}
-		lines = append(lines, oneByteMutations(lines[i], []byte{'0', '-', '.', '}', ']', ',', '"', 'x', '['})...)
+		lines = append(lines, eventtest.OneByteMutations(lines[i], []byte{'0', '-', '.', '}', ']', ',', '"', 'x', '['})...)
 	}
 	accepted, refused, fixturesAccepted := 0, 0, 0
 	for i, l := range lines {

@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 // upgraded JSON must equal what the harness's object spreads produce, so every rewrite below keeps the
 // member order a spread keeps: an existing key stays where it was, a new key goes last.
 
-// checkSupportedEvents is assertSupportedEvents: three whole-log scans, in this order, for retired types.
+// CheckSupportedEvents is assertSupportedEvents: three whole-log scans, in this order, for retired types.
 // The fallback scan reads data.reason and so raises the harness's TypeError on a request/header without
 // object-like data.
-func checkSupportedEvents(events []event.Event, recs []event.Value, id string) error {
+func CheckSupportedEvents(events []event.Event, recs []event.Value, id string) error {
 	for _, check := range retiredChecks {
 		for i, e := range events {
 			if err := check(e, recs[i], id); err != nil {
@@ -41,7 +41,7 @@ func retiredType(e event.Event, rec event.Value, id, t string) error {
 		return nil
 	}
 	seq, ok := rec.Get("seq")
-	return errors.New(`session "` + id + `" contains unsupported legacy ` + t + ` event at seq ` + jsString(seq, ok))
+	return errors.New(`session "` + id + `" contains unsupported legacy ` + t + ` event at seq ` + JSString(seq, ok))
 }
 
 func fallbackHeader(e event.Event, rec event.Value, id string) error {
@@ -55,14 +55,14 @@ func fallbackHeader(e event.Event, rec event.Value, id string) error {
 	}
 	if strEq(reason, reasonOK, "fallback") {
 		seq, ok := rec.Get("seq")
-		return errors.New(`session "` + id + `" contains unsupported legacy request/header reason "fallback" at seq ` + jsString(seq, ok))
+		return errors.New(`session "` + id + `" contains unsupported legacy request/header reason "fallback" at seq ` + JSString(seq, ok))
 	}
 	return nil
 }
 
 // legacyMessageID mints `legacy-message:<id>:<seq>`, the import identity of a pre-identity message.
 func legacyMessageID(id string, seq event.Value, seqOK bool) event.Value {
-	return event.String("legacy-message:" + id + ":" + jsString(seq, seqOK))
+	return event.String("legacy-message:" + id + ":" + JSString(seq, seqOK))
 }
 
 // spread returns a fresh object holding obj's members (a JS `{...obj}`), so that later members can be
@@ -119,7 +119,7 @@ func migrateTurnStart(rec event.Value, id string) (event.Value, bool, error) {
 
 func malformedLegacy(rec event.Value, id, what string) error {
 	seq, ok := rec.Get("seq")
-	return errors.New(`session "` + id + `" contains malformed pre-react-loop ` + what + ` at seq ` + jsString(seq, ok))
+	return errors.New(`session "` + id + `" contains malformed pre-react-loop ` + what + ` at seq ` + JSString(seq, ok))
 }
 
 // migrateTurnEnd is migrateLegacyTurnEndEvent: every turn/end must have exactly {turn, reason}; the old
@@ -378,8 +378,8 @@ func eventMessageID(rec event.Value) (string, bool) {
 	return id.Str, true
 }
 
-// migrateEvent applies the coordinator's upgrades in its order: turn/start, turn/end, steering, message.
-func migrateEvent(rec event.Value, id string, messageIDs map[float64]string) (event.Value, bool, error) {
+// MigrateEvent applies the coordinator's upgrades in its order: turn/start, turn/end, steering, message.
+func MigrateEvent(rec event.Value, id string, messageIDs map[float64]string) (event.Value, bool, error) {
 	changed := false
 	for _, migrate := range []func(event.Value, string) (event.Value, bool, error){
 		migrateTurnStart, migrateTurnEnd, migrateSteering,
@@ -396,7 +396,7 @@ func migrateEvent(rec event.Value, id string, messageIDs map[float64]string) (ev
 
 // plainEnvelope reports, without parsing, whether e is an event whose data no load check reads — a type
 // outside loadRecord's list, without data.message — and whose envelope passes the harness's seed check
-// (checkEnvelope). Most of a log (streamed chunks) takes this path; anything else is parsed and checked
+// (CheckEnvelope). Most of a log (streamed chunks) takes this path; anything else is parsed and checked
 // in full, so every error keeps its exact text.
 func plainEnvelope(e event.Event) bool {
 	switch e.Type {
@@ -433,20 +433,20 @@ func plainEnvelope(e event.Event) bool {
 }
 
 // bracketEvent reads, without parsing, a turn or step bracket laid out exactly as the harness writes one:
-// in stored form (readEnvelope) with the data bracketData reads. On such an event every load check passes
+// in stored form (ReadEnvelope) with the data BracketData reads. On such an event every load check passes
 // and no upgrade applies (TestBracketEventsPassEveryCheck); all the checks take from it is the number the
 // repair planner tracks, which it returns: N of a turn/start, M of a step/start (0 for the ends). Brackets
 // are half of the events that are not chunks, and each was parsed into a tree for that. Any other layout
 // takes the parsed path, which says what is wrong in the harness's words.
 func bracketEvent(e event.Event) (float64, bool) {
-	if !bracketTypes[e.Type] {
+	if !IsBracket(e.Type) {
 		return 0, false
 	}
-	env, ok := readEnvelope(e.Raw)
-	if !ok || !env.stored || string(env.typ) != e.Type {
+	env, ok := ReadEnvelope(e.Raw)
+	if !ok || !env.Stored || string(env.Type) != e.Type {
 		return 0, false
 	}
-	turn, step, ok := bracketData(env.data, e.Type)
+	turn, step, ok := BracketData(env.Data, e.Type)
 	switch e.Type {
 	case "turn/start":
 		return turn, ok
@@ -459,20 +459,23 @@ func bracketEvent(e event.Event) (float64, bool) {
 // bracketTypes are the types of turn and step brackets.
 var bracketTypes = map[string]bool{"turn/start": true, "turn/end": true, "step/start": true, "step/end": true}
 
-// envelope is what readEnvelope reads of a line.
-type envelope struct {
-	typ       []byte // the type's name, as written
-	stored    bool   // seq and time are present
-	seq, time int64  // when stored
-	data      []byte // the data member's value
+// IsBracket reports whether typ is the type of a turn or step bracket.
+func IsBracket(typ string) bool { return bracketTypes[typ] }
+
+// Envelope is what ReadEnvelope reads of a line.
+type Envelope struct {
+	Type      []byte // the type's name, as written
+	Stored    bool   // seq and time are present
+	Seq, Time int64  // when stored
+	Data      []byte // the data member's value
 }
 
-// readEnvelope reads the envelope of a line laid out as the harness writes one — {"type":T,"seq":S,
+// ReadEnvelope reads the envelope of a line laid out as the harness writes one — {"type":T,"seq":S,
 // "time":M,"data":D} (stored form) or {"type":T,"data":D} (the append syntax without seq and time) — with
 // S and M non-negative safe integers in canonical form. T is what lies between the quotes (a type with
 // an escape in its name is never one the callers look for); D is not read. ok is false for any other
 // layout.
-func readEnvelope(line []byte) (env envelope, ok bool) {
+func ReadEnvelope(line []byte) (env Envelope, ok bool) {
 	const head = `{"type":"`
 	if !bytes.HasPrefix(line, []byte(head)) {
 		return env, false
@@ -482,13 +485,13 @@ func readEnvelope(line []byte) (env envelope, ok bool) {
 	if end < 0 {
 		return env, false
 	}
-	env.typ = rest[:end]
+	env.Type = rest[:end]
 	cur := event.NewCursor(rest[end:])
-	if env.stored = cur.Lit(`","seq":`); env.stored {
-		if env.seq, ok = cur.Digits(); !ok || !cur.Lit(`,"time":`) {
+	if env.Stored = cur.Lit(`","seq":`); env.Stored {
+		if env.Seq, ok = cur.Digits(); !ok || !cur.Lit(`,"time":`) {
 			return env, false
 		}
-		if env.time, ok = cur.Digits(); !ok || !cur.Lit(`,"data":`) {
+		if env.Time, ok = cur.Digits(); !ok || !cur.Lit(`,"data":`) {
 			return env, false
 		}
 	} else if !cur.Lit(`","data":`) {
@@ -499,15 +502,15 @@ func readEnvelope(line []byte) (env envelope, ok bool) {
 	if len(rest) < 2 || rest[len(rest)-1] != '}' {
 		return env, false
 	}
-	env.data = rest[:len(rest)-1]
+	env.Data = rest[:len(rest)-1]
 	return env, true
 }
 
-// bracketData reads the data of a bracket of type typ laid out as the harness writes it — {"turn":N} of a
+// BracketData reads the data of a bracket of type typ laid out as the harness writes it — {"turn":N} of a
 // turn/start, {"turn":N,"step":M} of a step's, {"turn":N,"reason":{"kind":K}} of a turn/end — with N and
 // M non-negative safe integers in canonical form, N at least 1 in a turn/end, and K a reason the upgrade
 // leaves alone (completed, blocked, max-tokens, interrupted). It returns N and M (0 for a turn's).
-func bracketData(data []byte, typ string) (turn, step float64, ok bool) {
+func BracketData(data []byte, typ string) (turn, step float64, ok bool) {
 	cur := event.NewCursor(data)
 	if !cur.Lit(`{"turn":`) {
 		return 0, 0, false

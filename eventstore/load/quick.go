@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package eventstore
+package load
 
 import (
 	"testing"
@@ -146,7 +146,7 @@ func TestMessageShape(t *testing.T) {
 			if c.want != "" {
 				want = "session event at seq 0 " + c.want
 			}
-			_, err := ReadStored("s", vHeader("s"), vEvents(t, c.event), "")
+			_, err := readStored("s", vHeader("s"), vEvents(t, c.event), "")
 			got := ""
 			if err != nil {
 				got = err.Error()
@@ -172,7 +172,7 @@ func TestMessageShapeSeedSubject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkEnvelope(v, 4); err == nil || err.Error() != "seed tool/result at index 4 lacks an identified message" {
+	if err := CheckEnvelope(v, 4); err == nil || err.Error() != "seed tool/result at index 4 lacks an identified message" {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -187,9 +187,9 @@ func TestSupportedRequestHeaderAtSeed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkEnvelope(v, 0)
+		err = CheckEnvelope(v, 0)
 		if err == nil {
-			err = checkSupportedRequestHeader(v, func() string { return "seed event at index 0" })
+			err = CheckSupportedRequestHeader(v, func() string { return "seed event at index 0" })
 		}
 		if err == nil || err.Error() != c.want {
 			t.Errorf("got %v, want %q", err, c.want)
