@@ -454,7 +454,7 @@ func inspection(id string, p *Prefix, sc load.Surface, events, closers []event.E
 	if err != nil {
 		return nil, inspectError(id, err)
 	}
-	// Without closers the log is the list as loaded (capped by logCheck.events, so that a later append
+	// Without closers the log is the list as loaded (capped by load.Inspect, so that a later append
 	// copies instead of writing into the prefix's spare capacity). Copying 500k events here cost a quarter
 	// of a second of a cold load, most of it the write barriers of a slice of pointers.
 	all := events
