@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/load"
 )
 
 // Append appends the events of Input, newline-delimited in the append file's syntax (docs/writing.md): each
@@ -57,7 +58,7 @@ func (e Env) append(ctx context.Context, id string, c Append) (Outcome, error) {
 	}
 	snap := w.Snapshot()
 	done := Appended{Events: len(lines), Through: int64(snap.Durable - 1)}
-	if t, open := eventstore.OpenTurn(snap.Events); open {
+	if t, open := load.OpenTurn(snap.Events); open {
 		done.OpenTurn = &t
 	}
 	return done, nil

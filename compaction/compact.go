@@ -10,6 +10,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/eventstore/load"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -101,7 +102,7 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 		if eventstore.CompactionLocked(v.Events) {
 			return nil, busy(eventstore.CodeCompactionLock, "compaction: compaction already in progress; the session compaction lock is already active")
 		}
-		if _, open := eventstore.OpenTurn(v.Events); open {
+		if _, open := load.OpenTurn(v.Events); open {
 			return nil, busy(eventstore.CodeOpenTurn, "manual compaction: the session already has an open turn")
 		}
 		balance, err := surface.Balance(v.Events, v.Fold)

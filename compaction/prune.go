@@ -9,6 +9,7 @@ import (
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/load"
 )
 
 // Pruned is one tool result the pruner replaced.
@@ -44,7 +45,7 @@ func PruneSession(ctx context.Context, w *eventstore.Session, cfg config.Pruner)
 		if v.Generation == 4 {
 			return nil, eventstore.LaterRefusal(w.ID(), "prunes")
 		}
-		if _, open := eventstore.OpenTurn(v.Events); !open {
+		if _, open := load.OpenTurn(v.Events); !open {
 			return nil, busy(CodeNoOpenTurn, "prune needs an open turn: the harness prunes tool results only inside a turn, and this session has none; use compact to shrink an idle session")
 		}
 		var evs []event.Event

@@ -195,7 +195,7 @@ func Default() Config {
 		},
 		// The cache budgets are what a mount keeps beyond its working set; with them, a mount's whole
 		// process stays within 256 MiB under any walk (the read-path issue's target, tested): 32 + 16 MiB
-		// of caches, the node tree bounded by session (fs/trees.go), and a soft memory limit of the
+		// of caches, the node tree bounded by session (mount/trees.go), and a soft memory limit of the
 		// budgets + 112 MiB for everything else.
 		Cache: Cache{
 			SessionsBytes: 32 << 20,

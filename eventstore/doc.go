@@ -7,14 +7,11 @@
 //     (plus the crash-repair closers in memory; inspect), Load (the repair committed; load), ReadRaw,
 //     Create (a header-only session published at once), Append (one writer run: contiguous seqs, one
 //     durable batch), Locate and Stat (the artifact's state as a value: token, mtime, size).
-//   - Load validation in the harness's order and with its texts: identity, format version (a refusal,
-//     *UnsupportedError), legacy refusals and upgrades, message shapes, the vocabulary check (unknown types
-//     refused unless ignorable), then the restore checks of the Session constructor — header rules,
-//     envelope, request/header, seq contiguity and the surface fold (package surface) — wrapped as
-//     `stored session "<id>" failed validation: …` (*CorruptionError).
-//   - Crash-repair planning (repair.go): TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN results, step/end and
-//     turn/end {interrupted} for a log that ends inside a turn.
-//   - Turns, unknown tool outcomes and the status.json objects of docs/tree.md.
+//   - Load validation and crash-repair planning run the harness's rules of package eventstore/load over
+//     every load; a check's failure comes back as *CorruptionError (`stored session "<id>" failed
+//     validation: …`), a format refusal as *UnsupportedError.
+//   - Turns (turns.go). The status.json objects of docs/tree.md are rendered above the seam, by
+//     eventstore/status.
 //   - The session engine (Session): what a session is while this process writes it — its event list
 //     (stored + pending), logical revision, incremental fold, write-behind batching and flush, the
 //     backend's writer lock — and the write commands over it: Writer (a balanced session only: no implicit

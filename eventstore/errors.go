@@ -122,3 +122,9 @@ func (b *Budget) Add(evs []event.Event) error {
 	}
 	return nil
 }
+
+// IsNotFound reports whether err says the session does not exist.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf)
+}

@@ -1,9 +1,11 @@
 package eventstore
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/load"
 )
 
 // inputKeys are the members an append line may carry (docs/writing.md): the event envelope, with seq and
@@ -54,7 +56,7 @@ func parseLine(line []byte, seq, now int64) (input, *CommandError) {
 		return bad("an append line must be a JSON object")
 	}
 	for _, m := range v.Obj {
-		if !contains(inputKeys, m.Key) {
+		if !slices.Contains(inputKeys, m.Key) {
 			return bad("unknown key " + jsonText(m.Key) + " (allowed: type, data, seq, time, surfaceOp, sourceEventSeqs, ignorable)")
 		}
 	}
@@ -111,42 +113,42 @@ func parseLine(line []byte, seq, now int64) (input, *CommandError) {
 
 // quickInput is parseInput and Session.prepare in one pass over the bytes, for the two kinds of line that
 // are most of what a live writer appends, laid out as the harness writes them: a streamed assistant/chunk
-// (event.ReadChunk, the line canonical) and a turn or step bracket (bracketData), each either in stored
-// form or without seq and time (readEnvelope). Chunks are
+// (event.ReadChunk, the line canonical) and a turn or step bracket (load.BracketData), each either in stored
+// form or without seq and time (load.ReadEnvelope). Chunks are
 // three quarters of a turn's events and brackets half of the rest; the tree each was parsed into (a
 // kilobyte of values, of which the checks read a few numbers) was most of an append's CPU time and
 // garbage. Every check of the event alone passes on such a line — its envelope is exactly type, seq, time
 // and data, its type is known, nothing upgrades it — and the live trace reads only its turn and step
 // (liveTrace.acceptInput). TestQuickInputAgrees holds it to the parsed path's outcome.
 func quickInput(line []byte, seq, now int64) (input, bool) {
-	env, ok := readEnvelope(line)
-	if !ok || (env.stored && env.seq != seq) {
+	env, ok := load.ReadEnvelope(line)
+	if !ok || (env.Stored && env.Seq != seq) {
 		return input{}, false
 	}
 	in := input{prepared: true, timed: true, quick: true, millis: now}
-	if env.stored {
-		in.millis = env.time
+	if env.Stored {
+		in.millis = env.Time
 	}
 	var typ string
 	switch {
-	case string(env.typ) == "assistant/chunk":
-		c, ok := event.ReadChunk(env.data, seq, in.millis)
+	case string(env.Type) == "assistant/chunk":
+		c, ok := event.ReadChunk(env.Data, seq, in.millis)
 		if !ok || !event.IsCanonical(line) {
 			return input{}, false
 		}
 		typ, in.packing, in.turn, in.step = "assistant/chunk", c.Packing, c.Turn, c.Step
-	case bracketTypes[string(env.typ)]:
-		typ = string(env.typ)
-		if in.turn, in.step, ok = bracketData(env.data, typ); !ok {
+	case load.IsBracket(string(env.Type)):
+		typ = string(env.Type)
+		if in.turn, in.step, ok = load.BracketData(env.Data, typ); !ok {
 			return input{}, false
 		}
 	default:
 		return input{}, false
 	}
-	if env.stored {
+	if env.Stored {
 		in.ev = event.CanonicalEvent(append([]byte(nil), line...), typ, seq)
 	} else {
-		in.ev = event.NewEventFrom(typ, seq, in.millis, env.data)
+		in.ev = event.NewEventFrom(typ, seq, in.millis, env.Data)
 	}
 	return in, true
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/load"
 )
 
 // The live writer's rules. The loader accepts any log whose turns it can repair, but the harness's live
@@ -40,7 +41,7 @@ var jsNull = jsv{v: event.Null(), set: true}
 func (a jsv) isNull() bool { return a.set && a.v.Kind == event.KindNull }
 
 // String is String(value) in JS, as a template literal renders it.
-func (a jsv) String() string { return jsString(a.v, a.set) }
+func (a jsv) String() string { return load.JSString(a.v, a.set) }
 
 // same is JS strict equality (===) of two JSON values: objects and arrays are never equal.
 func same(a, b jsv) bool {

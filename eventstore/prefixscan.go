@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/load"
 )
 
 // PrefixScan keeps the contiguous committed prefix of a stored log, one stored line at a time, as the
@@ -43,7 +44,7 @@ func (p *PrefixScan) Take(events []event.Event, row bool, decodeErr error) (kept
 		return false, nil
 	}
 	if p.Issue != nil {
-		if HasTurnEnd(events) {
+		if load.HasTurnEnd(events) {
 			return false, p.Issue
 		}
 		return false, nil
@@ -51,7 +52,7 @@ func (p *PrefixScan) Take(events []event.Event, row bool, decodeErr error) (kept
 	for i, e := range events {
 		if e.Seq != p.Next+int64(i) {
 			p.Issue = fmt.Errorf("corrupt session log: seq gap in committed region at line %d (expected %d, got %s)", p.Line, p.Next+int64(i), e.SeqText())
-			if HasTurnEnd(events) {
+			if load.HasTurnEnd(events) {
 				return false, p.Issue
 			}
 			return false, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/eventstore/load"
 )
 
 // turnOf is one complete turn numbered n in the append syntax (with a packed chunk row's worth of chunks).
@@ -247,7 +248,7 @@ func TestReleasedEngineInAnOpenTurn(t *testing.T) {
 		t.Fatalf("the log read back was taken for another writer's: %v", snap.Conflict)
 	}
 	wantLog(t, "the open turn read back", snap.Events[:len(want)], want)
-	if _, open := eventstore.OpenTurn(snap.Events); open || len(snap.Events) != len(want)+len(turnOf(2))-3 {
+	if _, open := load.OpenTurn(snap.Events); open || len(snap.Events) != len(want)+len(turnOf(2))-3 {
 		t.Fatalf("after the rest of the turn: %d events, open %v", len(snap.Events), open)
 	}
 }

@@ -229,3 +229,36 @@ func TestTurnsAllGolden(t *testing.T) {
 		t.Fatalf("only %d turns in the golden logs", turns)
 	}
 }
+
+// TestTurnScanInPieces: a turn scan fed a log in pieces — every split point of every prefix — lists the
+// same turns and slices the same turn events as one pass (which turns_test checks against the harness's
+// brackets): through an intruding turn/start, a turn/end with no open turn, a repeated and an unnamed
+// turn number, and a turn left open.
+func TestTurnScanInPieces(t *testing.T) {
+	log := eventtest.Log(t,
+		`user/message {}`, `turn/start {"turn":1}`, `step/start {"turn":1,"step":1}`, `turn/end {"turn":1,"reason":{"kind":"completed"}}`,
+		`turn/end {"turn":9}`, `turn/start {"turn":2}`, `user/message {}`, `turn/start {"turn":3}`, `turn/end {"turn":3}`,
+		`turn/start {"turn":2}`, `turn/end {"turn":2,"reason":"x"}`, `turn/start {"turn":"n"}`, `turn/end {}`,
+		`turn/start {"turn":4}`, `step/start {"turn":4,"step":1}`,
+	)
+	for n := 0; n <= len(log); n++ {
+		events := log[:n]
+		var whole TurnScan
+		whole.Add(events)
+		for split := 0; split <= n; split++ {
+			var s TurnScan
+			s.Add(events[:split])
+			s.Add(events[split:])
+			if !reflect.DeepEqual(s.Turns(), whole.Turns()) {
+				t.Fatalf("%d events split at %d: turns %+v, want %+v", n, split, s.Turns(), whole.Turns())
+			}
+			for turn := int64(-1); turn <= 5; turn++ {
+				got, gok := s.TurnEvents(events, turn)
+				want, wok := TurnEvents(events, turn)
+				if gok != wok || len(got) != len(want) || (len(got) > 0 && got[0].Seq != want[0].Seq) {
+					t.Fatalf("%d events split at %d: turn %d: %d events (%v), want %d (%v)", n, split, turn, len(got), gok, len(want), wok)
+				}
+			}
+		}
+	}
+}

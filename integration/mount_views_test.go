@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	dfs "github.com/dshfs/dshfs/fs"
 	"github.com/dshfs/dshfs/internal/fixtures"
+	"github.com/dshfs/dshfs/mount"
 	"github.com/dshfs/dshfs/spill"
 )
 
@@ -170,8 +170,8 @@ func checkMountedRoot(t *testing.T, src string) {
 // checkRootFiles checks README, the store status and by-project/.
 func checkRootFiles(t *testing.T, info rootInfo) {
 	readme := mustRun(t, "cat", filepath.Join(info.mnt, "README"))
-	if string(readme) != dfs.Readme+dfs.ReadmeReadOnly {
-		t.Errorf("README differs from fs.Readme:\n%s", readme)
+	if string(readme) != mount.Readme+mount.ReadmeReadOnly {
+		t.Errorf("README differs from mount.Readme:\n%s", readme)
 	}
 	status := mustRun(t, "cat", filepath.Join(info.mnt, "status.json"))
 	checkKeys(t, "status.json", status, storeStatusKeys)

@@ -213,7 +213,7 @@ func (x *listingIndex) dropListing() {
 }
 
 // DropListings makes the directories at and below n forget the listings they remember for lookups. The
-// mount calls it for a session that fell out of its working set (fs/trees.go): its directory nodes may
+// mount calls it for a session that fell out of its working set (mount/trees.go): its directory nodes may
 // live on for a while (until the kernel forgets them; a working directory's for as long as it is one),
 // but the entries they listed — a child per event in events/ — go, and the next lookup lists again.
 func DropListings(n *fs.Inode) {

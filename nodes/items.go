@@ -95,7 +95,7 @@ func (d *itemDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // Lookup answers an addressable directory (events/, trace/) without listing it; the others from an index
 // of the listing made for the same snapshot. The key is a weak pointer: one snapshot, one listing, and a
 // directory node, which outlives the session's stay in the caches (directories are never dropped,
-// fs/trees.go), must not keep a decoded session alive after a walk passed it.
+// mount/trees.go), must not keep a decoded session alive after a walk passed it.
 func (d *itemDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = oneRequest(ctx)
 	s, err := loaded(ctx, d.src, d.sess)

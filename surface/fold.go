@@ -532,17 +532,10 @@ func (f *Folder) PushUnmarked(e event.Event) error {
 	return nil
 }
 
-// NextUnmarked is PushUnmarked under the name eventstore's UnmarkedChecker expects.
-func (f *Folder) NextUnmarked(e event.Event) error { return f.PushUnmarked(e) }
-
 func (f *Folder) origin(seq int64) (event.Event, bool) {
 	e, ok := f.tools[seq]
 	return e, ok
 }
-
-// Next is Push under the name eventstore's SurfaceChecker expects (the harness's validateNext plus
-// the commit that follows a successful append).
-func (f *Folder) Next(e event.Event) error { return f.Push(e) }
 
 // Result returns a snapshot of the fold so far; later pushes never change it. It costs nothing in the
 // surface's length: the snapshot shares the folder's nodes and replacements (a live session takes one per

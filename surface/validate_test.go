@@ -136,7 +136,7 @@ func TestValidationTexts(t *testing.T) {
 				}
 			}
 			before, next := string(f.Result().JSON()), f.NextSeq()
-			err = f.Next(c.events[last])
+			err = f.Push(c.events[last])
 			if c.want == "" {
 				if err != nil {
 					t.Fatalf("Push: %v", err)

@@ -7,6 +7,7 @@ import (
 	"github.com/dshfs/dshfs/compaction"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/status"
 	"github.com/dshfs/dshfs/surface"
 )
 
@@ -143,7 +144,7 @@ func writeLines(w io.Writer, lines [][]byte) error {
 // older than it scans whole.
 type carry struct {
 	mu     sync.Mutex
-	scan   eventstore.StatusScan
+	scan   status.StatusScan
 	turns  eventstore.TurnScan
 	active event.Value // the active compaction at scan.Len() events; valid when activeOK
 	// activeOK: active is the active compaction of the events scanned
@@ -178,7 +179,7 @@ func changesCompactions(e event.Event) bool {
 // statusScan fills in's scan and active compaction from the carry, scanning the events it has not yet;
 // false (in untouched) when the snapshot cannot use it (no lineage, or older than the carry). The caller
 // renders the status while holding the carry (unlock), since the scan's state moves with the next batch.
-func (s *Session) statusScan(in *eventstore.StatusInput) (unlock func(), ok bool) {
+func (s *Session) statusScan(in *status.StatusInput) (unlock func(), ok bool) {
 	if s.Lineage == nil || s.Refusal != nil {
 		return nil, false
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/status"
 )
 
 // The store index (MNT/index.html, `dshfs index STORE`) is where a person starts: every session with its
@@ -59,7 +60,7 @@ func IndexRowOf(s *Session, dir string) IndexRow {
 			r.Turns++
 		}
 	}
-	r.Unknown = len(eventstore.UnknownOutcomes(s.Events))
+	r.Unknown = len(status.UnknownOutcomes(s.Events))
 	if recs, _, err := s.Compactions(); err == nil {
 		r.Compactions = len(recs)
 	}

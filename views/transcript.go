@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshfs/dshfs/compaction"
-	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/status"
 	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/surface"
 )
@@ -36,10 +36,10 @@ const messageCut = 64 << 10
 
 // transcriptState is what rendering the transcript knows of the log beside the event at hand.
 type transcriptState struct {
-	unknown map[int64]eventstore.UnknownOutcome // by the seq of the tool/call
-	records map[int64]compaction.Record         // by compaction/start seq
-	prunes  map[int64]compaction.Prune          // by compaction/prune seq
-	spills  map[int64][]spill.Row               // by citing seq
+	unknown map[int64]status.UnknownOutcome // by the seq of the tool/call
+	records map[int64]compaction.Record     // by compaction/start seq
+	prunes  map[int64]compaction.Prune      // by compaction/prune seq
+	spills  map[int64][]spill.Row           // by citing seq
 	classes []surface.Class
 	events  []event.Event
 	// seedLength is the header's seedLength for a fork (the seq of its end-seed), -1 otherwise
@@ -83,10 +83,10 @@ func (s *Session) writeTranscript(w transcriptWriter) error {
 	if err != nil {
 		return err
 	}
-	st := transcriptState{unknown: map[int64]eventstore.UnknownOutcome{}, records: map[int64]compaction.Record{},
+	st := transcriptState{unknown: map[int64]status.UnknownOutcome{}, records: map[int64]compaction.Record{},
 		prunes: map[int64]compaction.Prune{}, spills: map[int64][]spill.Row{},
 		classes: classes, events: s.Events, seedLength: s.forkSeed()}
-	for _, u := range eventstore.UnknownOutcomes(s.Events) {
+	for _, u := range status.UnknownOutcomes(s.Events) {
 		st.unknown[u.CallSeq] = u
 	}
 	for _, r := range recs {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/postgres"
-	dfs "github.com/dshfs/dshfs/fs"
 	"github.com/dshfs/dshfs/internal/demo"
+	"github.com/dshfs/dshfs/mount"
 )
 
 // cmdMount mounts a store and serves it in the foreground until a signal (docs/cli.md).
@@ -40,7 +40,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	}
 	// Subscribe before anything is set up: a SIGINT/SIGTERM from now on ends the mount cleanly (handled by
 	// Serve once it runs) instead of killing the process with a mount or a created mountpoint left behind.
-	sigs, stopSignals := dfs.Signals()
+	sigs, stopSignals := mount.Signals()
 	defer stopSignals()
 	if o.allowOther {
 		cfg.FUSE.AllowOther = true
@@ -49,7 +49,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		cfg.ReadOnly = true
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	// The caches are bounded by their budgets and the node tree by session (fs/trees.go); a soft memory
+	// The caches are bounded by their budgets and the node tree by session (mount/trees.go); a soft memory
 	// limit of the budgets plus 112 MiB for the rest (the working set of the requests in flight, the node
 	// tree, the runtime) keeps the garbage collector from doubling that in idle heap under a long walk
 	// (grep -r): with the default budgets the process stays within 256 MiB (tested). It follows the live
@@ -77,7 +77,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 		return exitUsageErr, err
 	}
 	root := storeRoot(st)
-	f, err := dfs.New(dfs.Options{Store: st, Root: root, Config: cfg, Spill: spillRoots(cfg, st), Log: log, Readahead: runtime.GOMAXPROCS(0)})
+	f, err := mount.New(mount.Options{Store: st, Root: root, Config: cfg, Spill: spillRoots(cfg, st), Log: log, Readahead: runtime.GOMAXPROCS(0)})
 	if err != nil {
 		return exitUsageErr, err
 	}
@@ -109,7 +109,7 @@ func cmdMount(args []string, stderr io.Writer) (int, error) {
 	}
 	log.Info("mounted", "store", shown, "mountpoint", mountpoint, "sessions", len(f.Listing().Entries), "writable", !cfg.ReadOnly)
 	go watch()
-	serveErr := dfs.Serve(server, mountpoint, sigs, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
+	serveErr := mount.Serve(server, mountpoint, sigs, func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...)) },
 		func() { f.FlushAll(context.Background()) })
 	// Unmounted (by a signal or from outside): every live session is flushed and released; what cannot be
 	// written is kept beside its artifact.
@@ -141,7 +141,7 @@ func cmdDemo(args []string, out *bufio.Writer) (int, error) {
 }
 
 // spareProc gives the mount one P (Go's processor) more than the default of one per core, unless
-// GOMAXPROCS is set. During a walk over a cold store the readahead workers (fs/readahead.go, one per P)
+// GOMAXPROCS is set. During a walk over a cold store the readahead workers (mount/readahead.go, one per P)
 // render on every P, and the walk waits on each request in turn: the goroutine serving it, woken from its
 // read of /dev/fuse, must find a P before it can answer. With a P to spare (and so a worker more), a stat of
 // every events.jsonl of a cold 10k-session store took 7.4–8.0 s against 8.5–8.8 s on this project's 2-core

@@ -616,7 +616,7 @@ func testProgressiveLoad(t *testing.T, be Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		events, closers, err := eventstore.Inspect(id, want.Header, want.Events, want.Path, nil)
+		events, closers, err := eventstore.Inspect(id, want.Header, want.Events, want.Path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,9 @@ package eventtest
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,4 +80,43 @@ func SameLines(t testing.TB, got, want []string) {
 			t.Errorf("line %d:\n got %s\nwant %s", i, got[i], want[i])
 		}
 	}
+}
+
+// OneByteMutations is every copy of line with one byte replaced by one of subs (a byte by itself left out).
+func OneByteMutations(line string, subs []byte) []string {
+	var out []string
+	for at := range len(line) {
+		for _, b := range subs {
+			if line[at] != b {
+				out = append(out, line[:at]+string([]byte{b})+line[at+1:])
+			}
+		}
+	}
+	return out
+}
+
+// FixtureLines is every line of the raw logs under dirs that holds an event of one of the types.
+func FixtureLines(t *testing.T, types []string, dirs ...string) []string {
+	t.Helper()
+	var lines []string
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".jsonl") {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			for _, l := range strings.Split(string(data), "\n") {
+				for _, typ := range types {
+					if strings.HasPrefix(l, `{"type":"`+typ+`"`) {
+						lines = append(lines, l)
+					}
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lines
 }
