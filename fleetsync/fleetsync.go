@@ -19,6 +19,7 @@ package fleetsync
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/eventstore/postgres"
 )
@@ -34,7 +36,9 @@ import (
 // Fleet is the destination: the fleet store's sync API (*postgres.Backend).
 type Fleet interface {
 	Held(ctx context.Context, id string) (postgres.Holding, error)
-	Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error
+	IngestRevision(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (int64, error)
+	Digests(ctx context.Context, id string) (postgres.Holding, []postgres.LineDigest, error)
+	StoredLine(ctx context.Context, id string, seq int64) ([]byte, error)
 	Release(ctx context.Context, host, id string) error
 	Touch(ctx context.Context, host string, fresh time.Duration) error
 }
@@ -81,9 +85,10 @@ type Options struct {
 	Host     string // this host's name, recorded on every session it syncs
 	MaxLines int    // lines of one transaction (0: 1000)
 	MaxBytes int64  // bytes of one transaction (0: 4 MiB); a single larger line goes alone
-	// ReleaseAfter is the fleet store's [fleet] release_after (0: 10 minutes): a session this host's sync
-	// has not fed for longer may have been written through the fleet store meanwhile, so before new lines
-	// are copied onto it its copy there is compared with this host's log.
+	// ReleaseAfter is the fleet store's [fleet] release_after (0: 10 minutes), after which a session this
+	// host's sync has not fed may be written through the fleet store. No sync relies on it: a copy there
+	// that this syncer has not proven, whatever its age, is compared with this host's log before anything
+	// is appended to it.
 	ReleaseAfter time.Duration
 	// Progress is called after each session of a pass with the sessions done, the total, and the events
 	// and bytes copied so far in the pass.
@@ -102,6 +107,10 @@ type Syncer struct {
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
 	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
+	// proofs is, by id, the fleet store's revision at which its copy of the session was last proven, line
+	// by line, to be a prefix of this host's log (or written by this syncer onto such a prefix): while the
+	// fleet store keeps that revision and this host's artifact has only grown, nothing needs comparing
+	proofs map[string]proof
 	// prefetched is what the fleet store held of every session at the start of the running pass (one
 	// query, where the store can): each is used once, by that session's sync, whose ingest re-checks it
 	prefetched map[string]postgres.Holding
@@ -133,7 +142,7 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 		rd = fileReader{b: b}
 	}
 	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{},
-		cursors: map[string]*cursor{}}
+		cursors: map[string]*cursor{}, proofs: map[string]proof{}}
 }
 
 // Pass syncs every session of the source. With changedOnly, a session whose source revision is the one
@@ -296,23 +305,46 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		return s.foreign(ctx, e, held)
 	}
 	r.From, r.To = held.NextSeq, held.NextSeq
-	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r,
-		stale: held.Exists && held.SyncHost == s.opts.Host && time.Since(held.SyncSeen) > s.opts.ReleaseAfter}
 	// Where the last read of this artifact ended is where this one starts, as long as the fleet store
 	// holds exactly what that read found: anything else (another writer, a rerun after a failure) reads
 	// the artifact from its start.
 	s.mu.Lock()
 	from := s.cursors[e.ID]
 	delete(s.cursors, e.ID)
+	pf, hasProof := s.proofs[e.ID]
+	delete(s.proofs, e.ID)
 	s.mu.Unlock()
 	if from != nil && !(held.Exists && held.SyncHost == s.opts.Host && held.NextSeq == from.next && bytes.Equal(held.Header, from.header)) {
 		from = nil
 	}
+	if from != nil && !s.read.resumes(ctx, e, from) {
+		from = nil // the artifact was replaced or cut back since: what it holds now is read whole
+	}
+	// What is appended must continue the stored log by content: the fleet store's copy is compared, line
+	// by line, with this host's log, unless it is still the copy this syncer proved (same revision) and
+	// this host's artifact has only grown since (a cursor). A released session copies nothing.
+	proven := !held.Exists || held.NextSeq == 0 || held.SyncHost == "" ||
+		(hasProof && pf.rev == held.Revision && pf.next == held.NextSeq && from != nil)
+	var digests []postgres.LineDigest
+	if !proven {
+		dh, ds, err := s.dst.Digests(ctx, e.ID)
+		if err != nil {
+			r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+			return r
+		}
+		if dh.Revision != held.Revision || dh.Host != held.Host {
+			r.Status, r.Reason = Failed, "the fleet store's copy changed while it was read; tried again by the next pass"
+			return r
+		}
+		digests, from = ds, nil // this host's log is read from its start to compare the overlap
+	}
+	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r, digests: digests, compare: !proven, rev: held.Revision,
+		resumed: proven && from != nil && held.Exists && held.SyncHost != "" && held.NextSeq > 0}
 	if from != nil {
 		c.end = from.next
 	}
 	var res readResult
-	if hdr, next, ok := s.whole(ctx, e, held, from); ok {
+	if hdr, next, ok := s.whole(ctx, e, held, from); ok && proven {
 		err = c.header(hdr) // the fleet store holds it all: nothing to read
 		c.end = next
 	} else {
@@ -345,7 +377,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		return r
 	}
 	if c.end < held.NextSeq {
-		r.Status, r.Reason = Refused, fmt.Sprintf("the fleet store holds %d events of this session, this host's store %d: the copy there is not this host's log", held.NextSeq, c.end)
+		r.Status, r.Reason = Refused, fmt.Sprintf("the fleet store holds %d events of this session, this host's store %d: from seq %d on, the copy there is not this host's log; nothing copied, not merged", held.NextSeq, c.end, c.end)
 		return r
 	}
 	if held.Exists && held.SyncHost == "" && c.end > held.NextSeq {
@@ -363,6 +395,9 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	s.mu.Lock()
 	if r.Status != Released && res.at != nil && res.at.next <= r.To {
 		s.cursors[e.ID] = res.at
+	}
+	if r.Status != Released {
+		s.proofs[e.ID] = proof{rev: c.rev, next: r.To}
 	}
 	s.mu.Unlock()
 	if torn > 0 && r.Status == Copied {
@@ -416,7 +451,21 @@ type copier struct {
 	created bool  // the session row exists (held, or created by this copy)
 	refusal string
 	dstErr  bool // the error came from the fleet store
-	stale   bool // not fed for longer than ReleaseAfter: compare before copying onto it
+	// compare: the fleet store's copy is not proven a prefix of this host's log; each line this host's
+	// log holds below held.NextSeq must equal the stored line digests[di] before anything is appended
+	compare bool
+	// resumed: proven by the cursor alone, so the read must start past what the fleet store holds; a line
+	// below it means the artifact was replaced between the check and the read
+	resumed bool
+	digests []postgres.LineDigest
+	di      int
+	rev     int64 // the fleet store's revision of the session: as held, then as this copy's writes left it
+}
+
+// proof is what a Syncer knows of a session's copy in the fleet store: at revision rev it held this host's
+// log up to seq next (exclusive), proven line by line or written by the syncer onto such a prefix.
+type proof struct {
+	rev, next int64
 }
 
 func (c *copier) header(h []byte) error {
@@ -438,21 +487,21 @@ func (c *copier) line(l line) error {
 	c.end = l.last + 1
 	switch {
 	case l.last < c.held.NextSeq:
+		if c.resumed {
+			return &eventstore.IOError{Err: errors.New("the session's artifact was replaced while it was read; it is compared again by the next pass")}
+		}
+		if c.compare {
+			if why := c.same(l); why != "" {
+				c.refusal = why
+				return errStop
+			}
+		}
 		return nil // held already
 	case l.first < c.held.NextSeq:
 		c.refusal = fmt.Sprintf("the fleet store's copy ends at seq %d, inside this host's stored line of seqs %d..%d: the copy there is not this host's log", c.held.NextSeq, l.first, l.last)
 		return errStop
 	case c.held.Exists && c.held.SyncHost == "":
 		return nil // released
-	}
-	if c.stale {
-		// idle long enough to have been taken over: new lines go on only after a copy that is still
-		// exactly this host's log
-		c.stale = false
-		if why := c.s.diverged(c.ctx, c.id, c.held.NextSeq); why != "" {
-			c.refusal = why
-			return errStop
-		}
 	}
 	if len(c.batch) > 0 && (len(c.batch) >= c.s.opts.MaxLines || c.bytes+int64(len(l.raw)) > c.s.opts.MaxBytes) {
 		if err := c.flush(c.ctx, false); err != nil {
@@ -473,10 +522,12 @@ func (c *copier) flush(ctx context.Context, final bool) error {
 	if len(c.batch) == 0 && (!final || c.created) {
 		return nil
 	}
-	if err := c.s.dst.Ingest(ctx, c.s.opts.Host, c.id, c.hdr, c.from, c.batch); err != nil {
+	rev, err := c.s.dst.IngestRevision(ctx, c.s.opts.Host, c.id, c.hdr, c.from, c.batch)
+	if err != nil {
 		c.dstErr = true
 		return err
 	}
+	c.rev = rev
 	c.created = true
 	c.r.Lines += len(c.batch)
 	c.r.Bytes += c.bytes
@@ -487,32 +538,51 @@ func (c *copier) flush(ctx context.Context, final bool) error {
 	return nil
 }
 
-// diverged compares the fleet store's copy of a session (its first n events) with this host's stored log
-// and says how they differ ("" when the copy is a prefix of this host's log): a session idle past
-// release_after may have been written through the fleet store, and lines copied after such a write would
-// merge two logs.
-func (s *Syncer) diverged(ctx context.Context, id string, n int64) string {
-	ld, ok := s.dst.(loader)
-	if !ok {
-		return ""
-	}
-	theirs, err := ld.LoadStored(ctx, id)
-	if err != nil {
-		return "the fleet store's copy cannot be read to compare it: " + err.Error()
-	}
-	mine, err := s.src.Backend().LoadStored(ctx, id)
-	if err != nil {
-		return "this host's copy cannot be read to compare it: " + err.Error()
-	}
-	if int64(len(theirs.Events)) != n || int64(len(mine.Events)) < n {
-		return fmt.Sprintf("the fleet store's copy (%d events) is no longer a prefix of this host's log (%d events): written through the fleet store since this host's last sync; not merged", len(theirs.Events), len(mine.Events))
-	}
-	for i := range theirs.Events {
-		if !bytes.Equal(theirs.Events[i].Raw, mine.Events[i].Raw) {
-			return fmt.Sprintf("the fleet store's event %d differs from this host's: written through the fleet store since this host's last sync; not merged", i)
+// same checks one of this host's lines below what the fleet store holds against the stored line it must
+// equal, and says how they differ ("" when equal): the first seq whose event differs, so that a copy of
+// this host's store from elsewhere (a clone, a restored backup) synced under the same host name, or a
+// write through the fleet store, is never continued with this host's lines.
+func (c *copier) same(l line) string {
+	if c.di < len(c.digests) {
+		d := c.digests[c.di]
+		c.di++
+		if d.Seq == l.first && d.LastSeq == l.last && d.Sum == sha256.Sum256(l.raw) {
+			return ""
+		}
+		if d.Seq == l.first {
+			if theirs, err := c.s.dst.StoredLine(c.ctx, c.id, d.Seq); err == nil {
+				return differsAt(firstDiffering(l, theirs))
+			}
 		}
 	}
-	return ""
+	return differsAt(l.first)
+}
+
+func differsAt(seq int64) string {
+	return fmt.Sprintf("this host's log differs from the fleet store's copy at seq %d: the copy there came from another copy of this host's store (a clone, a restored backup) or was written through the fleet store; nothing copied, not merged", seq)
+}
+
+// firstDiffering is the first seq at which the events of this host's line l and the stored line theirs
+// (both starting at l.first) differ: l.first when either does not decode.
+func firstDiffering(l line, theirs []byte) int64 {
+	decode := func(raw []byte) []event.Event {
+		canon, err := event.Canonical(raw)
+		if err != nil {
+			return nil
+		}
+		evs, _, err := event.DecodeStored(canon)
+		if err != nil {
+			return nil
+		}
+		return evs
+	}
+	mine, other := decode(l.raw), decode(theirs)
+	for i := range min(len(mine), len(other)) {
+		if !bytes.Equal(mine[i].Raw, other[i].Raw) {
+			return l.first + int64(i)
+		}
+	}
+	return l.first + int64(min(len(mine), len(other)))
 }
 
 // foreign handles a session the fleet store holds from another host: identical copies are nothing to do,
@@ -546,7 +616,7 @@ func (s *Syncer) foreign(ctx context.Context, e eventstore.Entry, held postgres.
 	}
 	for i := range mine.Events {
 		if !bytes.Equal(mine.Events[i].Raw, theirs.Events[i].Raw) {
-			return refuse("event " + strconv.Itoa(i) + " differs")
+			return refuse("the event at seq " + strconv.Itoa(i) + " differs")
 		}
 	}
 	r.Status, r.Reason = Identical, "held from host "+stringify(held.Host)+"; this host's copy is identical"

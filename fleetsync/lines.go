@@ -3,6 +3,7 @@ package fleetsync
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -196,6 +197,36 @@ type cursor struct {
 	next     int64  // the seq after the last line before offset
 	lineNo   int    // event lines before offset
 	header   []byte
+	// tail is the SHA-256 of the artifact's bytes just before offset (at most tailWindow of them): a file
+	// replaced by another copy of itself (a restored backup) can reuse the inode, but not the bytes that
+	// end its log, which carry the events' own times and ids
+	tail [32]byte
+}
+
+// sealed is at with the hash of the bytes before its offset (nil when they do not read).
+func sealed(f *os.File, at *cursor) *cursor {
+	if at == nil {
+		return nil
+	}
+	sum, ok := tailSum(f, at.offset)
+	if !ok {
+		return nil
+	}
+	at.tail = sum
+	return at
+}
+
+// tailWindow is how many bytes before a cursor's offset are compared before a read resumes there.
+const tailWindow = 4096
+
+// tailSum hashes the tailWindow bytes of f before offset; ok is false when they cannot be read whole.
+func tailSum(f *os.File, offset int64) (sum [32]byte, ok bool) {
+	lo := max(0, offset-tailWindow)
+	buf := make([]byte, offset-lo)
+	if n, err := f.ReadAt(buf, lo); n != len(buf) && err != nil {
+		return sum, false
+	}
+	return sha256.Sum256(buf), true
 }
 
 // readResult is what one read of a session found.
@@ -209,6 +240,9 @@ type lineReader interface {
 	// read sends the session's header line and then its committed lines past from (nil: all of them), in
 	// order, to header and emit; errStop from either ends the read early without error.
 	read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error)
+	// resumes reports whether a read may start at from: the artifact is the one from was taken of, grown
+	// only, its bytes before from's offset those the cursor saw.
+	resumes(ctx context.Context, e eventstore.Entry, from *cursor) bool
 }
 
 // artifactOpener is a JSONL backend's safe open of an artifact (regular files inside the root only).
@@ -224,13 +258,31 @@ type fileReader struct {
 	b artifactOpener
 }
 
+func (r fileReader) resumes(ctx context.Context, e eventstore.Entry, from *cursor) bool {
+	f, art, err := r.b.OpenArtifact(ctx, e.Path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return resumable(f, art, from)
+}
+
+// resumable is resumes on an open artifact.
+func resumable(f *os.File, art eventstore.Artifact, from *cursor) bool {
+	if from.identity == "" || from.identity != art.Identity || art.Size < from.offset {
+		return false
+	}
+	sum, ok := tailSum(f, from.offset)
+	return ok && sum == from.tail
+}
+
 func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
 	f, art, err := r.b.OpenArtifact(ctx, e.Path)
 	if err != nil {
 		return readResult{}, err
 	}
 	defer f.Close()
-	if from != nil && (from.identity == "" || from.identity != art.Identity || art.Size < from.offset) {
+	if from != nil && !resumable(f, art, from) {
 		from = nil // replaced or cut back: read it whole
 	}
 	s := &lineScanner{prefix: eventstore.PrefixScan{Stream: true}}
@@ -270,7 +322,7 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 		err = r.readLines(f, start, s, mark)
 	}
 	if err != nil {
-		return readResult{at: at}, stopped(err)
+		return readResult{at: sealed(f, at)}, stopped(err)
 	}
 	if s.header == nil {
 		return readResult{}, &corruptError{"empty or header-less session log"}
@@ -280,7 +332,7 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 			return readResult{}, stopped(err)
 		}
 	}
-	return readResult{torn: s.tornBytes(), at: at}, nil
+	return readResult{torn: s.tornBytes(), at: sealed(f, at)}, nil
 }
 
 // tailLimit bounds what tail reads backwards for the last line: a longer line is read the long way.
@@ -437,6 +489,8 @@ type rowReader struct {
 	b eventstore.Backend
 	t eventstore.Tuning // the source store's: how parallel a batch's packing runs
 }
+
+func (rowReader) resumes(context.Context, eventstore.Entry, *cursor) bool { return false }
 
 func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
 	p, err := r.b.LoadStored(ctx, e.ID)

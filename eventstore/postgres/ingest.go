@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -207,23 +208,30 @@ func scanHolding(row pgx.Row, lead ...any) (Holding, error) {
 // nothing written. Otherwise the rows are inserted, the session's next seq, size and revision advanced,
 // sync_host set to host and sync_seen to now, and the change announced. With no lines, an existing
 // session's sync_seen is refreshed alone (its content, and so its revision, is unchanged).
-func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (err error) {
+func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error {
+	_, err := b.IngestRevision(ctx, host, id, header, from, lines)
+	return err
+}
+
+// IngestRevision is Ingest returning the session's revision after the transaction: a sync that knows the
+// revision its own write produced knows, while the session keeps it, that nobody else wrote there since.
+func (b *Backend) IngestRevision(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (rev int64, err error) {
 	ctx, end := b.bound(ctx)
 	defer func() { err = end(err) }()
 	if host == "" || id == "" {
-		return errors.New("ingest: host and session id must not be empty")
+		return 0, errors.New("ingest: host and session id must not be empty")
 	}
 	hf, err := parseHeader(id, header)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	resume := pause(ctx)
 	recs, err := encodeBatch(id, from, lines)
 	resume()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return b.tx(ctx, func(tx pgx.Tx) error {
+	err = b.tx(ctx, func(tx pgx.Tx) error {
 		if err := b.tryXactLock(ctx, tx, id); err != nil {
 			return err
 		}
@@ -256,8 +264,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version,
 				return &GapError{ID: id, From: from, NextSeq: next}
 			}
 			if len(recs) == 0 {
-				_, err := tx.Exec(ctx, `UPDATE sessions SET sync_host = $2, sync_seen = now() WHERE id = $1`, id, host)
-				return err
+				return tx.QueryRow(ctx, `UPDATE sessions SET sync_host = $2, sync_seen = now() WHERE id = $1 RETURNING revision`, id, host).Scan(&rev)
 			}
 		}
 		if err := insertRows(ctx, tx, id, recs); err != nil {
@@ -266,8 +273,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version,
 		if err := advance(ctx, tx, id, recs, &host, true); err != nil {
 			return err
 		}
+		if err := tx.QueryRow(ctx, `SELECT revision FROM sessions WHERE id = $1`, id).Scan(&rev); err != nil {
+			return err
+		}
 		return notify(ctx, tx, id)
 	})
+	return rev, err
 }
 
 // insertRows inserts events rows (COPY: a sync batch can be thousands of lines).
@@ -425,4 +436,84 @@ func (b *Backend) Custody(ctx context.Context, id string) (_ eventstore.Custody,
 		c.SyncHost = *syncHost
 	}
 	return c, nil
+}
+
+// LineDigest is one stored line of a session: the seqs it holds and the SHA-256 of its text (decompressed,
+// without LF). `dshfs sync` compares a host's lines with these before it appends, so that what it appends
+// continues the stored log by content, not only by position.
+type LineDigest struct {
+	Seq, LastSeq int64
+	Sum          [32]byte
+}
+
+// Digests returns the digests of session id's stored lines in seq order, and the session's revision, from
+// one snapshot (Exists false in the holding: nothing stored). Only digests leave the read, so comparing a
+// long session costs its rows' transfer once, not its events' decoding.
+func (b *Backend) Digests(ctx context.Context, id string) (_ Holding, _ []LineDigest, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
+	var h Holding
+	var out []LineDigest
+	err = b.snapshot(ctx, func(tx pgx.Tx) error {
+		if tx == nil {
+			return nil // no schema: nothing stored
+		}
+		hh, err := scanHolding(tx.QueryRow(ctx, `SELECT `+holdingColumns+` FROM sessions WHERE id = $1`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h = hh
+		rows, err := tx.Query(ctx, `SELECT seq, last_seq, line, compressed FROM events WHERE session_id = $1 ORDER BY seq`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			progress(ctx)
+			var d LineDigest
+			var data []byte
+			var compressed bool
+			if err := rows.Scan(&d.Seq, &d.LastSeq, &data, &compressed); err != nil {
+				return err
+			}
+			line, err := decompress(data, compressed, b.opts.MaxData)
+			if err != nil {
+				return &contentError{fmt.Errorf("session %q: the row at seq %d: %w", id, d.Seq, err)}
+			}
+			d.Sum = sha256.Sum256(line)
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return Holding{}, nil, b.wrap(err)
+	}
+	return h, out, nil
+}
+
+// StoredLine returns the text of session id's stored line that starts at seq (decompressed, without LF):
+// what `dshfs sync` decodes to name the first event where a host's log and the stored one differ.
+func (b *Backend) StoredLine(ctx context.Context, id string, seq int64) (_ []byte, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
+	if b.empty(ctx) {
+		return nil, &eventstore.NotFoundError{ID: id}
+	}
+	var data []byte
+	var compressed bool
+	err = b.pool.QueryRow(ctx, `SELECT line, compressed FROM events WHERE session_id = $1 AND seq = $2`, id, seq).Scan(&data, &compressed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &eventstore.NotFoundError{ID: id}
+	}
+	if err != nil {
+		return nil, b.wrap(err)
+	}
+	line, err := decompress(data, compressed, b.opts.MaxData)
+	if err != nil {
+		return nil, &contentError{err}
+	}
+	return line, nil
 }
