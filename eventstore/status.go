@@ -354,11 +354,21 @@ type Custody struct {
 	// ReleaseAfter is how long after its last sync a synced session becomes writable through the store
 	// ([fleet] release_after); the refusal of a write names the last sync's time.
 	ReleaseAfter time.Duration
+	// State is what a host's sync recorded of the copy ("stale", "diverged"; "" when nothing), and
+	// StateReason why.
+	State, StateReason string
 }
 
 // Custodian is a backend whose sessions have custody (the fleet store).
 type Custodian interface {
 	Custody(ctx context.Context, id string) (Custody, error)
+}
+
+func nullable(s string) event.Value {
+	if s == "" {
+		return event.Value{}
+	}
+	return event.String(s)
 }
 
 // value is status.json's custody: null where the store has none.
@@ -374,5 +384,7 @@ func (c *Custody) value() event.Value {
 		event.Member{Key: "host", Value: event.String(c.Host)},
 		event.Member{Key: "syncHost", Value: sync},
 		event.Member{Key: "releaseAfterSeconds", Value: event.Number(c.ReleaseAfter.Seconds())},
+		event.Member{Key: "syncState", Value: nullable(c.State)},
+		event.Member{Key: "syncStateReason", Value: nullable(c.StateReason)},
 	)
 }

@@ -179,3 +179,90 @@ func TestSyncRestoredUnderWatch(t *testing.T) {
 	unchangedFleet(t, dst, "s", was)
 	equal(t, source(t, synced), dst, dsn, true)
 }
+
+// TestSyncStateShown: what a sync found wrong with the fleet store's copy is where the fleet store is
+// read — its listing and status.json's custody — not only in the host's report: a diverged copy keeps
+// the fleet store's log readable and says so; a session the host's harness upgraded to format v4 after
+// it was synced is refused there as stale, never served as the current log.
+func TestSyncStateShown(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, c := filepath.Join(dir, "a"), filepath.Join(dir, "c")
+	for _, id := range []string{"s", "u"} {
+		if err := synth.Write(a, jsonl.None, id, 40); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyRoot(t, a, c)
+	note(t, c, jsonl.None, "s", "copy C")
+	note(t, a, jsonl.None, "s", "copy A")
+	dst, dsn := fleet(t, "h")
+	pass(t, fleetsync.New(source(t, c), dst, fleetsync.Options{Host: "h"}))
+
+	// the harness on host A upgrades session u to format v4: its v4 file appears beside session.jsonl
+	v4 := filepath.Join(dir, "v4")
+	if err := synth.WriteV4(v4, jsonl.None, "u", 40); err != nil {
+		t.Fatal(err)
+	}
+	src := artifact(t, source(t, v4), "u")
+	beside := filepath.Join(filepath.Dir(artifact(t, source(t, a), "u")), filepath.Base(src))
+	if err := os.Rename(src, beside); err != nil {
+		t.Fatal(err)
+	}
+	sa := fleetsync.New(source(t, a), dst, fleetsync.Options{Host: "h"})
+	byID := map[string]fleetsync.Report{}
+	for _, r := range pass(t, sa) {
+		byID[r.ID] = r
+	}
+	if r := byID["u"]; r.Status != fleetsync.Skipped || !strings.Contains(r.Reason, "generation v4") || !strings.Contains(r.Reason, "marked stale") {
+		t.Errorf("the upgraded session: %+v, want skipped and marked stale", r)
+	}
+	if r := byID["s"]; r.Status != fleetsync.Refused {
+		t.Errorf("the diverged session: %+v, want refused", r)
+	}
+
+	// a fresh reader of the fleet store: the listing and status.json's custody say what was found
+	reader := openFleet(t, dsn, "reader")
+	l, err := reader.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Entries {
+		switch e.ID {
+		case "u":
+			if e.Refusal == nil || !strings.Contains(e.Refusal.Error(), "stale") || eventstore.Classify(e.Refusal) != eventstore.KindUnsupported {
+				t.Errorf("u listed with refusal %v, want stale", e.Refusal)
+			}
+		case "s":
+			if e.Refusal != nil {
+				t.Errorf("s listed refused (%v): the fleet store's copy is a log its host wrote, and stays readable", e.Refusal)
+			}
+		}
+	}
+	if _, err := reader.LoadStored(ctx, "u"); err == nil || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("loading the stale session: %v, want refused", err)
+	}
+	if _, ok := loadFleet(t, reader, "s"); !ok {
+		t.Error("the diverged session's copy does not read")
+	}
+	for id, want := range map[string]string{"s": postgres.Diverged, "u": postgres.Stale} {
+		cu, err := reader.Custody(ctx, id)
+		if err != nil || cu.State != want || cu.StateReason == "" {
+			t.Errorf("%s: custody %+v %v, want state %s", id, cu, err, want)
+		}
+	}
+	cu, _ := reader.Custody(ctx, "s")
+	if !strings.Contains(cu.StateReason, "at seq") {
+		t.Errorf("the diverged state's reason %q names no seq", cu.StateReason)
+	}
+
+	// the next passes of the same sync find nothing changed, and record nothing again
+	h, _ := dst.Held(ctx, "s")
+	rs, err := sa.Pass(ctx, true)
+	if err != nil || len(rs) != 0 {
+		t.Errorf("a pass over nothing changed: %+v %v, want no report", rs, err)
+	}
+	if h2, _ := dst.Held(ctx, "s"); h2.Revision != h.Revision {
+		t.Errorf("a pass over nothing changed moved the revision %d to %d", h.Revision, h2.Revision)
+	}
+}

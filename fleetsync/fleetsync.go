@@ -39,6 +39,7 @@ type Fleet interface {
 	IngestRevision(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (int64, error)
 	Digests(ctx context.Context, id string) (postgres.Holding, []postgres.LineDigest, error)
 	StoredLine(ctx context.Context, id string, seq int64) ([]byte, error)
+	NoteSync(ctx context.Context, host, id, state, reason string) error
 	Release(ctx context.Context, host, id string) error
 	Touch(ctx context.Context, host string, fresh time.Duration) error
 }
@@ -291,14 +292,23 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		r.Status, r.Reason = Skipped, "refused by this host's store: "+e.Refusal.Error()
 		return r
 	}
-	if e.Generation != 0 {
-		r.Status, r.Reason = Skipped, "session artifact "+stringify(e.Path)+" is format generation v"+strconv.Itoa(e.Generation)+
-			", written by "+generation.WrittenBy(e.Generation)+"; the fleet store keeps generation v0 logs only"
-		return r
-	}
 	held, err := s.held(ctx, e.ID)
 	if err != nil {
 		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+		return r
+	}
+	if e.Generation != 0 {
+		later := "session artifact " + stringify(e.Path) + " is format generation v" + strconv.Itoa(e.Generation) +
+			", written by " + generation.WrittenBy(e.Generation)
+		r.Status, r.Reason = Skipped, later+"; the fleet store keeps generation v0 logs only"
+		if held.Exists && held.Host == s.opts.Host {
+			// synced before the harness upgraded it: the copy there is no longer the session's log
+			if err := s.dst.NoteSync(ctx, s.opts.Host, e.ID, postgres.Stale, later); err != nil {
+				r.Status, r.Reason = Failed, "the fleet store's copy (the log before the upgrade) cannot be marked stale: "+err.Error()
+				return r
+			}
+			r.Reason += "; its copy there (the log before the upgrade) is marked stale"
+		}
 		return r
 	}
 	if held.Exists && held.Host != s.opts.Host {
@@ -358,7 +368,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	switch {
 	case c.refusal != "":
 		r.Status, r.Reason = Refused, c.refusal
-		return r
+		return s.noteDiverged(ctx, e.ID, c.diverged, r)
 	case errors.As(err, &ce):
 		r.Status, r.Reason = Skipped, "refused by this host's store: "+ce.msg
 		if r.Lines > 0 {
@@ -378,7 +388,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	}
 	if c.end < held.NextSeq {
 		r.Status, r.Reason = Refused, fmt.Sprintf("the fleet store holds %d events of this session, this host's store %d: from seq %d on, the copy there is not this host's log; nothing copied, not merged", held.NextSeq, c.end, c.end)
-		return r
+		return s.noteDiverged(ctx, e.ID, held.SyncHost != "", r)
 	}
 	if held.Exists && held.SyncHost == "" && c.end > held.NextSeq {
 		r.Status, r.Reason = Refused, fmt.Sprintf("released: this host's store holds %d more events, which are not copied (the session is written through the fleet store now)", c.end-held.NextSeq)
@@ -456,10 +466,11 @@ type copier struct {
 	compare bool
 	// resumed: proven by the cursor alone, so the read must start past what the fleet store holds; a line
 	// below it means the artifact was replaced between the check and the read
-	resumed bool
-	digests []postgres.LineDigest
-	di      int
-	rev     int64 // the fleet store's revision of the session: as held, then as this copy's writes left it
+	resumed  bool
+	diverged bool // the refusal is a log that differs from the fleet store's copy
+	digests  []postgres.LineDigest
+	di       int
+	rev      int64 // the fleet store's revision of the session: as held, then as this copy's writes left it
 }
 
 // proof is what a Syncer knows of a session's copy in the fleet store: at revision rev it held this host's
@@ -549,13 +560,28 @@ func (c *copier) same(l line) string {
 		if d.Seq == l.first && d.LastSeq == l.last && d.Sum == sha256.Sum256(l.raw) {
 			return ""
 		}
+		c.diverged = true
 		if d.Seq == l.first {
 			if theirs, err := c.s.dst.StoredLine(c.ctx, c.id, d.Seq); err == nil {
 				return differsAt(firstDiffering(l, theirs))
 			}
 		}
 	}
+	c.diverged = true
 	return differsAt(l.first)
+}
+
+// noteDiverged records in the fleet store that this host's sync holds another log of the session (when
+// diverged), so that its listing and status.json show it; r is the report, failed when that cannot be
+// recorded (the next pass tries again).
+func (s *Syncer) noteDiverged(ctx context.Context, id string, diverged bool, r Report) Report {
+	if !diverged {
+		return r
+	}
+	if err := s.dst.NoteSync(ctx, s.opts.Host, id, postgres.Diverged, r.Reason); err != nil {
+		r.Status, r.Reason = Failed, r.Reason+"; this cannot be recorded in the fleet store: "+err.Error()
+	}
+	return r
 }
 
 func differsAt(seq int64) string {

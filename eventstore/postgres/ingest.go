@@ -435,6 +435,13 @@ func (b *Backend) Custody(ctx context.Context, id string) (_ eventstore.Custody,
 	if syncHost != nil {
 		c.SyncHost = *syncHost
 	}
+	states, err := b.syncStates(ctx, b.pool, id)
+	if err != nil {
+		return c, err
+	}
+	if st, ok := states[id]; ok {
+		c.State, c.StateReason = st.State, st.Reason
+	}
 	return c, nil
 }
 

@@ -60,6 +60,9 @@ type Backend struct {
 	storeID  string
 	pristine bool      // read-only over a database without the schema (yet): no sessions; guarded by mu
 	checked  time.Time // when empty last looked for the schema
+	// hasStates: the sync_states table exists (guarded by mu); statesChecked is when that was last looked at
+	hasStates     bool
+	statesChecked time.Time
 
 	forcePoll bool                 // tests: Watch polls as it does where LISTEN cannot be used
 	watches   []context.CancelFunc // guarded by mu: the Watch goroutines, ended by Close
