@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -264,5 +267,138 @@ func TestSyncStateShown(t *testing.T) {
 	}
 	if h2, _ := dst.Held(ctx, "s"); h2.Revision != h.Revision {
 		t.Errorf("a pass over nothing changed moved the revision %d to %d", h.Revision, h2.Revision)
+	}
+}
+
+// TestSyncUnsyncableOnce: sessions that cannot be synced — a NUL in the cwd (PostgreSQL's text holds
+// none), a session of format v4 — are reported by the pass that finds them and not again until their
+// source changes, as `sync --watch` runs its passes.
+func TestSyncUnsyncableOnce(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "sessions")
+	b, err := jsonl.Open(root, jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := eventstore.New(b)
+	cwd := event.String("/srv/a\x00b")
+	if err := st.Create(ctx, event.Header{ID: "nul", CreatedAt: 1778573701000, Cwd: &cwd}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close(ctx)
+	if err := synth.WriteV4(root, jsonl.None, "v4", 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Write(root, jsonl.None, "ok", 40); err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := fleet(t, "h")
+	s := fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h"})
+	first, err := s.Pass(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]fleetsync.Report{}
+	for _, r := range first {
+		byID[r.ID] = r
+	}
+	if r := byID["nul"]; r.Status != fleetsync.Skipped || !strings.Contains(r.Reason, "NUL") {
+		t.Errorf("the session with a NUL in its cwd: %+v, want skipped naming the NUL", r)
+	}
+	if r := byID["v4"]; r.Status != fleetsync.Skipped || !strings.Contains(r.Reason, "generation v4") {
+		t.Errorf("the v4 session: %+v, want skipped", r)
+	}
+	for i := 0; i < 2; i++ {
+		again, err := s.Pass(ctx, true)
+		if err != nil || len(again) != 0 {
+			t.Errorf("pass %d over nothing changed: %+v %v, want no report", i+2, again, err)
+		}
+	}
+	// its source changes: reported again, once
+	note(t, root, jsonl.None, "nul", "more")
+	again, err := s.Pass(ctx, true)
+	if err != nil || len(again) != 1 || again[0].ID != "nul" || again[0].Status != fleetsync.Skipped {
+		t.Errorf("after the session grew: %+v %v, want it reported skipped once", again, err)
+	}
+}
+
+// TestWatchReportsOnce: under `sync --watch`, a session that cannot be synced, or that a fleet writer
+// holds (tried again by every pass), is reported once per change of its source, not on every pass.
+func TestWatchReportsOnce(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "sessions")
+	if err := synth.Write(root, jsonl.None, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	b, err := jsonl.Open(root, jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := eventstore.New(b)
+	cwd := event.String("/srv/a\x00b")
+	if err := st.Create(ctx, event.Header{ID: "nul", CreatedAt: 1778573701000, Cwd: &cwd}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close(ctx)
+	dst, dsn := fleet(t, "h")
+	s := fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h"})
+	pass(t, s)
+	// a writer on another host holds s in the fleet store, and s grows on this host
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(x'64736866'::int, hashtext('s'))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Append(root, jsonl.None, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reports := map[string][]fleetsync.Status{}
+	got := func(id string) []fleetsync.Status {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]fleetsync.Status(nil), reports[id]...)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(wctx, func(r fleetsync.Report) {
+			mu.Lock()
+			reports[r.ID] = append(reports[r.ID], r.Status)
+			mu.Unlock()
+		}, func(msg string) { t.Log(msg) })
+	}()
+	await(t, func() bool { return len(got("s")) >= 1 })
+	// new sessions make the watch pass over the store again, trying s each time
+	for _, id := range []string{"t1", "t2", "t3"} {
+		if err := synth.Write(root, jsonl.None, id, 1); err != nil {
+			t.Fatal(err)
+		}
+		await(t, func() bool { return len(got(id)) >= 1 })
+	}
+	if r := got("s"); len(r) != 1 || r[0] != fleetsync.Refused {
+		t.Errorf("the held session was reported %v, want refused once", r)
+	}
+	if r := got("nul"); len(r) > 1 {
+		t.Errorf("the session with a NUL was reported %v, want once at most (the first pass said it)", r)
+	}
+	// the writer lets go and s grows again: copied, and said
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(x'64736866'::int, hashtext('s'))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Append(root, jsonl.None, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	await(t, func() bool { r := got("s"); return len(r) == 2 && r[1] == fleetsync.Copied })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p, _ := source(t, root).Backend().LoadStored(ctx, "s")
+	if h, _ := dst.Held(ctx, "s"); h.NextSeq != int64(len(p.Events)) {
+		t.Errorf("the fleet store holds %d events of s, its source %d", h.NextSeq, len(p.Events))
 	}
 }

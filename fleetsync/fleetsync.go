@@ -76,6 +76,7 @@ type Report struct {
 	Reason   string // why refused, skipped or failed; for a copied one a note (a torn tail left behind)
 	// busy: refused because a writer of the fleet store held the session; tried again by the next pass
 	busy bool
+	rev  string // the source revision this report is of
 }
 
 // Found reports whether the status is a finding (exit code 1): something was not copied that exists.
@@ -266,6 +267,7 @@ func (s *Syncer) Release(ctx context.Context, id string) error {
 
 func (s *Syncer) one(ctx context.Context, e eventstore.Entry) Report {
 	r := s.sync(ctx, e)
+	r.rev = e.Revision
 	if ctx.Err() == nil {
 		s.remember(e.ID, e.Revision, r)
 	}
@@ -440,6 +442,12 @@ func refusedOrFailed(err error) (Status, string, bool) {
 	var ce *eventstore.CommandError
 	if errors.As(err, &ce) && ce.Failure == eventstore.Busy {
 		return Refused, "the fleet store refused the write: " + err.Error(), true
+	}
+	// what the fleet store cannot hold stays so until the session changes: skipped, not tried on every pass
+	var us *postgres.UnstorableError
+	var le *postgres.LineError
+	if errors.As(err, &us) || errors.As(err, &le) {
+		return Skipped, "the fleet store cannot hold it: " + err.Error(), false
 	}
 	return Failed, "the fleet store refused the write: " + err.Error(), false
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -76,6 +77,31 @@ func (e *LineError) Error() string {
 
 func (e *LineError) Unwrap() error { return e.Err }
 
+// UnstorableError refuses a session the fleet store cannot hold as it is: a NUL character in a value kept
+// in a text column (the session id, its cwd or parent, an event's type), which PostgreSQL's text does not
+// hold. The session is not damaged; it cannot be stored here. Nothing was written.
+type UnstorableError struct {
+	ID   string
+	What string // "the session id", "the cwd", …
+}
+
+func (e *UnstorableError) Error() string {
+	return fmt.Sprintf("session %q: %s holds a NUL character, which the fleet store (PostgreSQL text) cannot hold; nothing was written", e.ID, e.What)
+}
+
+// storable checks the header's values kept as text for a NUL character.
+func storable(id string, hf headerFields) error {
+	for _, v := range []struct {
+		what string
+		s    *string
+	}{{"the session id", &id}, {"the cwd", hf.cwd}, {"the parent session id", hf.parent}} {
+		if v.s != nil && strings.IndexByte(*v.s, 0) >= 0 {
+			return &UnstorableError{ID: id, What: v.what}
+		}
+	}
+	return nil
+}
+
 // headerFields are a header line's columns.
 type headerFields struct {
 	version   float64
@@ -125,6 +151,9 @@ func encodeBatch(id string, from int64, lines [][]byte) ([]storedLine, error) {
 		s, err := encodeLine(l)
 		if err != nil {
 			return nil, &LineError{ID: id, Index: i, Err: err}
+		}
+		if strings.IndexByte(s.typ, 0) >= 0 {
+			return nil, &UnstorableError{ID: id, What: fmt.Sprintf("the type of the event at seq %d", s.seq)}
 		}
 		if s.seq != next || s.lastSeq < s.seq {
 			return nil, &LineError{ID: id, Index: i, Err: fmt.Errorf("it starts at seq %d, expected %d", s.seq, next)}
@@ -223,6 +252,9 @@ func (b *Backend) IngestRevision(ctx context.Context, host, id string, header []
 	}
 	hf, err := parseHeader(id, header)
 	if err != nil {
+		return 0, err
+	}
+	if err := storable(id, hf); err != nil {
 		return 0, err
 	}
 	resume := pause(ctx)

@@ -336,3 +336,25 @@ func TestSyncNeverTakesBack(t *testing.T) {
 		t.Fatal("Touch through a read-only store")
 	}
 }
+
+// TestUnstorable: a NUL in a value the fleet store keeps as text is refused as content, before the
+// server sees it — by a sync's ingest and by a writer's create — never as a failure of the database.
+func TestUnstorable(t *testing.T) {
+	_, _, dsn := newDB(t)
+	b := open(t, dsn, Options{})
+	ctx := context.Background()
+	nul := event.String("/a\x00b")
+	nulCwd := event.Header{ID: "s1", CreatedAt: 1, Cwd: &nul}.Line()
+	var us *UnstorableError
+	if err := b.Ingest(ctx, "h", "s1", nulCwd, 0, nil); !errors.As(err, &us) || us.What != "the cwd" {
+		t.Errorf("ingest of a NUL cwd: %v, want unstorable", err)
+	}
+	cwd := event.String("/a\x00b")
+	_, err := b.Materialize(ctx, event.Header{ID: "s2", CreatedAt: 1, Cwd: &cwd}, nil)
+	if !errors.As(err, &us) && !strings.Contains(fmt.Sprint(err), "NUL") || eventstore.Classify(err) == eventstore.KindIO {
+		t.Errorf("create with a NUL cwd: %v, want refused as input", err)
+	}
+	if h, _ := b.Held(ctx, "s1"); h.Exists {
+		t.Error("the refused session was stored")
+	}
+}

@@ -231,9 +231,10 @@ func dbFailure(err error) bool {
 		ge *GapError
 		le *LineError
 		ct *contentError
+		us *UnstorableError
 	)
 	return !(errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &nf) || errors.As(err, &ue) || errors.As(err, &tl) ||
-		errors.As(err, &io) || errors.As(err, &hc) || errors.As(err, &ge) || errors.As(err, &le) || errors.As(err, &ct))
+		errors.As(err, &io) || errors.As(err, &hc) || errors.As(err, &ge) || errors.As(err, &le) || errors.As(err, &ct) || errors.As(err, &us))
 }
 
 // contentError is stored content the harness would refuse (a corrupt log, a header that does not read):
