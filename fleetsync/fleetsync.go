@@ -9,11 +9,17 @@
 //     MaxLines lines and MaxBytes bytes (Ingest). A transaction commits whole or not at all, and the fleet
 //     store accepts one only where its session's log ends: a rerun after a kill finds where the last
 //     committed one ended, so nothing is lost, duplicated or half-written.
+//   - What is appended continues the fleet store's copy by content: before anything is appended to a
+//     session (or it is called unchanged), the host's lines below the copy's end are compared with digests
+//     of the stored lines, once per change of either side (a proof kept by revision and artifact). A copy
+//     that differs — another copy of this host's store synced under the same host name — is refused, naming
+//     the first differing seq, and recorded in the fleet store as diverged.
 //   - A session belongs to the host that first synced it. The same id from another host is refused and
 //     reported, never merged or overwritten — unless that host's copy is identical to the fleet store's,
 //     which is nothing to do. A session its host released (sync --release) is no longer followed.
-//   - Sessions of a later format generation (v2, v3) are skipped: their files hold the harness's later
-//     codec, not the v0 lines the fleet store keeps.
+//   - Sessions of a later format generation (v2, v3, v4) are skipped: their files hold the harness's later
+//     codec, not the v0 lines the fleet store keeps. One synced before its harness upgraded it is marked
+//     stale in the fleet store, which then refuses it.
 package fleetsync
 
 import (
