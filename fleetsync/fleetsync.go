@@ -43,7 +43,7 @@ import (
 type Fleet interface {
 	Held(ctx context.Context, id string) (postgres.Holding, error)
 	IngestRevision(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (int64, error)
-	Digests(ctx context.Context, id string) (postgres.Holding, []postgres.LineDigest, error)
+	Digests(ctx context.Context, id string) (revision int64, exists bool, digests []postgres.LineDigest, err error)
 	StoredLine(ctx context.Context, id string, seq int64) ([]byte, error)
 	NoteSync(ctx context.Context, host, id, state, reason string) error
 	Release(ctx context.Context, host, id string) error
@@ -345,12 +345,12 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		(hasProof && pf.rev == held.Revision && pf.next == held.NextSeq && from != nil)
 	var digests []postgres.LineDigest
 	if !proven {
-		dh, ds, err := s.dst.Digests(ctx, e.ID)
+		rev, exists, ds, err := s.dst.Digests(ctx, e.ID)
 		if err != nil {
 			r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
 			return r
 		}
-		if dh.Revision != held.Revision || dh.Host != held.Host {
+		if !exists || rev != held.Revision {
 			r.Status, r.Reason = Failed, "the fleet store's copy changed while it was read; tried again by the next pass"
 			return r
 		}
@@ -366,7 +366,11 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		err = c.header(hdr) // the fleet store holds it all: nothing to read
 		c.end = next
 	} else {
-		res, err = s.read.read(ctx, e, from, c.header, c.line)
+		var known knownLine
+		if c.compare {
+			known = c.known
+		}
+		res, err = s.read.read(ctx, e, from, known, c.header, c.line)
 	}
 	torn := res.torn
 	if err == nil {
@@ -515,7 +519,7 @@ func (c *copier) line(l line) error {
 		if c.resumed {
 			return &eventstore.IOError{Err: errors.New("the session's artifact was replaced while it was read; it is compared again by the next pass")}
 		}
-		if c.compare {
+		if c.compare && !l.proven {
 			if why := c.same(l); why != "" {
 				c.refusal = why
 				return errStop
@@ -561,6 +565,20 @@ func (c *copier) flush(ctx context.Context, final bool) error {
 	c.r.To = c.from
 	c.batch, c.bytes, c.events = c.batch[:0], 0, 0
 	return nil
+}
+
+// known is the reader's knownLine while the fleet store's copy is compared: the next stored line, when
+// this host's line at seq next is byte for byte that line (it is then not decoded, and not compared again).
+func (c *copier) known(raw []byte, next int64) (int64, bool) {
+	if c.di >= len(c.digests) {
+		return 0, false
+	}
+	d := c.digests[c.di]
+	if d.Seq != next || d.Sum != sha256.Sum256(raw) {
+		return 0, false
+	}
+	c.di++
+	return d.LastSeq, true
 }
 
 // same checks one of this host's lines below what the fleet store holds against the stored line it must

@@ -23,7 +23,14 @@ type line struct {
 	raw         []byte
 	first, last int64 // the seq of its first and last event
 	events      int
+	// proven: the line is byte for byte the fleet store's line of the same seqs (known said so), and was
+	// not decoded
+	proven bool
 }
+
+// knownLine tells a line the fleet store already holds, byte for byte, at seq next: the seq of its last
+// event, so that the scanner need not decode it. ok is false for any other line, which is decoded.
+type knownLine func(raw []byte, next int64) (last int64, ok bool)
 
 // errStop ends a read early once everything needed was taken (a write error the reader returns as is).
 var errStop = errors.New("fleetsync: stop reading")
@@ -46,6 +53,7 @@ type lineScanner struct {
 	// at, the line number); it keeps no events (Stream)
 	prefix eventstore.PrefixScan
 	emit   func(line) error
+	known  knownLine // nil: every line is decoded
 	sc     event.RowScratch
 	evs    []event.Event
 	// bytes of plaintext consumed through the last committed line, header included
@@ -82,6 +90,16 @@ func (s *lineScanner) consume(l []byte) error {
 		s.header = bytes.Clone(l)
 		s.committed = s.input
 		return nil
+	}
+	if s.known != nil && s.prefix.Issue == nil && len(l) > 0 {
+		// a line the fleet store holds as it is: already accepted (decoded, its seqs checked) when it was
+		// copied, so only the scan's place moves
+		if last, ok := s.known(l, s.prefix.Next); ok {
+			first := s.prefix.Next
+			s.prefix.Line++
+			s.prefix.Next = last + 1
+			return s.emitLine(line{raw: l, first: first, last: last, events: int(last - first + 1), proven: true})
+		}
 	}
 	var err error
 	s.evs = s.evs[:0]
@@ -239,7 +257,7 @@ type readResult struct {
 type lineReader interface {
 	// read sends the session's header line and then its committed lines past from (nil: all of them), in
 	// order, to header and emit; errStop from either ends the read early without error.
-	read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error)
+	read(ctx context.Context, e eventstore.Entry, from *cursor, known knownLine, header func([]byte) error, emit func(line) error) (readResult, error)
 	// resumes reports whether a read may start at from: the artifact is the one from was taken of, grown
 	// only, its bytes before from's offset those the cursor saw.
 	resumes(ctx context.Context, e eventstore.Entry, from *cursor) bool
@@ -276,7 +294,7 @@ func resumable(f *os.File, art eventstore.Artifact, from *cursor) bool {
 	return ok && sum == from.tail
 }
 
-func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
+func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, known knownLine, header func([]byte) error, emit func(line) error) (readResult, error) {
 	f, art, err := r.b.OpenArtifact(ctx, e.Path)
 	if err != nil {
 		return readResult{}, err
@@ -285,7 +303,7 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 	if from != nil && !resumable(f, art, from) {
 		from = nil // replaced or cut back: read it whole
 	}
-	s := &lineScanner{prefix: eventstore.PrefixScan{Stream: true}}
+	s := &lineScanner{prefix: eventstore.PrefixScan{Stream: true}, known: known}
 	headerSent := false
 	start := int64(0)
 	if from != nil {
@@ -492,7 +510,7 @@ type rowReader struct {
 
 func (rowReader) resumes(context.Context, eventstore.Entry, *cursor) bool { return false }
 
-func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
+func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, _ knownLine, header func([]byte) error, emit func(line) error) (readResult, error) {
 	p, err := r.b.LoadStored(ctx, e.ID)
 	if err != nil {
 		return readResult{}, err
