@@ -361,17 +361,11 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	if from != nil {
 		c.end = from.next
 	}
-	var res readResult
-	if hdr, next, ok := s.whole(ctx, e, held, from); ok && proven {
-		err = c.header(hdr) // the fleet store holds it all: nothing to read
-		c.end = next
-	} else {
-		var known knownLine
-		if c.compare {
-			known = c.known
-		}
-		res, err = s.read.read(ctx, e, from, known, c.header, c.line)
+	var known knownLine
+	if c.compare {
+		known = c.known
 	}
+	res, err := s.read.read(ctx, e, from, known, c.header, c.line)
 	torn := res.torn
 	if err == nil {
 		err = c.flush(ctx, true)
@@ -426,20 +420,6 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		r.Reason = fmt.Sprintf("%d bytes after the last complete line were left behind (torn or still being written)", torn)
 	}
 	return r
-}
-
-// whole reports, from the two ends of a session's artifact alone, that the fleet store holds all of it
-// as this host's sync left it (tail); a session read before in this run (from) is read from there instead.
-func (s *Syncer) whole(ctx context.Context, e eventstore.Entry, held postgres.Holding, from *cursor) ([]byte, int64, bool) {
-	fr, isFile := s.read.(fileReader)
-	if from != nil || !isFile || !held.Exists || held.SyncHost != s.opts.Host {
-		return nil, 0, false
-	}
-	hdr, next, ok := fr.tail(ctx, e)
-	if !ok || next != held.NextSeq || !bytes.Equal(hdr, held.Header) {
-		return nil, 0, false
-	}
-	return hdr, next, true
 }
 
 // refusedOrFailed classifies a write the fleet store refused; busy when a writer there held the session.
