@@ -93,11 +93,6 @@ type Options struct {
 	Host     string // this host's name, recorded on every session it syncs
 	MaxLines int    // lines of one transaction (0: 1000)
 	MaxBytes int64  // bytes of one transaction (0: 4 MiB); a single larger line goes alone
-	// ReleaseAfter is the fleet store's [fleet] release_after (0: 10 minutes), after which a session this
-	// host's sync has not fed may be written through the fleet store. No sync relies on it: a copy there
-	// that this syncer has not proven, whatever its age, is compared with this host's log before anything
-	// is appended to it.
-	ReleaseAfter time.Duration
 	// Progress is called after each session of a pass with the sessions done, the total, and the events
 	// and bytes copied so far in the pass.
 	Progress func(done, total int, events, bytes int64)
@@ -141,9 +136,6 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 4 << 20
-	}
-	if opts.ReleaseAfter <= 0 {
-		opts.ReleaseAfter = postgres.DefaultReleaseAfter
 	}
 	var rd lineReader = rowReader{b: src.Backend(), t: src.Tuning}
 	if b, ok := src.Backend().(artifactOpener); ok {
