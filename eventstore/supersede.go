@@ -19,6 +19,12 @@ func (s *Store) Supersede(ctx context.Context, id, path string) (ended bool, err
 	if w == nil || path == "" {
 		return false, nil
 	}
+	w.mu.Lock()
+	same := w.path == "" || w.path == path
+	w.mu.Unlock()
+	if same {
+		return false, nil // the common case, decided without waiting for a batch being written
+	}
 	w.wmu.Lock() // a batch being written lands (or fails) first: what is pending after it is what is kept
 	w.mu.Lock()
 	if w.path == "" || w.path == path || w.released {
