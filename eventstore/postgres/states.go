@@ -15,8 +15,8 @@ import (
 // A sync state is what a host's `dshfs sync` found wrong with the fleet store's copy of a session and could
 // not fix by copying: the fleet store is where a mount, `ls` and status.json look, and the host's report is
 // seen only on that host. One row a session, in the table sync_states, which an older dshfs ignores (it
-// checks only the tables it knows); it is created by the first state recorded, so a database of schema
-// version 1 made before it exists reads as one with no states.
+// checks only the tables it knows); it is created with the schema, or by `dshfs pg init` or the first state
+// recorded in a database of schema version 1 made before it existed, which reads as one with no states.
 
 // Sync states.
 const (
@@ -70,10 +70,7 @@ func (b *Backend) NoteSync(ctx context.Context, host, id, state, reason string) 
 		return fmt.Errorf("unknown sync state %q", state)
 	}
 	err = b.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, lockNamespace); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, syncStatesDDL); err != nil {
+		if err := ensureStates(ctx, tx); err != nil {
 			return err
 		}
 		var have string
@@ -102,6 +99,21 @@ WHERE sync_states.state <> EXCLUDED.state OR sync_states.reason <> EXCLUDED.reas
 		b.hasStates = true
 		b.mu.Unlock()
 	}
+	return err
+}
+
+// ensureStates creates the sync_states table in a schema made before it existed, under the schema's lock;
+// where it exists nothing is run, so a role that may write rows but not create tables records states in a
+// database whose owner ran `dshfs pg init`.
+func ensureStates(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, lockNamespace); err != nil {
+		return err
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('public.sync_states') IS NOT NULL`).Scan(&exists); err != nil || exists {
+		return err
+	}
+	_, err := tx.Exec(ctx, syncStatesDDL)
 	return err
 }
 

@@ -187,7 +187,9 @@ func Init(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	return b.Close()
+	defer b.Close()
+	// a schema made before sync_states existed gets it here, from the role that owns the schema
+	return b.tx(ctx, func(tx pgx.Tx) error { return ensureStates(ctx, tx) })
 }
 
 // parseReason is pgx's parse failure without the connection string it quotes (redacted best-effort only).
