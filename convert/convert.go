@@ -223,7 +223,7 @@ func one(ctx context.Context, src *eventstore.Store, dst eventstore.Backend, e e
 	}
 	for i := 0; i < n; i++ {
 		if !bytes.Equal(cur.Events[i].Raw, want[i].Raw) {
-			r.Outcome, r.Reason = Differs, fmt.Sprintf("the destination's event %d differs from the source's", i)
+			r.Outcome, r.Reason = Differs, fmt.Sprintf("the destination's copy differs from the source's from seq %d on: it is not a prefix of the source's log; left alone", i)
 			return r
 		}
 	}

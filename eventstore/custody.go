@@ -15,6 +15,9 @@ type Custody struct {
 	// ReleaseAfter is how long after its last sync a synced session becomes writable through the store
 	// ([fleet] release_after); the refusal of a write names the last sync's time.
 	ReleaseAfter time.Duration
+	// State is what a host's sync recorded of the copy ("stale", "diverged"; "" when nothing), and
+	// StateReason why.
+	State, StateReason string
 }
 
 // Custodian is a backend whose sessions have custody (the fleet store).

@@ -9,16 +9,23 @@
 //     MaxLines lines and MaxBytes bytes (Ingest). A transaction commits whole or not at all, and the fleet
 //     store accepts one only where its session's log ends: a rerun after a kill finds where the last
 //     committed one ended, so nothing is lost, duplicated or half-written.
+//   - What is appended continues the fleet store's copy by content: before anything is appended to a
+//     session (or it is called unchanged), the host's lines below the copy's end are compared with digests
+//     of the stored lines, once per change of either side (a proof kept by revision and artifact). A copy
+//     that differs — another copy of this host's store synced under the same host name — is refused, naming
+//     the first differing seq, and recorded in the fleet store as diverged.
 //   - A session belongs to the host that first synced it. The same id from another host is refused and
 //     reported, never merged or overwritten — unless that host's copy is identical to the fleet store's,
 //     which is nothing to do. A session its host released (sync --release) is no longer followed.
-//   - Sessions of a later format generation (v2, v3) are skipped: their files hold the harness's later
-//     codec, not the v0 lines the fleet store keeps.
+//   - Sessions of a later format generation (v2, v3, v4) are skipped: their files hold the harness's later
+//     codec, not the v0 lines the fleet store keeps. One synced before its harness upgraded it is marked
+//     stale in the fleet store, which then refuses it.
 package fleetsync
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
@@ -27,6 +34,7 @@ import (
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/eventstore/postgres"
 )
@@ -34,7 +42,10 @@ import (
 // Fleet is the destination: the fleet store's sync API (*postgres.Backend).
 type Fleet interface {
 	Held(ctx context.Context, id string) (postgres.Holding, error)
-	Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error
+	IngestRevision(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (int64, error)
+	Digests(ctx context.Context, id string) (revision int64, exists bool, digests []postgres.LineDigest, err error)
+	StoredLine(ctx context.Context, id string, seq int64) ([]byte, error)
+	NoteSync(ctx context.Context, host, id, state, reason string) error
 	Release(ctx context.Context, host, id string) error
 	Touch(ctx context.Context, host string, fresh time.Duration) error
 }
@@ -71,6 +82,7 @@ type Report struct {
 	Reason   string // why refused, skipped or failed; for a copied one a note (a torn tail left behind)
 	// busy: refused because a writer of the fleet store held the session; tried again by the next pass
 	busy bool
+	rev  string // the source revision this report is of
 }
 
 // Found reports whether the status is a finding (exit code 1): something was not copied that exists.
@@ -81,10 +93,6 @@ type Options struct {
 	Host     string // this host's name, recorded on every session it syncs
 	MaxLines int    // lines of one transaction (0: 1000)
 	MaxBytes int64  // bytes of one transaction (0: 4 MiB); a single larger line goes alone
-	// ReleaseAfter is the fleet store's [fleet] release_after (0: 10 minutes): a session this host's sync
-	// has not fed for longer may have been written through the fleet store meanwhile, so before new lines
-	// are copied onto it its copy there is compared with this host's log.
-	ReleaseAfter time.Duration
 	// Progress is called after each session of a pass with the sessions done, the total, and the events
 	// and bytes copied so far in the pass.
 	Progress func(done, total int, events, bytes int64)
@@ -102,6 +110,10 @@ type Syncer struct {
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
 	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
+	// proofs is, by id, the fleet store's revision at which its copy of the session was last proven, line
+	// by line, to be a prefix of this host's log (or written by this syncer onto such a prefix): while the
+	// fleet store keeps that revision and this host's artifact has only grown, nothing needs comparing
+	proofs map[string]proof
 	// prefetched is what the fleet store held of every session at the start of the running pass (one
 	// query, where the store can): each is used once, by that session's sync, whose ingest re-checks it
 	prefetched map[string]postgres.Holding
@@ -125,15 +137,12 @@ func New(src *eventstore.Store, dst Fleet, opts Options) *Syncer {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 4 << 20
 	}
-	if opts.ReleaseAfter <= 0 {
-		opts.ReleaseAfter = postgres.DefaultReleaseAfter
-	}
 	var rd lineReader = rowReader{b: src.Backend(), t: src.Tuning}
 	if b, ok := src.Backend().(artifactOpener); ok {
 		rd = fileReader{b: b}
 	}
 	return &Syncer{src: src, dst: dst, opts: opts, read: rd, entries: map[string]eventstore.Entry{}, seen: map[string]string{},
-		cursors: map[string]*cursor{}}
+		cursors: map[string]*cursor{}, proofs: map[string]proof{}}
 }
 
 // Pass syncs every session of the source. With changedOnly, a session whose source revision is the one
@@ -256,6 +265,7 @@ func (s *Syncer) Release(ctx context.Context, id string) error {
 
 func (s *Syncer) one(ctx context.Context, e eventstore.Entry) Report {
 	r := s.sync(ctx, e)
+	r.rev = e.Revision
 	if ctx.Err() == nil {
 		s.remember(e.ID, e.Revision, r)
 	}
@@ -282,42 +292,72 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		r.Status, r.Reason = Skipped, "refused by this host's store: "+e.Refusal.Error()
 		return r
 	}
-	if e.Generation != 0 {
-		r.Status, r.Reason = Skipped, "session artifact "+stringify(e.Path)+" is format generation v"+strconv.Itoa(e.Generation)+
-			", written by "+generation.WrittenBy(e.Generation)+"; the fleet store keeps generation v0 logs only"
-		return r
-	}
 	held, err := s.held(ctx, e.ID)
 	if err != nil {
 		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+		return r
+	}
+	if e.Generation != 0 {
+		later := "session artifact " + stringify(e.Path) + " is format generation v" + strconv.Itoa(e.Generation) +
+			", written by " + generation.WrittenBy(e.Generation)
+		r.Status, r.Reason = Skipped, later+"; the fleet store keeps generation v0 logs only"
+		if held.Exists && held.Host == s.opts.Host {
+			// synced before the harness upgraded it: the copy there is no longer the session's log
+			if err := s.dst.NoteSync(ctx, s.opts.Host, e.ID, postgres.Stale, later); err != nil {
+				r.Status, r.Reason = Failed, "the fleet store's copy (the log before the upgrade) cannot be marked stale: "+err.Error()
+				return r
+			}
+			r.Reason += "; its copy there (the log before the upgrade) is marked stale"
+		}
 		return r
 	}
 	if held.Exists && held.Host != s.opts.Host {
 		return s.foreign(ctx, e, held)
 	}
 	r.From, r.To = held.NextSeq, held.NextSeq
-	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r,
-		stale: held.Exists && held.SyncHost == s.opts.Host && time.Since(held.SyncSeen) > s.opts.ReleaseAfter}
 	// Where the last read of this artifact ended is where this one starts, as long as the fleet store
 	// holds exactly what that read found: anything else (another writer, a rerun after a failure) reads
 	// the artifact from its start.
 	s.mu.Lock()
 	from := s.cursors[e.ID]
 	delete(s.cursors, e.ID)
+	pf, hasProof := s.proofs[e.ID]
+	delete(s.proofs, e.ID)
 	s.mu.Unlock()
 	if from != nil && !(held.Exists && held.SyncHost == s.opts.Host && held.NextSeq == from.next && bytes.Equal(held.Header, from.header)) {
 		from = nil
 	}
+	if from != nil && !s.read.resumes(ctx, e, from) {
+		from = nil // the artifact was replaced or cut back since: what it holds now is read whole
+	}
+	// What is appended must continue the stored log by content: the fleet store's copy is compared, line
+	// by line, with this host's log, unless it is still the copy this syncer proved (same revision) and
+	// this host's artifact has only grown since (a cursor). A released session copies nothing.
+	proven := !held.Exists || held.NextSeq == 0 || held.SyncHost == "" ||
+		(hasProof && pf.rev == held.Revision && pf.next == held.NextSeq && from != nil)
+	var digests []postgres.LineDigest
+	if !proven {
+		rev, exists, ds, err := s.dst.Digests(ctx, e.ID)
+		if err != nil {
+			r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
+			return r
+		}
+		if !exists || rev != held.Revision {
+			r.Status, r.Reason = Failed, "the fleet store's copy changed while it was read; tried again by the next pass"
+			return r
+		}
+		digests, from = ds, nil // this host's log is read from its start to compare the overlap
+	}
+	c := copier{ctx: ctx, s: s, id: e.ID, held: held, r: &r, digests: digests, compare: !proven, rev: held.Revision,
+		resumed: proven && from != nil && held.Exists && held.SyncHost != "" && held.NextSeq > 0}
 	if from != nil {
 		c.end = from.next
 	}
-	var res readResult
-	if hdr, next, ok := s.whole(ctx, e, held, from); ok {
-		err = c.header(hdr) // the fleet store holds it all: nothing to read
-		c.end = next
-	} else {
-		res, err = s.read.read(ctx, e, from, c.header, c.line)
+	var known knownLine
+	if c.compare {
+		known = c.known
 	}
+	res, err := s.read.read(ctx, e, from, known, c.header, c.line)
 	torn := res.torn
 	if err == nil {
 		err = c.flush(ctx, true)
@@ -326,7 +366,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	switch {
 	case c.refusal != "":
 		r.Status, r.Reason = Refused, c.refusal
-		return r
+		return s.noteDiverged(ctx, e.ID, c.diverged, r)
 	case errors.As(err, &ce):
 		r.Status, r.Reason = Skipped, "refused by this host's store: "+ce.msg
 		if r.Lines > 0 {
@@ -345,8 +385,8 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		return r
 	}
 	if c.end < held.NextSeq {
-		r.Status, r.Reason = Refused, fmt.Sprintf("the fleet store holds %d events of this session, this host's store %d: the copy there is not this host's log", held.NextSeq, c.end)
-		return r
+		r.Status, r.Reason = Refused, fmt.Sprintf("the fleet store holds %d events of this session, this host's store %d: from seq %d on, the copy there is not this host's log; nothing copied, not merged", held.NextSeq, c.end, c.end)
+		return s.noteDiverged(ctx, e.ID, held.SyncHost != "", r)
 	}
 	if held.Exists && held.SyncHost == "" && c.end > held.NextSeq {
 		r.Status, r.Reason = Refused, fmt.Sprintf("released: this host's store holds %d more events, which are not copied (the session is written through the fleet store now)", c.end-held.NextSeq)
@@ -364,25 +404,14 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	if r.Status != Released && res.at != nil && res.at.next <= r.To {
 		s.cursors[e.ID] = res.at
 	}
+	if r.Status != Released {
+		s.proofs[e.ID] = proof{rev: c.rev, next: r.To}
+	}
 	s.mu.Unlock()
 	if torn > 0 && r.Status == Copied {
 		r.Reason = fmt.Sprintf("%d bytes after the last complete line were left behind (torn or still being written)", torn)
 	}
 	return r
-}
-
-// whole reports, from the two ends of a session's artifact alone, that the fleet store holds all of it
-// as this host's sync left it (tail); a session read before in this run (from) is read from there instead.
-func (s *Syncer) whole(ctx context.Context, e eventstore.Entry, held postgres.Holding, from *cursor) ([]byte, int64, bool) {
-	fr, isFile := s.read.(fileReader)
-	if from != nil || !isFile || !held.Exists || held.SyncHost != s.opts.Host {
-		return nil, 0, false
-	}
-	hdr, next, ok := fr.tail(ctx, e)
-	if !ok || next != held.NextSeq || !bytes.Equal(hdr, held.Header) {
-		return nil, 0, false
-	}
-	return hdr, next, true
 }
 
 // refusedOrFailed classifies a write the fleet store refused; busy when a writer there held the session.
@@ -395,6 +424,12 @@ func refusedOrFailed(err error) (Status, string, bool) {
 	var ce *eventstore.CommandError
 	if errors.As(err, &ce) && ce.Failure == eventstore.Busy {
 		return Refused, "the fleet store refused the write: " + err.Error(), true
+	}
+	// what the fleet store cannot hold stays so until the session changes: skipped, not tried on every pass
+	var us *postgres.UnstorableError
+	var le *postgres.LineError
+	if errors.As(err, &us) || errors.As(err, &le) {
+		return Skipped, "the fleet store cannot hold it: " + err.Error(), false
 	}
 	return Failed, "the fleet store refused the write: " + err.Error(), false
 }
@@ -416,7 +451,22 @@ type copier struct {
 	created bool  // the session row exists (held, or created by this copy)
 	refusal string
 	dstErr  bool // the error came from the fleet store
-	stale   bool // not fed for longer than ReleaseAfter: compare before copying onto it
+	// compare: the fleet store's copy is not proven a prefix of this host's log; each line this host's
+	// log holds below held.NextSeq must equal the stored line digests[di] before anything is appended
+	compare bool
+	// resumed: proven by the cursor alone, so the read must start past what the fleet store holds; a line
+	// below it means the artifact was replaced between the check and the read
+	resumed  bool
+	diverged bool // the refusal is a log that differs from the fleet store's copy
+	digests  []postgres.LineDigest
+	di       int
+	rev      int64 // the fleet store's revision of the session: as held, then as this copy's writes left it
+}
+
+// proof is what a Syncer knows of a session's copy in the fleet store: at revision rev it held this host's
+// log up to seq next (exclusive), proven line by line or written by the syncer onto such a prefix.
+type proof struct {
+	rev, next int64
 }
 
 func (c *copier) header(h []byte) error {
@@ -438,21 +488,21 @@ func (c *copier) line(l line) error {
 	c.end = l.last + 1
 	switch {
 	case l.last < c.held.NextSeq:
+		if c.resumed {
+			return &eventstore.IOError{Err: errors.New("the session's artifact was replaced while it was read; it is compared again by the next pass")}
+		}
+		if c.compare && !l.proven {
+			if why := c.same(l); why != "" {
+				c.refusal = why
+				return errStop
+			}
+		}
 		return nil // held already
 	case l.first < c.held.NextSeq:
 		c.refusal = fmt.Sprintf("the fleet store's copy ends at seq %d, inside this host's stored line of seqs %d..%d: the copy there is not this host's log", c.held.NextSeq, l.first, l.last)
 		return errStop
 	case c.held.Exists && c.held.SyncHost == "":
 		return nil // released
-	}
-	if c.stale {
-		// idle long enough to have been taken over: new lines go on only after a copy that is still
-		// exactly this host's log
-		c.stale = false
-		if why := c.s.diverged(c.ctx, c.id, c.held.NextSeq); why != "" {
-			c.refusal = why
-			return errStop
-		}
 	}
 	if len(c.batch) > 0 && (len(c.batch) >= c.s.opts.MaxLines || c.bytes+int64(len(l.raw)) > c.s.opts.MaxBytes) {
 		if err := c.flush(c.ctx, false); err != nil {
@@ -473,10 +523,12 @@ func (c *copier) flush(ctx context.Context, final bool) error {
 	if len(c.batch) == 0 && (!final || c.created) {
 		return nil
 	}
-	if err := c.s.dst.Ingest(ctx, c.s.opts.Host, c.id, c.hdr, c.from, c.batch); err != nil {
+	rev, err := c.s.dst.IngestRevision(ctx, c.s.opts.Host, c.id, c.hdr, c.from, c.batch)
+	if err != nil {
 		c.dstErr = true
 		return err
 	}
+	c.rev = rev
 	c.created = true
 	c.r.Lines += len(c.batch)
 	c.r.Bytes += c.bytes
@@ -487,32 +539,80 @@ func (c *copier) flush(ctx context.Context, final bool) error {
 	return nil
 }
 
-// diverged compares the fleet store's copy of a session (its first n events) with this host's stored log
-// and says how they differ ("" when the copy is a prefix of this host's log): a session idle past
-// release_after may have been written through the fleet store, and lines copied after such a write would
-// merge two logs.
-func (s *Syncer) diverged(ctx context.Context, id string, n int64) string {
-	ld, ok := s.dst.(loader)
-	if !ok {
-		return ""
+// known is the reader's knownLine while the fleet store's copy is compared: the next stored line, when
+// this host's line at seq next is byte for byte that line (it is then not decoded, and not compared again).
+func (c *copier) known(raw []byte, next int64) (int64, bool) {
+	if c.di >= len(c.digests) {
+		return 0, false
 	}
-	theirs, err := ld.LoadStored(ctx, id)
-	if err != nil {
-		return "the fleet store's copy cannot be read to compare it: " + err.Error()
+	d := c.digests[c.di]
+	if d.Seq != next || d.Sum != sha256.Sum256(raw) {
+		return 0, false
 	}
-	mine, err := s.src.Backend().LoadStored(ctx, id)
-	if err != nil {
-		return "this host's copy cannot be read to compare it: " + err.Error()
-	}
-	if int64(len(theirs.Events)) != n || int64(len(mine.Events)) < n {
-		return fmt.Sprintf("the fleet store's copy (%d events) is no longer a prefix of this host's log (%d events): written through the fleet store since this host's last sync; not merged", len(theirs.Events), len(mine.Events))
-	}
-	for i := range theirs.Events {
-		if !bytes.Equal(theirs.Events[i].Raw, mine.Events[i].Raw) {
-			return fmt.Sprintf("the fleet store's event %d differs from this host's: written through the fleet store since this host's last sync; not merged", i)
+	c.di++
+	return d.LastSeq, true
+}
+
+// same checks one of this host's lines below what the fleet store holds against the stored line it must
+// equal, and says how they differ ("" when equal): the first seq whose event differs, so that a copy of
+// this host's store from elsewhere (a clone, a restored backup) synced under the same host name, or a
+// write through the fleet store, is never continued with this host's lines.
+func (c *copier) same(l line) string {
+	if c.di < len(c.digests) {
+		d := c.digests[c.di]
+		c.di++
+		if d.Seq == l.first && d.LastSeq == l.last && d.Sum == sha256.Sum256(l.raw) {
+			return ""
+		}
+		c.diverged = true
+		if d.Seq == l.first {
+			if theirs, err := c.s.dst.StoredLine(c.ctx, c.id, d.Seq); err == nil {
+				return differsAt(firstDiffering(l, theirs))
+			}
 		}
 	}
-	return ""
+	c.diverged = true
+	return differsAt(l.first)
+}
+
+// noteDiverged records in the fleet store that this host's sync holds another log of the session (when
+// diverged), so that its listing and status.json show it; r is the report, failed when that cannot be
+// recorded (the next pass tries again).
+func (s *Syncer) noteDiverged(ctx context.Context, id string, diverged bool, r Report) Report {
+	if !diverged {
+		return r
+	}
+	if err := s.dst.NoteSync(ctx, s.opts.Host, id, postgres.Diverged, r.Reason); err != nil {
+		r.Status, r.Reason = Failed, r.Reason+"; this cannot be recorded in the fleet store: "+err.Error()
+	}
+	return r
+}
+
+func differsAt(seq int64) string {
+	return fmt.Sprintf("this host's log differs from the fleet store's copy at seq %d: the copy there came from another copy of this host's store (a clone, a restored backup) or was written through the fleet store; nothing copied, not merged", seq)
+}
+
+// firstDiffering is the first seq at which the events of this host's line l and the stored line theirs
+// (both starting at l.first) differ: l.first when either does not decode.
+func firstDiffering(l line, theirs []byte) int64 {
+	decode := func(raw []byte) []event.Event {
+		canon, err := event.Canonical(raw)
+		if err != nil {
+			return nil
+		}
+		evs, _, err := event.DecodeStored(canon)
+		if err != nil {
+			return nil
+		}
+		return evs
+	}
+	mine, other := decode(l.raw), decode(theirs)
+	for i := range min(len(mine), len(other)) {
+		if !bytes.Equal(mine[i].Raw, other[i].Raw) {
+			return l.first + int64(i)
+		}
+	}
+	return l.first + int64(min(len(mine), len(other)))
 }
 
 // foreign handles a session the fleet store holds from another host: identical copies are nothing to do,
@@ -546,7 +646,7 @@ func (s *Syncer) foreign(ctx context.Context, e eventstore.Entry, held postgres.
 	}
 	for i := range mine.Events {
 		if !bytes.Equal(mine.Events[i].Raw, theirs.Events[i].Raw) {
-			return refuse("event " + strconv.Itoa(i) + " differs")
+			return refuse("the event at seq " + strconv.Itoa(i) + " differs")
 		}
 	}
 	r.Status, r.Reason = Identical, "held from host "+stringify(held.Host)+"; this host's copy is identical"

@@ -688,7 +688,7 @@ func TestSyncTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst, dsn := fleet(t, "h")
-	s := fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h", ReleaseAfter: time.Minute})
+	s := fleetsync.New(source(t, root), dst, fleetsync.Options{Host: "h"})
 	pass(t, s)
 	if err := pgtest.Shared(t).Exec(dbName(dsn), `UPDATE sessions SET sync_seen = now() - interval '20 minutes'`); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package fleetsync
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +23,14 @@ type line struct {
 	raw         []byte
 	first, last int64 // the seq of its first and last event
 	events      int
+	// proven: the line is byte for byte the fleet store's line of the same seqs (known said so), and was
+	// not decoded
+	proven bool
 }
+
+// knownLine tells a line the fleet store already holds, byte for byte, at seq next: the seq of its last
+// event, so that the scanner need not decode it. ok is false for any other line, which is decoded.
+type knownLine func(raw []byte, next int64) (last int64, ok bool)
 
 // errStop ends a read early once everything needed was taken (a write error the reader returns as is).
 var errStop = errors.New("fleetsync: stop reading")
@@ -45,6 +53,7 @@ type lineScanner struct {
 	// at, the line number); it keeps no events (Stream)
 	prefix eventstore.PrefixScan
 	emit   func(line) error
+	known  knownLine // nil: every line is decoded
 	sc     event.RowScratch
 	evs    []event.Event
 	// bytes of plaintext consumed through the last committed line, header included
@@ -81,6 +90,16 @@ func (s *lineScanner) consume(l []byte) error {
 		s.header = bytes.Clone(l)
 		s.committed = s.input
 		return nil
+	}
+	if s.known != nil && s.prefix.Issue == nil && len(l) > 0 {
+		// a line the fleet store holds as it is: already accepted (decoded, its seqs checked) when it was
+		// copied, so only the scan's place moves
+		if last, ok := s.known(l, s.prefix.Next); ok {
+			first := s.prefix.Next
+			s.prefix.Line++
+			s.prefix.Next = last + 1
+			return s.emitLine(line{raw: l, first: first, last: last, events: int(last - first + 1), proven: true})
+		}
 	}
 	var err error
 	s.evs = s.evs[:0]
@@ -196,6 +215,36 @@ type cursor struct {
 	next     int64  // the seq after the last line before offset
 	lineNo   int    // event lines before offset
 	header   []byte
+	// tail is the SHA-256 of the artifact's bytes just before offset (at most tailWindow of them): a file
+	// replaced by another copy of itself (a restored backup) can reuse the inode, but not the bytes that
+	// end its log, which carry the events' own times and ids
+	tail [32]byte
+}
+
+// sealed is at with the hash of the bytes before its offset (nil when they do not read).
+func sealed(f *os.File, at *cursor) *cursor {
+	if at == nil {
+		return nil
+	}
+	sum, ok := tailSum(f, at.offset)
+	if !ok {
+		return nil
+	}
+	at.tail = sum
+	return at
+}
+
+// tailWindow is how many bytes before a cursor's offset are compared before a read resumes there.
+const tailWindow = 4096
+
+// tailSum hashes the tailWindow bytes of f before offset; ok is false when they cannot be read whole.
+func tailSum(f *os.File, offset int64) (sum [32]byte, ok bool) {
+	lo := max(0, offset-tailWindow)
+	buf := make([]byte, offset-lo)
+	if n, err := f.ReadAt(buf, lo); n != len(buf) && err != nil {
+		return sum, false
+	}
+	return sha256.Sum256(buf), true
 }
 
 // readResult is what one read of a session found.
@@ -208,7 +257,10 @@ type readResult struct {
 type lineReader interface {
 	// read sends the session's header line and then its committed lines past from (nil: all of them), in
 	// order, to header and emit; errStop from either ends the read early without error.
-	read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error)
+	read(ctx context.Context, e eventstore.Entry, from *cursor, known knownLine, header func([]byte) error, emit func(line) error) (readResult, error)
+	// resumes reports whether a read may start at from: the artifact is the one from was taken of, grown
+	// only, its bytes before from's offset those the cursor saw.
+	resumes(ctx context.Context, e eventstore.Entry, from *cursor) bool
 }
 
 // artifactOpener is a JSONL backend's safe open of an artifact (regular files inside the root only).
@@ -224,16 +276,34 @@ type fileReader struct {
 	b artifactOpener
 }
 
-func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
+func (r fileReader) resumes(ctx context.Context, e eventstore.Entry, from *cursor) bool {
+	f, art, err := r.b.OpenArtifact(ctx, e.Path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return resumable(f, art, from)
+}
+
+// resumable is resumes on an open artifact.
+func resumable(f *os.File, art eventstore.Artifact, from *cursor) bool {
+	if from.identity == "" || from.identity != art.Identity || art.Size < from.offset {
+		return false
+	}
+	sum, ok := tailSum(f, from.offset)
+	return ok && sum == from.tail
+}
+
+func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, known knownLine, header func([]byte) error, emit func(line) error) (readResult, error) {
 	f, art, err := r.b.OpenArtifact(ctx, e.Path)
 	if err != nil {
 		return readResult{}, err
 	}
 	defer f.Close()
-	if from != nil && (from.identity == "" || from.identity != art.Identity || art.Size < from.offset) {
+	if from != nil && !resumable(f, art, from) {
 		from = nil // replaced or cut back: read it whole
 	}
-	s := &lineScanner{prefix: eventstore.PrefixScan{Stream: true}}
+	s := &lineScanner{prefix: eventstore.PrefixScan{Stream: true}, known: known}
 	headerSent := false
 	start := int64(0)
 	if from != nil {
@@ -270,7 +340,7 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 		err = r.readLines(f, start, s, mark)
 	}
 	if err != nil {
-		return readResult{at: at}, stopped(err)
+		return readResult{at: sealed(f, at)}, stopped(err)
 	}
 	if s.header == nil {
 		return readResult{}, &corruptError{"empty or header-less session log"}
@@ -280,99 +350,7 @@ func (r fileReader) read(ctx context.Context, e eventstore.Entry, from *cursor, 
 			return readResult{}, stopped(err)
 		}
 	}
-	return readResult{torn: s.tornBytes(), at: at}, nil
-}
-
-// tailLimit bounds what tail reads backwards for the last line: a longer line is read the long way.
-const tailLimit = 8 << 20
-
-// tail reads only an artifact's header line and its last committed line — the last line of a raw
-// artifact, the last line of the last complete frame of a zstd one — and returns the header and the seq
-// after that line. It is how a rerun sees that the fleet store holds a session whole without reading all
-// of it: the fleet store only ever holds lines a full read accepted, so when it holds the last one, it
-// holds them all. ok is false when the ends do not read cleanly; the caller then reads the artifact.
-func (r fileReader) tail(ctx context.Context, e eventstore.Entry) (header []byte, next int64, ok bool) {
-	f, art, err := r.b.OpenArtifact(ctx, e.Path)
-	if err != nil {
-		return nil, 0, false
-	}
-	defer f.Close()
-	var last []byte
-	if r.b.Compression() == jsonl.Zstd {
-		buf := make([]byte, art.Size)
-		n, err := f.ReadAt(buf, 0)
-		if err != nil && err != io.EOF {
-			return nil, 0, false
-		}
-		frames, _, err := jsonl.ScanFrames(buf[:n], 0)
-		if err != nil || len(frames) == 0 {
-			return nil, 0, false
-		}
-		first, err := jsonl.RawText(buf[frames[0].Start:frames[0].End])
-		if err != nil || bytes.IndexByte(first, '\n') != len(first)-1 {
-			return nil, 0, false // the header frame holds the header line alone
-		}
-		header = first[:len(first)-1]
-		if len(frames) == 1 {
-			return header, 0, true
-		}
-		text, err := jsonl.RawText(buf[frames[len(frames)-1].Start:frames[len(frames)-1].End])
-		if err != nil || len(text) == 0 || text[len(text)-1] != '\n' {
-			return nil, 0, false
-		}
-		text = text[:len(text)-1]
-		last = text[bytes.LastIndexByte(text, '\n')+1:]
-	} else {
-		head := make([]byte, min(art.Size, 1<<20))
-		n, err := f.ReadAt(head, 0)
-		if err != nil && err != io.EOF {
-			return nil, 0, false
-		}
-		nl := bytes.IndexByte(head[:n], '\n')
-		if nl < 0 {
-			return nil, 0, false
-		}
-		header = head[:nl]
-		// the end of the last complete line, then its start
-		end := int64(-1)
-		buf := make([]byte, 64<<10)
-		for hi := art.Size; hi > 0 && end < 0 && art.Size-hi < tailLimit; {
-			lo := max(0, hi-int64(len(buf)))
-			n, err := f.ReadAt(buf[:hi-lo], lo)
-			if err != nil && err != io.EOF {
-				return nil, 0, false
-			}
-			if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-				end = lo + int64(i)
-			}
-			hi = lo
-		}
-		if end < 0 {
-			return nil, 0, false
-		}
-		if end == int64(nl) {
-			return header, 0, true // the header alone
-		}
-		lo := max(0, end-tailLimit)
-		line := make([]byte, end-lo)
-		if _, err := f.ReadAt(line, lo); err != nil && err != io.EOF {
-			return nil, 0, false
-		}
-		i := bytes.LastIndexByte(line, '\n')
-		if i < 0 && lo > 0 {
-			return nil, 0, false
-		}
-		last = line[i+1:]
-	}
-	canon, err := event.Canonical(last)
-	if err != nil {
-		return nil, 0, false
-	}
-	evs, _, err := event.DecodeStored(canon)
-	if err != nil || len(evs) == 0 || evs[len(evs)-1].Seq < 0 {
-		return nil, 0, false
-	}
-	return bytes.Clone(header), evs[len(evs)-1].Seq + 1, true
+	return readResult{torn: s.tornBytes(), at: sealed(f, at)}, nil
 }
 
 // stopped is err, or nil when it is errStop (an early end the caller asked for).
@@ -438,7 +416,9 @@ type rowReader struct {
 	t eventstore.Tuning // the source store's: how parallel a batch's packing runs
 }
 
-func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, header func([]byte) error, emit func(line) error) (readResult, error) {
+func (rowReader) resumes(context.Context, eventstore.Entry, *cursor) bool { return false }
+
+func (r rowReader) read(ctx context.Context, e eventstore.Entry, _ *cursor, _ knownLine, header func([]byte) error, emit func(line) error) (readResult, error) {
 	p, err := r.b.LoadStored(ctx, e.ID)
 	if err != nil {
 		return readResult{}, err

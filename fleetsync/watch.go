@@ -38,6 +38,21 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 		changes = feed
 		cover, _ = s.src.Backend().(eventstore.WatchCoverage)
 	}
+	// a session's outcome is said once per revision of its source: one that cannot be synced (or keeps
+	// failing the same way) is not reported again on every pass, only when it changes or its source does
+	said := map[string]string{}
+	say := func(r Report) {
+		if r.ID != "" && r.Status != Copied {
+			key := r.rev + "\x00" + string(r.Status) + "\x00" + r.Reason
+			if said[r.ID] == key {
+				return
+			}
+			said[r.ID] = key
+		} else if r.ID != "" {
+			delete(said, r.ID)
+		}
+		report(r)
+	}
 	gapSaid := false
 	noteGap := func() {
 		if cover == nil || gapSaid {
@@ -72,7 +87,7 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 			}
 			for _, r := range reports {
 				if r.Status != Unchanged {
-					report(r)
+					say(r)
 				}
 			}
 			noteGap()
@@ -92,7 +107,7 @@ func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(str
 				return nil
 			}
 			if ok && r.Status != Unchanged {
-				report(r)
+				say(r)
 			}
 		}
 		select {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -57,7 +58,36 @@ func (f *FS) refresh(ctx context.Context) (changes, error) {
 		next.Mirror = buildMirror(l, f.opts.Root)
 	}
 	prev := f.listing.Swap(next)
-	return diff(prev, next), nil
+	c := diff(prev, next)
+	f.endSuperseded(ctx, next, &c)
+	return c, nil
+}
+
+// endSuperseded ends the live state of every session this mount writes whose listing now names another
+// artifact (a newer generation an upgraded harness published beside its v0 log): its log is no longer
+// the session, so it is served from its current artifact at once, not at its next write or a rescan. The
+// pending events are kept in a sidecar, and the session's status.json says where.
+func (f *FS) endSuperseded(ctx context.Context, l *nodes.Listing, c *changes) {
+	for _, id := range f.opts.Store.LiveIDs() {
+		i, ok := l.ByID[id]
+		if !ok {
+			continue
+		}
+		ended, err := f.opts.Store.Supersede(ctx, id, l.Entries[i].Path)
+		if !ended {
+			continue
+		}
+		f.log.Info("a newer generation of a live session was published: its live state ended", "session", id, "artifact", l.Entries[i].Path)
+		if err != nil {
+			f.record(id, eventstore.Result{Command: "superseded", Err: eventstore.AsCommandError(err)})
+		}
+		if !slices.Contains(c.changed, id) {
+			c.changed = append(c.changed, id)
+		}
+		if !slices.Contains(c.replaced, id) {
+			c.replaced = append(c.replaced, id)
+		}
+	}
 }
 
 // buildListing indexes a store listing for the tree: encoded names (docs/tree.md naming rules, sorted),

@@ -13,6 +13,7 @@ import (
 	"github.com/dshfs/dshfs/config"
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/postgres"
 	"github.com/dshfs/dshfs/spill"
 	"github.com/dshfs/dshfs/views"
 )
@@ -38,6 +39,13 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writ
 		return exitUsageErr, err
 	}
 	warnEmpty(stderr, st, l)
+	// a fleet store's sessions carry what their hosts' syncs found (a diverged copy, a stale one)
+	var syncStates map[string]postgres.SyncState
+	if fb, ok := st.Backend().(*postgres.Backend); ok {
+		if syncStates, err = fb.SyncStates(ctx); err != nil {
+			return exitUsageErr, err
+		}
+	}
 	for _, e := range l.Entries {
 		if o.json {
 			header := event.Value{}
@@ -58,11 +66,20 @@ func cmdLs(ctx context.Context, args []string, out *bufio.Writer, stderr io.Writ
 			if e.Host != "" { // a fleet store's: the session's source host
 				members = append(members, event.Member{Key: "host", Value: event.String(e.Host)})
 			}
+			if ss, ok := syncStates[e.ID]; ok {
+				members = append(members, event.Member{Key: "syncState", Value: event.Object(
+					event.Member{Key: "state", Value: event.String(ss.State)},
+					event.Member{Key: "host", Value: event.String(ss.Host)},
+					event.Member{Key: "reason", Value: event.String(ss.Reason)})})
+			}
 			line := event.Object(members...)
 			out.Write(append(event.Stringify(line), '\n'))
 			continue
 		}
 		state, created, cwd, parent := "ok", "", "", ""
+		if ss, ok := syncStates[e.ID]; ok {
+			state = ss.State
+		}
 		if e.Refusal != nil {
 			state = "refused"
 		}

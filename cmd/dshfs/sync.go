@@ -65,7 +65,7 @@ func cmdSync(ctx context.Context, args []string, out *bufio.Writer, stderr io.Wr
 	start := time.Now()
 	var bar *progress
 	sum := syncSummary{}
-	s := fleetsync.New(src, dst, fleetsync.Options{Host: host, ReleaseAfter: cfg.Fleet.ReleaseAfter, Progress: func(done, total int, events, bytes int64) {
+	s := fleetsync.New(src, dst, fleetsync.Options{Host: host, Progress: func(done, total int, events, bytes int64) {
 		if bar == nil {
 			bar = newProgress(os.Stderr, "syncing", total)
 		}

@@ -3,9 +3,11 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -75,6 +77,31 @@ func (e *LineError) Error() string {
 
 func (e *LineError) Unwrap() error { return e.Err }
 
+// UnstorableError refuses a session the fleet store cannot hold as it is: a NUL character in a value kept
+// in a text column (the session id, its cwd or parent, an event's type), which PostgreSQL's text does not
+// hold. The session is not damaged; it cannot be stored here. Nothing was written.
+type UnstorableError struct {
+	ID   string
+	What string // "the session id", "the cwd", …
+}
+
+func (e *UnstorableError) Error() string {
+	return fmt.Sprintf("session %q: %s holds a NUL character, which the fleet store (PostgreSQL text) cannot hold; nothing was written", e.ID, e.What)
+}
+
+// storable checks the header's values kept as text for a NUL character.
+func storable(id string, hf headerFields) error {
+	for _, v := range []struct {
+		what string
+		s    *string
+	}{{"the session id", &id}, {"the cwd", hf.cwd}, {"the parent session id", hf.parent}} {
+		if v.s != nil && strings.IndexByte(*v.s, 0) >= 0 {
+			return &UnstorableError{ID: id, What: v.what}
+		}
+	}
+	return nil
+}
+
 // headerFields are a header line's columns.
 type headerFields struct {
 	version   float64
@@ -124,6 +151,9 @@ func encodeBatch(id string, from int64, lines [][]byte) ([]storedLine, error) {
 		s, err := encodeLine(l)
 		if err != nil {
 			return nil, &LineError{ID: id, Index: i, Err: err}
+		}
+		if strings.IndexByte(s.typ, 0) >= 0 {
+			return nil, &UnstorableError{ID: id, What: fmt.Sprintf("the type of the event at seq %d", s.seq)}
 		}
 		if s.seq != next || s.lastSeq < s.seq {
 			return nil, &LineError{ID: id, Index: i, Err: fmt.Errorf("it starts at seq %d, expected %d", s.seq, next)}
@@ -207,23 +237,33 @@ func scanHolding(row pgx.Row, lead ...any) (Holding, error) {
 // nothing written. Otherwise the rows are inserted, the session's next seq, size and revision advanced,
 // sync_host set to host and sync_seen to now, and the change announced. With no lines, an existing
 // session's sync_seen is refreshed alone (its content, and so its revision, is unchanged).
-func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (err error) {
+func (b *Backend) Ingest(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) error {
+	_, err := b.IngestRevision(ctx, host, id, header, from, lines)
+	return err
+}
+
+// IngestRevision is Ingest returning the session's revision after the transaction: a sync that knows the
+// revision its own write produced knows, while the session keeps it, that nobody else wrote there since.
+func (b *Backend) IngestRevision(ctx context.Context, host, id string, header []byte, from int64, lines [][]byte) (rev int64, err error) {
 	ctx, end := b.bound(ctx)
 	defer func() { err = end(err) }()
 	if host == "" || id == "" {
-		return errors.New("ingest: host and session id must not be empty")
+		return 0, errors.New("ingest: host and session id must not be empty")
 	}
 	hf, err := parseHeader(id, header)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if err := storable(id, hf); err != nil {
+		return 0, err
 	}
 	resume := pause(ctx)
 	recs, err := encodeBatch(id, from, lines)
 	resume()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return b.tx(ctx, func(tx pgx.Tx) error {
+	err = b.tx(ctx, func(tx pgx.Tx) error {
 		if err := b.tryXactLock(ctx, tx, id); err != nil {
 			return err
 		}
@@ -256,8 +296,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version,
 				return &GapError{ID: id, From: from, NextSeq: next}
 			}
 			if len(recs) == 0 {
-				_, err := tx.Exec(ctx, `UPDATE sessions SET sync_host = $2, sync_seen = now() WHERE id = $1`, id, host)
-				return err
+				return tx.QueryRow(ctx, `UPDATE sessions SET sync_host = $2, sync_seen = now() WHERE id = $1 RETURNING revision`, id, host).Scan(&rev)
 			}
 		}
 		if err := insertRows(ctx, tx, id, recs); err != nil {
@@ -266,8 +305,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version,
 		if err := advance(ctx, tx, id, recs, &host, true); err != nil {
 			return err
 		}
+		if err := tx.QueryRow(ctx, `SELECT revision FROM sessions WHERE id = $1`, id).Scan(&rev); err != nil {
+			return err
+		}
 		return notify(ctx, tx, id)
 	})
+	return rev, err
 }
 
 // insertRows inserts events rows (COPY: a sync batch can be thousands of lines).
@@ -424,5 +467,91 @@ func (b *Backend) Custody(ctx context.Context, id string) (_ eventstore.Custody,
 	if syncHost != nil {
 		c.SyncHost = *syncHost
 	}
+	states, err := b.syncStates(ctx, b.pool, id)
+	if err != nil {
+		return c, err
+	}
+	if st, ok := states[id]; ok {
+		c.State, c.StateReason = st.State, st.Reason
+	}
 	return c, nil
+}
+
+// LineDigest is one stored line of a session: the seqs it holds and the SHA-256 of its text (decompressed,
+// without LF). `dshfs sync` compares a host's lines with these before it appends, so that what it appends
+// continues the stored log by content, not only by position.
+type LineDigest struct {
+	Seq, LastSeq int64
+	Sum          [32]byte
+}
+
+// Digests returns the digests of session id's stored lines in seq order and the session's revision, from
+// one statement (one snapshot, one round trip; exists is false when the store holds no such session). The
+// server hashes the rows stored as they are (sha256), so that only 32 bytes of each travel; a row kept as a
+// zstd frame travels whole and is hashed here once decompressed.
+func (b *Backend) Digests(ctx context.Context, id string) (revision int64, exists bool, _ []LineDigest, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
+	if b.empty(ctx) {
+		return 0, false, nil, nil
+	}
+	rows, err := b.pool.Query(ctx, `SELECT s.revision, e.seq, e.last_seq, CASE WHEN e.compressed THEN e.line ELSE sha256(e.line) END, e.compressed
+FROM sessions s LEFT JOIN events e ON e.session_id = s.id WHERE s.id = $1 ORDER BY e.seq`, id)
+	if err != nil {
+		return 0, false, nil, b.wrap(err)
+	}
+	defer rows.Close()
+	var out []LineDigest
+	for rows.Next() {
+		progress(ctx)
+		var seq, last *int64
+		var data []byte
+		var compressed *bool
+		if err := rows.Scan(&revision, &seq, &last, &data, &compressed); err != nil {
+			return 0, false, nil, b.wrap(err)
+		}
+		exists = true
+		if seq == nil {
+			continue // a session of no events
+		}
+		d := LineDigest{Seq: *seq, LastSeq: *last}
+		if *compressed {
+			line, err := decompress(data, true, b.opts.MaxData)
+			if err != nil {
+				return 0, false, nil, &contentError{fmt.Errorf("session %q: the row at seq %d: %w", id, d.Seq, err)}
+			}
+			d.Sum = sha256.Sum256(line)
+		} else if copy(d.Sum[:], data) != len(d.Sum) {
+			return 0, false, nil, fmt.Errorf("session %q: the row at seq %d: a digest of %d bytes", id, d.Seq, len(data))
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, nil, b.wrap(err)
+	}
+	return revision, exists, out, nil
+}
+
+// StoredLine returns the text of session id's stored line that starts at seq (decompressed, without LF):
+// what `dshfs sync` decodes to name the first event where a host's log and the stored one differ.
+func (b *Backend) StoredLine(ctx context.Context, id string, seq int64) (_ []byte, err error) {
+	ctx, end := b.bound(ctx)
+	defer func() { err = end(err) }()
+	if b.empty(ctx) {
+		return nil, &eventstore.NotFoundError{ID: id}
+	}
+	var data []byte
+	var compressed bool
+	err = b.pool.QueryRow(ctx, `SELECT line, compressed FROM events WHERE session_id = $1 AND seq = $2`, id, seq).Scan(&data, &compressed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &eventstore.NotFoundError{ID: id}
+	}
+	if err != nil {
+		return nil, b.wrap(err)
+	}
+	line, err := decompress(data, compressed, b.opts.MaxData)
+	if err != nil {
+		return nil, &contentError{err}
+	}
+	return line, nil
 }

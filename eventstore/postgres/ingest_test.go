@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -334,5 +335,66 @@ func TestSyncNeverTakesBack(t *testing.T) {
 	ro := open(t, dsn, Options{Host: "ci-1", ReadOnly: true})
 	if err := ro.Touch(ctx, "ci-1", time.Minute); err == nil {
 		t.Fatal("Touch through a read-only store")
+	}
+}
+
+// TestUnstorable: a NUL in a value the fleet store keeps as text is refused as content, before the
+// server sees it — by a sync's ingest and by a writer's create — never as a failure of the database.
+func TestUnstorable(t *testing.T) {
+	_, _, dsn := newDB(t)
+	b := open(t, dsn, Options{})
+	ctx := context.Background()
+	nul := event.String("/a\x00b")
+	nulCwd := event.Header{ID: "s1", CreatedAt: 1, Cwd: &nul}.Line()
+	var us *UnstorableError
+	if err := b.Ingest(ctx, "h", "s1", nulCwd, 0, nil); !errors.As(err, &us) || us.What != "the cwd" {
+		t.Errorf("ingest of a NUL cwd: %v, want unstorable", err)
+	}
+	cwd := event.String("/a\x00b")
+	_, err := b.Materialize(ctx, event.Header{ID: "s2", CreatedAt: 1, Cwd: &cwd}, nil)
+	if !errors.As(err, &us) && !strings.Contains(fmt.Sprint(err), "NUL") || eventstore.Classify(err) == eventstore.KindIO {
+		t.Errorf("create with a NUL cwd: %v, want refused as input", err)
+	}
+	if h, _ := b.Held(ctx, "s1"); h.Exists {
+		t.Error("the refused session was stored")
+	}
+}
+
+// TestDigests: a session's stored lines come back as the SHA-256 of each line as it was ingested — a row
+// the server keeps as it is hashed there, one kept as a zstd frame hashed once decompressed — with the
+// revision of the same read; StoredLine returns one line's text.
+func TestDigests(t *testing.T) {
+	_, _, dsn := newDB(t)
+	b := open(t, dsn, Options{})
+	ctx := context.Background()
+	if _, ok, ds, err := b.Digests(ctx, "s1"); err != nil || ok || len(ds) != 0 {
+		t.Fatalf("digests of no session: %v %v %v", ok, ds, err)
+	}
+	big := []byte(`{"type":"user/message","seq":3,"time":5,"data":{"text":"` + strings.Repeat("ab", 5000) + `"}}`)
+	want := append(lines(0, 3), big)
+	if err := b.Ingest(ctx, "h", "s1", header("s1"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rev, ok, ds, err := b.Digests(ctx, "s1"); err != nil || !ok || len(ds) != 0 || rev != 1 {
+		t.Fatalf("digests of a session of no events: %d %v %v %v", rev, ok, ds, err)
+	}
+	rev, err := b.IngestRevision(ctx, "h", "s1", header("s1"), 0, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, ds, err := b.Digests(ctx, "s1")
+	if err != nil || !ok || got != rev || len(ds) != len(want) {
+		t.Fatalf("digests: revision %d (ingest said %d), %d digests, %v", got, rev, len(ds), err)
+	}
+	for i, d := range ds {
+		if d.Seq != int64(i) || d.LastSeq != int64(i) || d.Sum != sha256.Sum256(want[i]) {
+			t.Errorf("digest %d: %+v, want the SHA-256 of %.40q", i, d, want[i])
+		}
+	}
+	if line, err := b.StoredLine(ctx, "s1", 3); err != nil || string(line) != string(big) {
+		t.Errorf("stored line 3: %.40q %v", line, err)
+	}
+	if h, _ := b.Held(ctx, "s1"); h.Revision != rev {
+		t.Errorf("held revision %d, ingest returned %d", h.Revision, rev)
 	}
 }

@@ -126,6 +126,16 @@ func (b *Backend) List(ctx context.Context) (_ eventstore.Listing, err error) {
 	if err := rows.Err(); err != nil {
 		return eventstore.Listing{}, b.wrap(err)
 	}
+	rows.Close()
+	states, err := b.syncStates(ctx, b.pool, "")
+	if err != nil {
+		return eventstore.Listing{}, err
+	}
+	for i := range l.Entries {
+		if e := &l.Entries[i]; e.Refusal == nil {
+			e.Refusal = staleRefusal(e.ID, states)
+		}
+	}
 	return l, nil
 }
 
@@ -245,6 +255,13 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 		}
 		h, err := parseStoredHeader(id, s.header)
 		if err != nil {
+			return err
+		}
+		states, err := b.syncStates(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := staleRefusal(id, states); err != nil {
 			return err
 		}
 		if sink != nil {

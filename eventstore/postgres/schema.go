@@ -185,6 +185,9 @@ func ensureSchema(ctx context.Context, conn *pgx.Conn, where string) (storeID st
 	if _, err := tx.Exec(ctx, DDL); err != nil {
 		return "", fmt.Errorf("creating the fleet schema: %w", err)
 	}
+	if _, err := tx.Exec(ctx, syncStatesDDL); err != nil {
+		return "", fmt.Errorf("creating the fleet schema: %w", err)
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO dshfs_fleet (schema_version, store_id) VALUES ($1, $2)`, SchemaVersion, storeID); err != nil {
 		return "", err
 	}

@@ -60,6 +60,9 @@ type Backend struct {
 	storeID  string
 	pristine bool      // read-only over a database without the schema (yet): no sessions; guarded by mu
 	checked  time.Time // when empty last looked for the schema
+	// hasStates: the sync_states table exists (guarded by mu); statesChecked is when that was last looked at
+	hasStates     bool
+	statesChecked time.Time
 
 	forcePoll bool                 // tests: Watch polls as it does where LISTEN cannot be used
 	watches   []context.CancelFunc // guarded by mu: the Watch goroutines, ended by Close
@@ -184,7 +187,9 @@ func Init(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	return b.Close()
+	defer b.Close()
+	// a schema made before sync_states existed gets it here, from the role that owns the schema
+	return b.tx(ctx, func(tx pgx.Tx) error { return ensureStates(ctx, tx) })
 }
 
 // parseReason is pgx's parse failure without the connection string it quotes (redacted best-effort only).
@@ -228,9 +233,10 @@ func dbFailure(err error) bool {
 		ge *GapError
 		le *LineError
 		ct *contentError
+		us *UnstorableError
 	)
 	return !(errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &nf) || errors.As(err, &ue) || errors.As(err, &tl) ||
-		errors.As(err, &io) || errors.As(err, &hc) || errors.As(err, &ge) || errors.As(err, &le) || errors.As(err, &ct))
+		errors.As(err, &io) || errors.As(err, &hc) || errors.As(err, &ge) || errors.As(err, &le) || errors.As(err, &ct) || errors.As(err, &us))
 }
 
 // contentError is stored content the harness would refuse (a corrupt log, a header that does not read):

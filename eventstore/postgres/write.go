@@ -108,6 +108,9 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	}
 	line := h.Line()
 	hf, err := parseHeader(h.ID, line)
+	if err == nil {
+		err = storable(h.ID, hf)
+	}
 	if err != nil {
 		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Invalid, Code: eventstore.CodeBadInput, Message: err.Error()}
 	}

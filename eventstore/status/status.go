@@ -343,6 +343,13 @@ func StoreStatus(backend, root string, l eventstore.Listing, st StoreState) even
 	)
 }
 
+func nullable(s string) event.Value {
+	if s == "" {
+		return event.Value{}
+	}
+	return event.String(s)
+}
+
 // custodyValue is status.json's custody: null where the store has none.
 func custodyValue(c *eventstore.Custody) event.Value {
 	if c == nil {
@@ -356,5 +363,7 @@ func custodyValue(c *eventstore.Custody) event.Value {
 		event.Member{Key: "host", Value: event.String(c.Host)},
 		event.Member{Key: "syncHost", Value: sync},
 		event.Member{Key: "releaseAfterSeconds", Value: event.Number(c.ReleaseAfter.Seconds())},
+		event.Member{Key: "syncState", Value: nullable(c.State)},
+		event.Member{Key: "syncStateReason", Value: nullable(c.StateReason)},
 	)
 }
