@@ -204,22 +204,9 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		read = v4Value
 	}
 	line, recovered := 0, 0
-	var rows []parsedRow
-	for p := nl + 1; p < len(text); {
-		// Rows are parsed a window at a time on every worker, then decoded in order: parsing is most of a
-		// load's work, and a window bounds the parsed values held at once.
-		rows = rows[:0]
-		for p < len(text) && len(rows) < parseWindow {
-			end := bytes.IndexByte(text[p:], '\n')
-			if end < 0 {
-				p = len(text) // torn tail
-				break
-			}
-			end += p
-			rows = append(rows, parsedRow{start: p, end: end + 1})
-			p = end + 1
-		}
-		parseRows(text, rows, read, o.Workers)
+	nextWindow, stop := parseWindows(text, nl+1, read, o.Workers)
+	defer stop()
+	for rows := nextWindow(); rows != nil; rows = nextWindow() {
 		for _, r := range rows {
 			line++
 			if r.err != nil {
@@ -274,6 +261,49 @@ type parsedRow struct {
 	ev         event.Event
 	v          event.Value
 	err        error
+}
+
+// parseWindows parses the complete lines of text from p on, a window of rows at a time, and returns them
+// in order through next (nil after the last). With more than one worker the next windows are parsed while
+// the caller decodes the one it holds: parsing is most of a load's work, decoding must run in order, and a
+// window bounds the parsed values held at once. stop ends the parsing early (the caller refused the
+// artifact).
+func parseWindows(text []byte, p int, read func(event.Event) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
+	window := func() []parsedRow {
+		if p >= len(text) {
+			return nil
+		}
+		rows := make([]parsedRow, 0, parseWindow)
+		for p < len(text) && len(rows) < parseWindow {
+			end := bytes.IndexByte(text[p:], '\n')
+			if end < 0 {
+				p = len(text) // torn tail
+				break
+			}
+			end += p
+			rows = append(rows, parsedRow{start: p, end: end + 1})
+			p = end + 1
+		}
+		parseRows(text, rows, read, workers)
+		return rows
+	}
+	if workers <= 1 {
+		return window, func() {}
+	}
+	out := make(chan []parsedRow, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		for rows := window(); rows != nil; rows = window() {
+			select {
+			case out <- rows:
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() []parsedRow { return <-out }, func() { once.Do(func() { close(done) }) }
 }
 
 // parseRows parses rows of text on up to workers goroutines (at least one), each row's event and the value
