@@ -45,6 +45,8 @@ type FS struct {
 	cache   *viewcache.Cache // decoded sessions, rendered views and the persistent index
 	listing atomic.Pointer[nodes.Listing]
 	listMu  sync.Mutex // serializes listing refreshes
+	// indexRows keeps each stored session's index.html row by id as of its revision (StoreIndex)
+	indexRows sync.Map
 	// frozen remembers each artifact's last frozen prefix (store/), by path.
 	frozen sync.Map
 	// storeErr is the last failed store command (root ctl), for the store status.json.

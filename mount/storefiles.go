@@ -96,15 +96,39 @@ func (f *FS) VisibleSessions(ctx context.Context) int {
 // StoreIndex renders page p of the store's index from the latest listing, each session's row from its
 // current snapshot (the view cache's, so a page costs the sessions on it); of the sessions the caller of
 // ctx may read only (visible).
+//
+// A row summarizes a whole session (its turns, tokens, unknown outcomes, compactions), which takes its
+// decoded log; a stored session's row is kept until its revision changes, so a page costs one decode of
+// each session that changed since it was last shown, not one per session per read (a page's getattr,
+// open and reads each render it).
 func (f *FS) StoreIndex(ctx context.Context, p int) ([]byte, bool) {
 	entries, names, _ := f.visible(ctx, f.Listing())
-	return views.StoreIndex(ctx, entries, p, func(i int) string { return names[i] }, func(e eventstore.Entry) *views.Session {
+	return views.StoreIndexRows(ctx, entries, p, func(i int) views.IndexRow {
+		e := entries[i]
+		live := f.opts.Store.Live(e.ID) != nil // a live session's row moves with its pending events
+		if !live && e.Revision != "" {
+			if r, ok := f.indexRows.Load(e.ID); ok && r.(indexRow).rev == e.Revision {
+				row := r.(indexRow).row
+				row.Dir = names[i]
+				return row
+			}
+		}
 		s, err := f.Session(ctx, e.ID)
 		if err != nil {
-			return views.FromEntry(f.opts.Store, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, f.viewOptions())
+			s = views.FromEntry(f.opts.Store, eventstore.Entry{ID: e.ID, ModTime: e.ModTime, Header: e.Header, Refusal: err}, f.viewOptions())
 		}
-		return s
+		row := views.IndexRowOf(s, names[i])
+		if !live && e.Revision != "" && s.Revision == e.Revision {
+			f.indexRows.Store(e.ID, indexRow{rev: e.Revision, row: row})
+		}
+		return row
 	})
+}
+
+// indexRow is a stored session's index row as of its revision.
+type indexRow struct {
+	rev string
+	row views.IndexRow
 }
 
 // StoreStats renders the root stats.json: the mount's cache counters. They move with every read, so they

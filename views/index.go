@@ -105,6 +105,12 @@ func IndexPageName(p int) string {
 // ok is false for a page past the last. The mount and `dshfs index` both render through it.
 func StoreIndex(ctx context.Context, entries []eventstore.Entry, p int, dir func(i int) string,
 	session func(e eventstore.Entry) *Session) (page []byte, ok bool) {
+	return StoreIndexRows(ctx, entries, p, func(i int) IndexRow { return IndexRowOf(session(entries[i]), dir(i)) })
+}
+
+// StoreIndexRows is StoreIndex with each entry's row from row(i), which a caller may keep between pages
+// and reads (the mount keeps a stored session's row until its revision changes).
+func StoreIndexRows(ctx context.Context, entries []eventstore.Entry, p int, row func(i int) IndexRow) (page []byte, ok bool) {
 	pages := IndexPages(len(entries))
 	if p < 1 || p > pages {
 		return nil, false
@@ -113,7 +119,7 @@ func StoreIndex(ctx context.Context, entries []eventstore.Entry, p int, dir func
 	lo, hi := (p-1)*IndexPageSize, min(p*IndexPageSize, len(order))
 	rows := make([]IndexRow, 0, hi-lo)
 	for _, i := range order[lo:hi] {
-		rows = append(rows, IndexRowOf(session(entries[i]), dir(i)))
+		rows = append(rows, row(i))
 	}
 	SortIndexRows(rows)
 	return IndexPage(ctx, rows, p, pages, len(entries)), true
