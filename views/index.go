@@ -38,6 +38,9 @@ type IndexRow struct {
 	Parent      string
 }
 
+// refusalCut is how many bytes of a refused session's reason the index shows.
+const refusalCut = 1000
+
 // IndexRowOf summarizes a session for the index.
 func IndexRowOf(s *Session, dir string) IndexRow {
 	r := IndexRow{ID: s.ID, Dir: dir, State: "ok", Activity: s.ModTime()}
@@ -45,7 +48,13 @@ func IndexRowOf(s *Session, dir string) IndexRow {
 		r.Parent = h.ParentSession.Str
 	}
 	if s.Refusal != nil {
-		r.State, r.Refusal = "refused", s.Refusal.Error()
+		// a refusal quotes what it refused (a path, a line), which a hostile store makes as long as it
+		// likes: the index shows its start, as the transcript cuts long text; status.json has it whole
+		why := clipText(s.Refusal.Error(), refusalCut)
+		r.State, r.Refusal = "refused", why.shown
+		if why.cut() {
+			r.Refusal += " … (cut: " + strconv.Itoa(why.total) + " bytes in all; sessions/" + dir + "/status.json has it whole)"
+		}
 		return r
 	}
 	switch {
