@@ -34,6 +34,10 @@ const transcriptCut = 2000
 // the human views, whatever the log holds (a 50 MB pasted message would make a page of 150 MB).
 const messageCut = 64 << 10
 
+// prettyLimit is the longest tool-call argument text the transcript indents; a longer one is shown as
+// written, cut like any other.
+const prettyLimit = 64 << 10
+
 // transcriptState is what rendering the transcript knows of the log beside the event at hand.
 type transcriptState struct {
 	unknown map[int64]status.UnknownOutcome // by the seq of the tool/call
@@ -429,6 +433,11 @@ func prettyArguments(v event.Value) string {
 	text := v.Str
 	if v.Kind != event.KindString {
 		text = string(event.Stringify(v))
+	}
+	if len(text) > prettyLimit {
+		// the transcript shows transcriptCut bytes of it: indenting megabytes to show two thousand costs
+		// memory in proportion to the log, not to the page
+		return text
 	}
 	var out bytes.Buffer
 	if json.Indent(&out, []byte(text), "", "  ") == nil {
