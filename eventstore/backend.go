@@ -148,7 +148,7 @@ type Prefix struct {
 type LaterLog struct {
 	Header generation.Header
 	Cut    int64
-	// Closers are the v4 repair of a log that ends inside an open turn (generation.RepairV4), nil when it
+	// Closers are the v4 repair of a log that ends inside an open turn (generation.Artifact.Repair), nil when it
 	// is balanced; RepairErr says why no repair could be planned.
 	Closers   []event.Event
 	RepairErr error

@@ -243,7 +243,7 @@ func (s *Store) inspectPrefix(id string, p *Prefix) (*Inspection, error) {
 // which the generation's codec already validated as the harness's release does. No v0 check applies to
 // them and no closer is planned: the harness's repair of those generations is not this package's.
 //
-// A v4 log is the exception: dshfs writes v4, so its repair is planned as v0's is (generation.RepairV4),
+// A v4 log is the exception: dshfs writes v4, so its repair is planned as v0's is (generation.Artifact.Repair),
 // and its closers follow its events as a v0 log's do.
 func laterInspection(p *Prefix) *Inspection {
 	if p.Later != nil && len(p.Later.Closers) > 0 {

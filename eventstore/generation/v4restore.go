@@ -15,28 +15,6 @@ import (
 // here as one walk that keeps each pass's first failure and reports them in the passes' order, which is
 // what the three loops report.
 
-// restoreV4 validates the decoded events of a v4 artifact with header h and inherited cut.
-func restoreV4(h Header, cut int64, events []event.Event) error {
-	_, err := restoreV4At(h, cut, events, nil)
-	return err
-}
-
-// restoreV4At is restoreV4 that also says at which event the reported failure was found (the last event
-// for the inherited-marker checks, which need them all), and leaves the walker's final state in rel when
-// given one (a repair reads it).
-func restoreV4At(h Header, cut int64, events []event.Event, rel *v4Relations) (int, error) {
-	if rel == nil {
-		rel = newV4Relations(events)
-	}
-	w := &v4Walk{h: h, cut: cut, rel: rel, last: -1, children: map[string]bool{}}
-	for i, e := range events {
-		if err := w.step(i, e); err != nil {
-			return i, err
-		}
-	}
-	return w.result(len(events))
-}
-
 // v4Walk is the restore's walk over a v4 log: each pass's state and first failure.
 type v4Walk struct {
 	h   Header

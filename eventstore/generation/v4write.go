@@ -10,7 +10,7 @@ import (
 // Writing v4: what a writer appends to a v4 session must be what the v4 reader restores, so each request is
 // checked by the reader's own rules over the log it would make (CheckV4Append), each event is stored in the
 // codec's physical row form (PhysicalRow), and a crash repair closes an open turn with events the
-// relationships accept (RepairV4).
+// relationships accept (Artifact.Repair).
 
 // AppendError is a refused v4 append: the first event of the request that breaks a v4 rule, and the rule.
 type AppendError struct {
@@ -197,31 +197,13 @@ func (e *ErrOpenCompaction) Error() string {
 		" with no compaction/end; a v4 repair does not end a compaction (end it, or resume with the harness)"
 }
 
-// RepairV4 plans the closers of a v4 log that ends inside an open turn, nil when it is balanced. The
-// meaning is v0's repair (docs/formats.md#v4-repair): each advertised tool call without a result gets one
-// — the exact TOOL_NOT_STARTED repair when no tool/call started it, a TOOL_OUTCOME_UNKNOWN error result
-// citing its tool/call when one did (an unknown outcome stays unknown, never a success) — in the shape
-// of a v4 tool-role message; then the open step ends, then the turn, with reason interrupted. Each
-// closer carries the time of the log's last event.
-func RepairV4(h Header, cut int64, events []event.Event) ([]event.Event, error) {
-	rel := newV4Relations(events)
-	if _, err := restoreV4At(h, cut, events, rel); err != nil {
-		return nil, err
-	}
-	out, err := closersOf(rel, events)
-	if err != nil || out == nil {
-		return out, err
-	}
-	// what the repair writes must restore: checked as any append is
-	all := append(append([]event.Event(nil), events...), out...)
-	if _, err := restoreV4At(h, cut, all, nil); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// Repair is RepairV4 of a decoded v4 artifact, from the state its restore ended in (no second walk of
-// the log); nil for other generations. The closers are checked by the lifecycle walk they continue.
+// Repair plans the closers of a decoded v4 log that ends inside an open turn, nil when it is balanced or of
+// another generation, from the state its restore ended in (no second walk of the log). The meaning is v0's
+// repair (docs/formats.md#v4-repair): each advertised tool call without a result gets one — the exact
+// TOOL_NOT_STARTED repair when no tool/call started it, a TOOL_OUTCOME_UNKNOWN error result citing its
+// tool/call when one did (an unknown outcome stays unknown, never a success) — in the shape of a v4
+// tool-role message; then the open step ends, then the turn, with reason interrupted. Each closer carries
+// the time of the log's last event. The closers are checked by the lifecycle walk they continue.
 func (a *Artifact) Repair() ([]event.Event, error) {
 	if a.v4 == nil {
 		return nil, nil
