@@ -22,6 +22,10 @@ type writerLock struct {
 	mu       sync.Mutex // one write at a time on conn
 	conn     *pgx.Conn  // nil once released, or while the lock is lost and not re-taken
 	released bool
+	// backend is the server process of the connection the lock was last taken on: when that connection is
+	// lost (a deadline closed it while the server did not answer), the server holds the lock for it until
+	// it notices, and a re-take must not mistake its own old lock for another writer's
+	backend uint32
 }
 
 // Lock takes session id's writer lock without waiting: a busy *eventstore.CommandError (CodeLocked)
@@ -38,7 +42,7 @@ func (b *Backend) Lock(ctx context.Context, id string) (_ eventstore.WriterLock,
 	if err != nil {
 		return nil, err
 	}
-	l.conn = conn
+	l.conn, l.backend = conn, conn.PgConn().PID()
 	b.mu.Lock()
 	b.locks[id] = l
 	b.mu.Unlock()
@@ -157,11 +161,47 @@ AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(ui
 		l.conn = nil
 	}
 	conn, err := l.b.take(ctx, l.id)
+	for err != nil && l.b.ownLostLock(ctx, l.id, l.backend) {
+		// our lost connection's server process still holds the lock: it ends once the server notices the
+		// connection is gone (at once, for a server that was paused); asked to end now, it is waited for
+		if !l.b.wait(ctx) {
+			break
+		}
+		conn, err = l.b.take(ctx, l.id)
+	}
 	if err != nil {
 		return nil, err // the next write tries again
 	}
-	l.conn = conn
+	l.conn, l.backend = conn, conn.PgConn().PID()
 	return conn, nil
+}
+
+// ownLostLock reports whether session id's writer lock is held by backend, this Backend's own server
+// process of a connection it has lost, and asks the server to end that process.
+func (b *Backend) ownLostLock(ctx context.Context, id string, backend uint32) bool {
+	if backend == 0 {
+		return false
+	}
+	var held bool
+	if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+AND pid = $3 AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(uint32(lockNamespace)), id, int32(backend)).Scan(&held); err != nil || !held {
+		return false
+	}
+	// best effort: a role may end its own server processes; without the right, the process ends by itself
+	b.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(backend))
+	return true
+}
+
+// wait pauses before the next look at a lock whose holder is ending, false once ctx is done.
+func (b *Backend) wait(ctx context.Context) bool {
+	t := time.NewTimer(20 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // lockOf returns the writer lock this Backend holds for id, nil when none.
