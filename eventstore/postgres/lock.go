@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"sync"
@@ -161,7 +162,7 @@ AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(ui
 		l.conn = nil
 	}
 	conn, err := l.b.take(ctx, l.id)
-	for err != nil && l.b.ownLostLock(ctx, l.id, l.backend) {
+	for err != nil && locked(err) && l.b.ownLostLock(ctx, l.id, l.backend) {
 		// our lost connection's server process still holds the lock: it ends once the server notices the
 		// connection is gone (at once, for a server that was paused); asked to end now, it is waited for
 		if !l.b.wait(ctx) {
@@ -176,20 +177,33 @@ AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(ui
 	return conn, nil
 }
 
-// ownLostLock reports whether session id's writer lock is held by backend, this Backend's own server
-// process of a connection it has lost, and asks the server to end that process.
+// ownLostLock reports whether a refused re-take of session id's writer lock may be tried again: the lock
+// is held by backend, this Backend's own server process of a connection it has lost (which it asks the
+// server to end), or by nobody any more (that process ended between the refusal and this look).
 func (b *Backend) ownLostLock(ctx context.Context, id string, backend uint32) bool {
 	if backend == 0 {
 		return false
 	}
-	var held bool
-	if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-AND pid = $3 AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2)`, int64(uint32(lockNamespace)), id, int32(backend)).Scan(&held); err != nil || !held {
+	var holder *int32
+	err := b.pool.QueryRow(ctx, `SELECT (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+AND classid = $1::oid AND objid = hashtext($2)::oid AND objsubid = 2 LIMIT 1)`, int64(uint32(lockNamespace)), id).Scan(&holder)
+	switch {
+	case err != nil:
 		return false
+	case holder == nil:
+		return true
+	case uint32(*holder) != backend:
+		return false // another writer's
 	}
 	// best effort: a role may end its own server processes; without the right, the process ends by itself
 	b.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(backend))
 	return true
+}
+
+// locked reports whether err is the refusal of a writer lock another connection holds.
+func locked(err error) bool {
+	var ce *eventstore.CommandError
+	return errors.As(err, &ce) && ce.Code == eventstore.CodeLocked
 }
 
 // wait pauses before the next look at a lock whose holder is ending, false once ctx is done.
