@@ -312,3 +312,16 @@ func TestV4Compact(t *testing.T) {
 		})
 	}
 }
+
+// TestV4KeepPending: events a v4 writer could not append are kept beside the v4 file, named after it.
+func TestV4KeepPending(t *testing.T) {
+	st, b, file := v4Store(t, "raw-root")
+	ins, err := st.Inspect(context.Background(), v4WriteID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	side, err := b.KeepPending(context.Background(), ins.Header, ins.Events[:1])
+	if err != nil || !strings.HasPrefix(side, file+".pending-") {
+		t.Fatalf("sidecar %q, %v; want beside %s", side, err, file)
+	}
+}

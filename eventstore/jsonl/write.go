@@ -494,6 +494,9 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 	if err != nil {
 		return "", err
 	}
+	if h.Version == 4 { // named after the artifact the events were for
+		path = filepath.Join(filepath.Dir(path), GenerationFile{Gen: 4, Compression: b.mode}.Name())
+	}
 	var body []byte
 	for _, e := range events {
 		body = append(append(body, e.Raw...), '\n')
