@@ -198,11 +198,11 @@ func (w *Session) snapshotLocked() Snapshot {
 	if w.folder != nil {
 		fold = w.folder.Result()
 	}
-	gen4 := 0
+	format := 0 // the log's generation (gen above is the results')
 	if w.later != nil {
-		gen4 = 4
+		format = 4
 	}
-	return Snapshot{ID: w.id, Header: w.h, Path: w.path, Events: w.events[:n:n], Durable: w.durable, Generation: gen4,
+	return Snapshot{ID: w.id, Header: w.h, Path: w.path, Events: w.events[:n:n], Durable: w.durable, Generation: format,
 		Revision: Revision{Artifact: w.art.Token, Durable: int64(w.durable), Pending: int64(w.lenLocked() - w.durable), Results: gen, Identity: w.art.Identity},
 		ModTime:  mt, Fold: fold, Conflict: w.conflict}
 }

@@ -206,17 +206,12 @@ func relationView(gen int, e event.Event) (relationEvent, error) {
 // "interrupted-tool-result-<callId>-<n>" with n a canonical non-negative safe integer (the number is a
 // historical seq, not one of this artifact's).
 func isRepairID(id, callID string) bool {
-	suffix, ok := strings.CutPrefix(id, "interrupted-tool-result-"+callID+"-")
-	if !ok || suffix == "" || (suffix[0] == '0' && len(suffix) > 1) {
+	suffix, ok := strings.CutPrefix(id, InterruptedResultPrefix+callID+"-")
+	if !ok {
 		return false
 	}
-	for _, c := range suffix {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	n, err := strconv.ParseUint(suffix, 10, 64)
-	return err == nil && n <= event.MaxSafeInteger
+	_, ok = seqSuffix(suffix)
+	return ok
 }
 
 // v2Event is the envelope part of the released v2 validation of event i, under the type it is validated

@@ -44,10 +44,14 @@ func IsV4Type(t string) bool { return releasedV4[t] }
 // IsV4Surface reports whether t is a v4 surface event type: v3's four and developer/message.
 func IsV4Surface(t string) bool { return isV3Surface(t) || t == "developer/message" }
 
-// TOOL_NOT_STARTED texts and id prefixes of the harness's repairs, shared by the checks and the writers.
+// The texts and id prefixes of the harness's repairs (repair.ts), shared by the checks, the v0 and v4
+// repair planners and the writers.
 const (
-	// NotStartedText is the one text block of an interrupted repair's tool result.
+	// NotStartedText is the one text block of an interrupted repair's result for a call never started.
 	NotStartedText = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."
+	// OutcomeUnknownText is the one text block of an interrupted repair's result for a call that started:
+	// the model reads it on resume.
+	OutcomeUnknownText = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
 	// InterruptedResultPrefix starts an interrupted repair's message id: the prefix, the call id, "-", a seq.
 	InterruptedResultPrefix = "interrupted-tool-result-"
 	// ForkedResultPrefix starts a fork's not-started result id: the prefix, the call id, "-", a seq.

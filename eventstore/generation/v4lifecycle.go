@@ -509,16 +509,12 @@ func notStartedRepair(v, data, msg event.Value, callID string) (bool, error) {
 	if strings.HasPrefix(id, ForkedResultPrefix+callID+"-") {
 		return true, nil
 	}
-	prefix := InterruptedResultPrefix + callID + "-"
 	cv, cok := msg.Get("content")
 	content, err := relArray(cv, cok, "not-started content")
 	if err != nil {
 		return false, err
 	}
-	if !strings.HasPrefix(id, prefix) {
-		return false, nil
-	}
-	if _, ok := seqSuffix(id[len(prefix):]); !ok {
+	if !isRepairID(id, callID) {
 		return false, nil
 	}
 	return len(content) == 1 && isObject(content[0]) && isStr(content[0], "type", "text") && isStr(content[0], "text", NotStartedText), nil

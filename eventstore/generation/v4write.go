@@ -183,11 +183,6 @@ func encodeSeqRanges(seqs []event.Value) ([]event.Value, bool) {
 	return out, changed
 }
 
-// The texts and errors of the harness's interrupted-turn repair, as its v0 planner writes them.
-const (
-	outcomeUnknownText = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
-)
-
 // ErrOpenCompaction refuses a v4 repair of a turn that holds an open compaction: the relationships refuse a
 // turn end that crosses it, and the harness's sources say nothing of how its v4 repair ends one.
 type ErrOpenCompaction struct{ StartSeq int64 }
@@ -253,7 +248,7 @@ func closersOf(rel *v4Relations, events []event.Event) ([]event.Event, error) {
 		text, name, code := NotStartedText, "ToolNotStartedError", "TOOL_NOT_STARTED"
 		extra := []event.Member{{Key: "surfaceOp", Value: event.String("append")}}
 		if call.started {
-			text, name, code = outcomeUnknownText, "ToolOutcomeUnknownError", "TOOL_OUTCOME_UNKNOWN"
+			text, name, code = OutcomeUnknownText, "ToolOutcomeUnknownError", "TOOL_OUTCOME_UNKNOWN"
 			extra = append(extra, event.Member{Key: "sourceEventSeqs", Value: event.Array(event.Int(rel.callSeqs[id]))})
 		}
 		msg := event.Object(

@@ -35,9 +35,7 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 		return eventstore.Artifact{}, &eventstore.CommandError{Failure: eventstore.Exists, Code: eventstore.CodeAlreadyExists,
 			Message: `refusing to materialize "` + h.ID + `": a log already exists on disk (` + g.Name() + `; load/resume it instead)`}
 	}
-	if h.Version == 4 {
-		final = filepath.Join(filepath.Dir(final), GenerationFile{Gen: 4, Compression: b.mode}.Name())
-	}
+	final = b.artifactOf(h, final)
 	content, err := b.encodeHeader(h)
 	if err != nil {
 		return eventstore.Artifact{}, err
@@ -225,13 +223,20 @@ func (b *Backend) writeTarget(h event.Header) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if h.Version == 4 {
-		path = filepath.Join(filepath.Dir(path), GenerationFile{Gen: 4, Compression: b.mode}.Name())
-	}
+	path = b.artifactOf(h, path)
 	if err := b.requireWritable(path); err != nil {
 		return "", superseded(path, err)
 	}
 	return path, nil
+}
+
+// artifactOf is the artifact a session with header h is written to, given its v0 log's path (Locate): that
+// log, or the v4 file beside it for a v4 header.
+func (b *Backend) artifactOf(h event.Header, located string) string {
+	if h.Version != 4 {
+		return located
+	}
+	return filepath.Join(filepath.Dir(located), GenerationFile{Gen: 4, Compression: b.mode}.Name())
 }
 
 // encodeFor is one batch as the writer of header h stores it: v0's lines (packed where the harness packs
@@ -494,9 +499,7 @@ func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []even
 	if err != nil {
 		return "", err
 	}
-	if h.Version == 4 { // named after the artifact the events were for
-		path = filepath.Join(filepath.Dir(path), GenerationFile{Gen: 4, Compression: b.mode}.Name())
-	}
+	path = b.artifactOf(h, path) // named after the artifact the events were for
 	var body []byte
 	for _, e := range events {
 		body = append(append(body, e.Raw...), '\n')

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 )
 
 // This file reproduces the harness's crash repair planner, interruptedTurnClosers
@@ -15,12 +16,6 @@ const (
 	ToolNotStarted = "TOOL_NOT_STARTED"
 	// ToolOutcomeUnknown marks a recorded tool/call whose outcome was never durably recorded.
 	ToolOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN"
-)
-
-// The synthetic tool-result texts, verbatim from repair.ts: the model reads them on resume.
-const (
-	toolOutcomeUnknownText = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly."
-	toolNotStartedText     = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed."
 )
 
 // jsSlot holds a JavaScript variable that is null, undefined, or a JSON value; the planner's cursors
@@ -286,11 +281,11 @@ func (s *turnScan) closers(events []event.Event) ([]event.Event, error) {
 	var closers []event.Event
 	for _, k := range s.pending.order {
 		c := s.pending.calls[k]
-		text, errName, errCode := toolNotStartedText, "ToolNotStartedError", ToolNotStarted
+		text, errName, errCode := generation.NotStartedText, "ToolNotStartedError", ToolNotStarted
 		if c.started {
-			text, errName, errCode = toolOutcomeUnknownText, "ToolOutcomeUnknownError", ToolOutcomeUnknown
+			text, errName, errCode = generation.OutcomeUnknownText, "ToolOutcomeUnknownError", ToolOutcomeUnknown
 		}
-		msgID := "interrupted-tool-result-" + JSString(c.id, c.idOK) + "-" + event.FormatNumber(seq)
+		msgID := generation.InterruptedResultPrefix + JSString(c.id, c.idOK) + "-" + event.FormatNumber(seq)
 		block := []event.Member{{Key: "type", Value: event.String("tool-result")}}
 		block = append(block, optMember("toolCallId", c.id, c.idOK)...)
 		block = append(block,
