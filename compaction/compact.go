@@ -144,11 +144,8 @@ func Compact(ctx context.Context, w *eventstore.Session, req Request) (Outcome, 
 	snap := w.Snapshot()
 	if gen == 4 && snap.Fold == nil {
 		// a v4 engine keeps no fold: the surface view's, as the transaction above read it
-		sv, ferr := generation.SurfaceView(4, snap.Events)
-		if ferr == nil {
-			snap.Fold, ferr = surface.Fold(sv)
-		}
-		if ferr != nil {
+		var ferr error
+		if snap.Fold, ferr = generation.FoldSurface(4, snap.Events); ferr != nil {
 			return out, t.fail(ctx, CodeChanged, ferr)
 		}
 	}

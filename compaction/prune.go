@@ -39,12 +39,14 @@ func (o PruneOutcome) Message() string {
 // preceded by the compaction/prune record pricing it. All replacements of a pass are accepted together
 // and flushed. As upstream, pruning needs an open turn (the session invariant the harness keeps): on an
 // idle session it is refused with EBUSY, and compact is the tool there.
+//
+// A v4 log is pruned in v4's shapes: its tool result is a tool-role message whose own content holds the
+// text blocks (no nested tool-result block), the record's shadowed span is the one result (an exact
+// current-surface span, as v4's relationships require), and the replacement swaps it with
+// {op:"replace",startSeq,endSeq}, every other member of the result kept.
 func PruneSession(ctx context.Context, w *eventstore.Session, cfg config.Pruner) (PruneOutcome, error) {
 	var out PruneOutcome
 	evs, err := w.Transact(func(v eventstore.View) ([]event.Event, error) {
-		if v.Generation == 4 {
-			return nil, eventstore.LaterRefusal(w.ID(), "prunes")
-		}
 		if _, open := load.OpenTurn(v.Events); !open {
 			return nil, busy(CodeNoOpenTurn, "prune needs an open turn: the harness prunes tool results only inside a turn, and this session has none; use compact to shrink an idle session")
 		}
@@ -55,7 +57,7 @@ func PruneSession(ctx context.Context, w *eventstore.Session, cfg config.Pruner)
 			if e.Type != "tool/result" {
 				continue
 			}
-			data, pruned, ok, err := pruneResult(e, cfg)
+			data, pruned, ok, err := pruneResult(e, cfg, v.Generation)
 			if err != nil {
 				return nil, err
 			}
@@ -67,7 +69,7 @@ func PruneSession(ctx context.Context, w *eventstore.Session, cfg config.Pruner)
 				newEvent("compaction/prune", next, pruneRecord(seq, EstimateMessage(msg))),
 				newEvent("tool/result", next+1, data,
 					event.Member{Key: "sourceEventSeqs", Value: seqList([]int64{seq})},
-					event.Member{Key: "surfaceOp", Value: replaceOp(seq, seq, 0)}))
+					event.Member{Key: "surfaceOp", Value: replaceOp(seq, seq, v.Generation)}))
 			pruned.OriginalSeq, pruned.ReplacementSeq = seq, next+1
 			out.Pruned = append(out.Pruned, pruned)
 			out.CharsRemoved += pruned.CharsBefore - pruned.CharsAfter
@@ -98,9 +100,10 @@ func pruneRecord(seq int64, tokens int) []byte {
 }
 
 // pruneResult returns the data of the replacement for one tool/result, or ok false when its content is
-// within budget (or not the shape the pruner reads). Every member but message.content[0].content is
+// within budget (or not the shape the pruner reads). Every member but the text blocks (v0:
+// message.content[0].content, the tool-result block's; v4: message.content, the tool-role message's) is
 // kept as it is, unknown ones included.
-func pruneResult(e event.Event, cfg config.Pruner) (data []byte, p Pruned, ok bool, err error) {
+func pruneResult(e event.Event, cfg config.Pruner, gen int) (data []byte, p Pruned, ok bool, err error) {
 	raw, found := event.Lookup(e.Raw, "data")
 	if !found {
 		return nil, p, false, nil
@@ -111,22 +114,27 @@ func pruneResult(e event.Event, cfg config.Pruner) (data []byte, p Pruned, ok bo
 	}
 	msg, _ := d.Get("message")
 	content, _ := msg.Get("content")
-	if content.Kind != event.KindArray || len(content.Arr) == 0 {
+	// texts is the array of text blocks, put back into the message by rebuild
+	texts, rebuild := content, func(blocks event.Value) event.Value { return with(msg, "content", blocks) }
+	if gen != 4 {
+		if content.Kind != event.KindArray || len(content.Arr) == 0 {
+			return nil, p, false, nil
+		}
+		first := content.Arr[0]
+		texts, _ = first.Get("content")
+		rebuild = func(blocks event.Value) event.Value {
+			content.Arr = append([]event.Value{with(first, "content", blocks)}, content.Arr[1:]...)
+			return with(msg, "content", content)
+		}
+	}
+	if texts.Kind != event.KindArray {
 		return nil, p, false, nil
 	}
-	first := content.Arr[0]
-	inner, _ := first.Get("content")
-	if inner.Kind != event.KindArray {
-		return nil, p, false, nil
-	}
-	blocks, before, after, ok := pruneContent(inner.Arr, cfg)
+	blocks, before, after, ok := pruneContent(texts.Arr, cfg)
 	if !ok {
 		return nil, p, false, nil
 	}
-	first = with(first, "content", event.Array(blocks...))
-	content.Arr = append([]event.Value{first}, content.Arr[1:]...)
-	msg = with(msg, "content", content)
-	d = with(d, "message", msg)
+	d = with(d, "message", rebuild(event.Array(blocks...)))
 	p.CallID, _ = callID(msg)
 	p.CharsBefore, p.CharsAfter = before, after
 	return event.Stringify(d), p, true, nil

@@ -78,8 +78,8 @@ func (w *Session) acceptLaterParsed(evs []event.Event, recs []event.Value) error
 	return nil
 }
 
-// LaterRefusal refuses a write command dshfs does not write in a later generation's shapes (prune of a v4
-// session: the sources say nothing of v4's prune results).
+// LaterRefusal refuses a write command that a store does not write in a later generation's shapes, by
+// name, before anything is written.
 func LaterRefusal(id, what string) *CommandError {
 	return cmdErr(Refused, CodeBadInput, fmt.Sprintf("session %s is format generation v4: dshfs does not write its %s (run it with the harness); nothing was written", jsQuote(id), what))
 }

@@ -252,11 +252,8 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 	v := View{Header: w.h, Events: w.events[:n:n]}
 	if w.later != nil {
 		// the engine of a v4 log keeps no fold: a transaction (a compaction) folds its surface view
-		sv, err := generation.SurfaceView(4, v.Events)
-		if err == nil {
-			v.Fold, err = surface.Fold(sv)
-		}
-		if err != nil {
+		var err error
+		if v.Fold, err = generation.FoldSurface(4, v.Events); err != nil {
 			return nil, AsCommandError(err)
 		}
 		v.Generation = 4

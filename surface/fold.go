@@ -42,6 +42,10 @@ type foldState struct {
 	shared bool
 
 	srcBuf, sortBuf []int64 // scratch for sourceEventSeqs checks
+
+	// lifted: tool results are tool-role messages whose content is the result itself (format v4), so a
+	// tool/result replacement may change that whole content, not one wrapped block's
+	lifted bool
 }
 
 // planKind says what an accepted event does to the surface.
@@ -122,7 +126,7 @@ func (s *foldState) plan(e event.Event, origin originFunc) (plan, error) {
 		return plan{}, err
 	}
 	if typ == "tool/result" {
-		if err := checkToolRewrite(e, shadowed, origin); err != nil {
+		if err := checkToolRewrite(e, shadowed, origin, s.lifted); err != nil {
 			return plan{}, err
 		}
 	}
@@ -464,7 +468,18 @@ func (s *foldState) apply(p plan) *Replacement {
 // Fold is foldSurface over a whole log (contiguous seqs from 0), with full validation and the
 // harness's error texts. The first failing event's text is returned unwrapped.
 func Fold(events []event.Event) (*Result, error) {
-	s := foldState{}
+	return fold(events, foldState{})
+}
+
+// FoldLifted is Fold over a log whose tool results are lifted into tool-role messages (format v4, whose
+// surface view the generation package gives): a tool/result replacement keeps every member of the result
+// but message.content, which it may change whole — v4 lifted the one tool-result block v0 wraps the
+// result in, so its content is what the v0 rule lets a replacement change.
+func FoldLifted(events []event.Event) (*Result, error) {
+	return fold(events, foldState{lifted: true})
+}
+
+func fold(events []event.Event, s foldState) (*Result, error) {
 	origin := func(seq int64) (event.Event, bool) {
 		if seq < 0 || seq >= int64(len(events)) {
 			return event.Event{}, false

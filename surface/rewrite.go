@@ -162,14 +162,24 @@ func blanked(data, msg, result jsVal) event.Value {
 }
 
 // checkToolRewrite is assertToolResultRewrite: a tool/result replacement rewrites exactly one current
-// tool/result and may change only that result's inner content.
-func checkToolRewrite(e event.Event, shadowed []int64, origin originFunc) error {
+// tool/result and may change only that result's inner content (lifted: the message's content).
+func checkToolRewrite(e event.Event, shadowed []int64, origin originFunc, lifted bool) error {
 	if len(shadowed) != 1 {
 		return errors.New("tool/result surface replacement must rewrite exactly one current node")
 	}
 	orig, ok := origin(shadowed[0])
 	if !ok || orig.Type != "tool/result" {
 		return errors.New("tool/result surface replacement must target a current tool/result")
+	}
+	if lifted {
+		same, err := sameLifted(orig, e)
+		if err != nil {
+			return err
+		}
+		if !same {
+			return errors.New("tool/result surface replacement may change only content")
+		}
+		return nil
 	}
 	if sameOutsideContent(orig, e) {
 		return nil
@@ -203,6 +213,33 @@ func sameBlanked(orig, e event.Event) (bool, error) {
 		return false, err
 	}
 	return deepEqual(blanked(od, om, or), blanked(rd, rm, rr)), nil
+}
+
+// sameLifted compares two lifted tool results' data with message.content blanked on both sides. A
+// result without a message object is the restore's to refuse; here it compares as data alone.
+func sameLifted(orig, e event.Event) (bool, error) {
+	blank := func(ev event.Event) (event.Value, error) {
+		d, err := toolData(ev)
+		if err != nil || d.v.Kind != event.KindObject {
+			return d.v, err
+		}
+		msg, _ := d.v.Get("message")
+		if msg.Kind != event.KindObject {
+			return d.v, nil
+		}
+		m := setMember(spread(jsVal{msg, true}), "content", event.Null())
+		rest := setMember(spread(d), "message", event.Value{Kind: event.KindObject, Obj: m})
+		return event.Value{Kind: event.KindObject, Obj: rest}, nil
+	}
+	a, err := blank(orig)
+	if err != nil {
+		return false, err
+	}
+	b, err := blank(e)
+	if err != nil {
+		return false, err
+	}
+	return deepEqual(a, b), nil
 }
 
 // deepEqual is the harness's isDeepEqualJson: structural, with object key order ignored.

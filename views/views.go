@@ -240,7 +240,7 @@ func (s *Session) Fold() (*surface.Result, error) {
 	s.foldOnce.Do(func() {
 		events := s.semantic()
 		if s.foldErr = s.surfaceErr; s.foldErr == nil {
-			s.fold, s.foldErr = surface.Fold(events)
+			s.fold, s.foldErr = generation.FoldView(s.Generation, events)
 		}
 	})
 	return s.fold, s.foldErr

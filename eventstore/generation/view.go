@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/surface"
 )
 
 // The projections dshfs already computes for v0 logs (the surface fold, deriveMessages) read events by
@@ -99,4 +100,23 @@ func setMember(v event.Value, key string, x event.Value) event.Value {
 		}
 	}
 	return event.Object(append(ms, event.Member{Key: key, Value: x})...)
+}
+
+// FoldSurface folds the surface of a log of generation gen: its SurfaceView, folded by FoldView.
+func FoldSurface(gen int, events []event.Event) (*surface.Result, error) {
+	sv, err := SurfaceView(gen, events)
+	if err != nil {
+		return nil, err
+	}
+	return FoldView(gen, sv)
+}
+
+// FoldView folds a surface view (SurfaceView's) of a log of generation gen with that generation's
+// tool-result rewrite rule: v4 lifted tool results into tool-role messages, so a v4 replacement may change
+// the message's whole content, where earlier generations' may change only the wrapped block's.
+func FoldView(gen int, view []event.Event) (*surface.Result, error) {
+	if gen >= 4 {
+		return surface.FoldLifted(view)
+	}
+	return surface.Fold(view)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/internal/fixtures"
 	"github.com/dshfs/dshfs/internal/harness"
-	"github.com/dshfs/dshfs/surface"
 )
 
 const v4WriteID = "main-session-fa821f4b-98fd-46aa-86bc-0955a88ef4b8"
@@ -268,8 +268,7 @@ func TestV4Fork(t *testing.T) {
 // TestV4Compact: a manual compaction of a v4 session writes v4's compaction bracket — the summary naming
 // an exact current surface span that leaves the protected system head alone, the checkpoint a
 // `compact-checkpoint` user message replacing the span with {op:"replace",startSeq,endSeq} — which the
-// harness's v4 code accepts; the surface then holds the head, the checkpoint and the newest node. A prune
-// of a v4 session is refused by name and writes nothing.
+// harness's v4 code accepts; the surface then holds the head, the checkpoint and the newest node.
 func TestV4Compact(t *testing.T) {
 	ctx := context.Background()
 	for _, root := range []string{"raw-root", "zstd-root"} {
@@ -283,22 +282,11 @@ func TestV4Compact(t *testing.T) {
 			if err != nil || out.Nothing {
 				t.Fatalf("compact: %+v %v", out, err)
 			}
-			before := readFileT(t, file)
-			if _, err := compaction.PruneSession(ctx, w, config.Default().Pruner); err == nil || !strings.Contains(err.Error(), "format generation v4") {
-				t.Fatalf("prune: %v", err)
-			}
 			if err := w.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(readFileT(t, file), before) {
-				t.Fatal("a refused prune wrote")
-			}
 			p := agreeWithHarness(t, b, file)
-			sv, err := generation.SurfaceView(4, p.Events)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fold, err := surface.Fold(sv)
+			fold, err := generation.FoldSurface(4, p.Events)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -309,6 +297,77 @@ func TestV4Compact(t *testing.T) {
 			if !bytes.Contains(p.Events[fold.Nodes[1]].Raw, []byte(`"surfaceOp":{"op":"replace","startSeq":`)) {
 				t.Fatalf("checkpoint %s", p.Events[fold.Nodes[1]].Raw)
 			}
+		})
+	}
+}
+
+// TestV4Prune: the tool-result pruner on a v4 session, inside an open turn, writes v4's shapes — a
+// compaction/prune naming the one result as an exact current-surface span, then the result's copy whose
+// tool-role content is cut around the marker, replacing it with {op:"replace",startSeq,endSeq} — which the
+// harness's v4 code accepts, before and after the turn ends. On an idle session it is refused and writes
+// nothing.
+func TestV4Prune(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default().Pruner
+	for _, root := range []string{"raw-root", "zstd-root"} {
+		t.Run(root, func(t *testing.T) {
+			st, b, file := v4Store(t, root)
+			w, err := st.Writer(ctx, v4WriteID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := readFileT(t, file)
+			if _, err := compaction.PruneSession(ctx, w, cfg); eventstore.AsCommandError(err) == nil {
+				t.Fatalf("prune of an idle session: %v", err)
+			}
+			if !bytes.Equal(readFileT(t, file), before) || w.Pending() != 0 {
+				t.Fatal("a refused prune wrote")
+			}
+			// an open turn whose tool result is over the threshold, in two text blocks
+			turn := v4Turn(3, "call-3")
+			big := strings.Repeat("a", cfg.ThresholdChars) + "ü"
+			turn[5] = []byte(`{"type":"tool/result","data":{"turn":3,"step":1,"message":{"role":"tool","source":{"kind":"tool","callId":"call-3"},"toolCallId":"call-3","content":[{"type":"text","text":"` + big + `"},{"type":"text","text":"tail"}],"isError":false,"id":"r-3"}},"surfaceOp":"append"}`)
+			if err := w.Accept(turn[:7]); err != nil {
+				t.Fatal(err)
+			}
+			out, err := compaction.PruneSession(ctx, w, cfg)
+			if err != nil || len(out.Pruned) != 1 || out.Pruned[0].CallID != "call-3" {
+				t.Fatalf("prune: %+v %v", out, err)
+			}
+			pr := out.Pruned[0]
+			if pr.CharsBefore != cfg.ThresholdChars+5 || pr.CharsAfter > cfg.ThresholdChars {
+				t.Fatalf("pruned %+v", pr)
+			}
+			p := agreeWithHarness(t, b, file)
+			orig, repl := p.Events[pr.OriginalSeq], p.Events[pr.ReplacementSeq]
+			rec := p.Events[pr.ReplacementSeq-1]
+			want := fmt.Sprintf(`"data":{"shadowedRange":{"start":%d,"end":%d},"shadowedSeqs":[%d],`, orig.Seq, orig.Seq, orig.Seq)
+			if rec.Type != "compaction/prune" || !bytes.Contains(rec.Raw, []byte(want)) {
+				t.Fatalf("prune record %s", rec.Raw)
+			}
+			wantOp := fmt.Sprintf(`"sourceEventSeqs":[%d],"surfaceOp":{"op":"replace","startSeq":%d,"endSeq":%d}`, orig.Seq, orig.Seq, orig.Seq)
+			if !bytes.Contains(repl.Raw, []byte(wantOp)) || !bytes.Contains(repl.Raw, []byte(config.PruneMarker[2:10])) ||
+				!bytes.Contains(repl.Raw, []byte(`"isError":false,"id":"r-3"}`)) || !bytes.Contains(repl.Raw, []byte(`"text":"tail"`)) {
+				t.Fatalf("replacement %s", repl.Raw)
+			}
+			fold, err := generation.FoldSurface(4, p.Events)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(fold.Nodes, orig.Seq) || !slices.Contains(fold.Nodes, repl.Seq) {
+				t.Fatalf("surface %v after pruning %d into %d", fold.Nodes, orig.Seq, repl.Seq)
+			}
+			// a second pass has nothing left over the threshold; the turn then ends as v4 requires
+			if again, err := compaction.PruneSession(ctx, w, cfg); err != nil || len(again.Pruned) != 0 {
+				t.Fatalf("second prune: %+v %v", again, err)
+			}
+			if err := w.Accept(turn[7:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			agreeWithHarness(t, b, file)
 		})
 	}
 }
