@@ -16,7 +16,8 @@ import (
 // tools: every session's events.jsonl is what the harness's v4 restore yields, its views parse with jq,
 // its status.json says v4; a turn appended through `append` and flushed through `ctl` lands in the v4 file,
 // which the harness's own v4 code restores to exactly what the mount then serves; resume of a session a
-// crash left inside a turn closes it so that the harness's code still accepts it.
+// crash left inside a turn closes it so that the harness's code still accepts it; prune through ctl cuts a
+// long tool result in v4's shapes.
 func TestMountV4(t *testing.T) {
 	t.Parallel()
 	store := fixtures.CopyTree(t, fixtures.Path(t, "generations", "v4", "zstd-root"))
@@ -102,6 +103,28 @@ func TestMountV4(t *testing.T) {
 	if !bytes.Contains(events, []byte(`"code":"TOOL_OUTCOME_UNKNOWN"`)) || !bytes.Contains(events, []byte(`"reason":{"kind":"interrupted"}`)) {
 		t.Fatalf("resume did not close the turn with the interrupted repair:\n%s", events[bytes.LastIndex(events[:len(events)-1], []byte("\n"))+1:])
 	}
+
+	// a long tool result in an open turn, pruned through ctl in v4's shapes, then the turn ends
+	big := strings.Repeat("x", 10000)
+	turn4 := []string{
+		`{"type":"turn/start","data":{"turn":4}}`,
+		`{"type":"step/start","data":{"turn":4,"step":1}}`,
+		`{"type":"user/message","data":{"content":[{"type":"text","text":"once more"}],"source":{"kind":"user"},"role":"user","id":"u-4"},"surfaceOp":"append"}`,
+		`{"type":"assistant/message","data":{"turn":4,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"c-4","name":"bash","arguments":"{}"}],"source":{"kind":"model"},"id":"a-4"}},"surfaceOp":"append"}`,
+		`{"type":"tool/call","data":{"turn":4,"step":1,"callId":"c-4","name":"bash","arguments":"{}"}}`,
+		`{"type":"tool/result","data":{"turn":4,"step":1,"message":{"role":"tool","source":{"kind":"tool","callId":"c-4"},"toolCallId":"c-4","content":[{"type":"text","text":"` + big + `"}],"id":"r-4"}},"surfaceOp":"append"}`,
+	}
+	if err := os.WriteFile(turn, []byte(strings.Join(turn4, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "sh", "-c", `cat "$1" >> "$2/append" && echo prune > "$2/ctl"`, "sh", turn, dir)
+	agree("prune")
+	if surf := mustRun(t, "cat", filepath.Join(dir, "surface.jsonl")); !bytes.Contains(surf, []byte("tool result middle pruned")) || bytes.Contains(surf, []byte(big)) {
+		t.Fatal("the surface does not hold the pruned copy in place of the long result")
+	}
+	mustRun(t, "sh", "-c", `printf '%s\n' "$1" "$2" >> "$3/append" && echo flush > "$3/ctl"`, "sh",
+		`{"type":"step/end","data":{"turn":4,"step":1}}`, `{"type":"turn/end","data":{"turn":4,"reason":{"kind":"completed"}}}`, dir)
+	agree("the pruned turn's end")
 
 	// a manual compaction, then a fork of the compacted session: both v4, both accepted by the harness
 	mustRun(t, "sh", "-c", `echo compact > "$1/ctl" && echo flush > "$1/ctl"`, "sh", dir)
