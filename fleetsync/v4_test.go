@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dshfs/dshfs/convert"
+	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/dshfs/dshfs/eventstore/postgres"
 	"github.com/dshfs/dshfs/fleetsync"
@@ -112,6 +114,7 @@ func TestSyncV4Fixtures(t *testing.T) {
 				}
 				harnessReads(t, dst, e.ID)
 			}
+			handedOver(t, dst, src, mode(root))
 			if st := statuses(pass(t, s)); st[fleetsync.Unchanged] != len(reports) {
 				t.Errorf("second run: %v, want %d unchanged", st, len(reports))
 			}
@@ -145,6 +148,59 @@ func TestSyncV4Fixtures(t *testing.T) {
 			t.Errorf("the fleet store holds %v", ids)
 		}
 	})
+}
+
+func mode(root string) jsonl.Compression {
+	if root == "raw-root" {
+		return jsonl.None
+	}
+	return jsonl.Zstd
+}
+
+// handedOver converts every session of the fleet store into a new JSONL root (what `dshfs backup` and a
+// handover with `dshfs convert` do), verified: each v4 session is written as a v4 file whose plaintext is
+// the host's v4 file's, byte for byte, and which the harness's v4 code restores to the events the fleet
+// store serves.
+func handedOver(t *testing.T, dst *postgres.Backend, host *eventstore.Store, m jsonl.Compression) {
+	t.Helper()
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "handover")
+	out, err := jsonl.Open(root, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := convert.Run(ctx, eventstore.New(dst), out, convert.Options{Verify: true,
+		Reopen: func() (eventstore.Backend, error) { return jsonl.Open(root, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := eventstore.New(out)
+	for _, r := range reports {
+		if r.Outcome != convert.Converted {
+			t.Errorf("%s: handed over %s (%s)", r.ID, r.Outcome, r.Reason)
+			continue
+		}
+		file := artifact(t, copied, r.ID)
+		if !strings.Contains(filepath.Base(file), ".v4.") {
+			t.Errorf("%s: handed over as %s", r.ID, file)
+			continue
+		}
+		if got, want := plaintext(t, file), plaintext(t, artifact(t, host, r.ID)); !bytes.Equal(got, want) {
+			t.Errorf("%s: the handed-over v4 file is not the host's", r.ID)
+		}
+		r4, err := harness.GetFormatsV4(t).Decode(file)
+		if err != nil || r4.Refusal != "" {
+			t.Fatalf("%s: the harness's v4 code on the handed-over file: %v %s", r.ID, err, r4.Refusal)
+		}
+		p, _ := loadFleet(t, dst, r.ID)
+		var evs []byte
+		for _, e := range p.Events {
+			evs = append(append(evs, e.Raw...), '\n')
+		}
+		if !bytes.Equal(evs, r4.Events) {
+			t.Errorf("%s: the harness restores other events from the handed-over file than the fleet store serves", r.ID)
+		}
+	}
 }
 
 // TestSyncV4Appended: what the harness appends to a v4 session is copied on the next run, past what the
