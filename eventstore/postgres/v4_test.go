@@ -3,11 +3,13 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/compaction"
@@ -221,5 +223,106 @@ func TestV4FleetWrites(t *testing.T) {
 	}
 	if g := query[int16](t, b.cfg.ConnConfig.ConnString(), `SELECT generation FROM sessions WHERE id = 'new-v4'`); g != 4 {
 		t.Fatalf("generation %d", g)
+	}
+}
+
+// TestV4FleetTornRow: a row the v4 restore rejects after the last one it accepts (no later turn/end
+// proves it committed) is the torn tail, as in a v4 file: the session reads to the row before, and a
+// resume moves the row to `kept` (kind torn) and leaves a log the harness's v4 code restores.
+func TestV4FleetTornRow(t *testing.T) {
+	ctx := context.Background()
+	b, fst, _, _, _ := v4Pair(t)
+	bad := []byte(`{"type":"turn/start","seq":26,"data":{"turn":3}}`)
+	if _, err := b.pool.Exec(ctx, `INSERT INTO events (session_id, seq, last_seq, type, time, line, compressed) VALUES ($1, 26, 26, 'turn/start', 0, $2, false)`, v4ID, bad); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.LoadStored(ctx, v4ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Events) != 26 || p.Torn == nil || p.Torn.Seq != 26 || p.Torn.Bytes != int64(len(bad))+1 {
+		t.Fatalf("%d events, torn %+v; want 26 and the row at seq 26 torn", len(p.Events), p.Torn)
+	}
+	if _, err := fst.Resume(ctx, v4ID); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	kept, err := b.KeptOf(ctx, v4ID)
+	if err != nil || len(kept) != 1 || kept[0].Kind != "torn" || !bytes.HasSuffix(kept[0].Body, append(bad, '\n')) {
+		t.Fatalf("kept %+v %v, want the torn row", kept, err)
+	}
+	if p := harnessAgrees(t, b, v4ID); p.Torn != nil || len(p.Events) < 26 {
+		t.Fatalf("after the resume: %d events, torn %+v", len(p.Events), p.Torn)
+	}
+}
+
+// TestSupersede: a synced v0 log is replaced by its v4 successor in one transaction only by the host that
+// feeds it and at the revision it compared: the v0 log is kept (kind superseded), the session gets a new
+// identity and loses its stale state. Another host, a released session, another revision or a session
+// already v4 is refused with nothing changed.
+func TestSupersede(t *testing.T) {
+	ctx := context.Background()
+	dir := fixtures.Path(t, "generations", "v4", "raw-root", "--home-dev-projects-acme-api--", v4ID, "session.v4.jsonl")
+	text, err := os.ReadFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4 := bytes.Split(bytes.TrimSuffix(text, []byte("\n")), []byte("\n"))
+	_, _, dsn := newDB(t)
+	b := open(t, dsn, Options{Host: "h"})
+	if err := b.Ingest(ctx, "h", v4ID, header(v4ID), 0, lines(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.NoteSync(ctx, "h", v4ID, Stale, "upgraded"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := b.ReadRaw(ctx, v4ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _ := b.Held(ctx, v4ID)
+	before, _ := b.Stat(ctx, v4ID, "")
+	for _, c := range []struct {
+		name, host string
+		rev        int64
+		want       string
+	}{
+		{"another revision", "h", held.Revision - 1, "changed in the fleet store"},
+		{"another host", "g", held.Revision, "already in the fleet store from host"},
+	} {
+		if _, err := b.Supersede(ctx, c.host, v4ID, c.rev, v4[0], v4[1:]); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if got, _ := b.ReadRaw(ctx, v4ID); !bytes.Equal(got, old) {
+			t.Fatalf("%s: the session changed", c.name)
+		}
+	}
+	rev, err := b.Supersede(ctx, "h", v4ID, held.Revision, v4[0], v4[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.ReadRaw(ctx, v4ID); !bytes.Equal(got, text) {
+		t.Fatal("the session is not the v4 log after the superseding")
+	}
+	after, _ := b.Stat(ctx, v4ID, "")
+	if h, _ := b.Held(ctx, v4ID); h.Generation != 4 || h.Revision != rev || h.SyncHost != "h" || after.Identity == before.Identity {
+		t.Fatalf("after: %+v, identity %s (was %s)", h, after.Identity, before.Identity)
+	}
+	kept, err := b.KeptOf(ctx, v4ID)
+	if err != nil || len(kept) != 1 || kept[0].Kind != "superseded" || !bytes.Equal(kept[0].Body, old) {
+		t.Fatalf("kept %+v %v", kept, err)
+	}
+	if states, _ := b.SyncStates(ctx); len(states) != 0 {
+		t.Fatalf("states after the superseding: %+v", states)
+	}
+	if _, err := b.Supersede(ctx, "h", v4ID, rev, v4[0], v4[1:]); err == nil || !strings.Contains(err.Error(), "already generation v4") {
+		t.Fatalf("superseding a v4 session: %v", err)
+	}
+	if err := b.Release(ctx, "h", v4ID); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := b.Held(ctx, v4ID)
+	var rel *ReleasedError
+	if _, err := b.Supersede(ctx, "h", v4ID, h.Revision, v4[0], v4[1:]); !errors.As(err, &rel) {
+		t.Fatalf("superseding a released session: %v", err)
 	}
 }
