@@ -96,3 +96,58 @@ func TestV4ToSQLite(t *testing.T) {
 		t.Fatalf("the database lists %d sessions, %v", len(l.Entries), err)
 	}
 }
+
+// TestV4ToJSONL: a v4 store converted into a JSONL root of the other encoding is written in v4, each
+// session a v4 file restoring to the source's header and events (verified), and a second run finds every
+// session identical; a v0 session of the same id in the destination is left alone (differs).
+func TestV4ToJSONL(t *testing.T) {
+	src, err := jsonl.Open(fixtures.CopyTree(t, fixtures.Path(t, "generations", "v4", "raw-root")), jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstRoot := filepath.Join(t.TempDir(), "dst")
+	reopen := func() (eventstore.Backend, error) { return jsonl.Open(dstRoot, jsonl.Zstd) }
+	dst, _ := reopen()
+	reports, err := Run(ctx, eventstore.New(src), dst, Options{Verify: true, Reopen: reopen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 11 {
+		t.Fatalf("%d reports", len(reports))
+	}
+	for _, r := range reports {
+		if r.Outcome != Converted || r.Events == 0 {
+			t.Errorf("%s: %s %s", r.ID, r.Outcome, r.Reason)
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(dstRoot, "*", "*", "session.v4.jsonl.zstd")); len(files) != 11 {
+		t.Fatalf("%d v4 files written", len(files))
+	}
+	again, err := Run(ctx, eventstore.New(src), dst, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range again {
+		if r.Outcome != Identical {
+			t.Errorf("second run %s: %s %s", r.ID, r.Outcome, r.Reason)
+		}
+	}
+
+	v0, err := jsonl.Open(fixtures.CopyTree(t, fixtures.Path(t, "generated", "raw")), jsonl.None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err = Run(ctx, eventstore.New(src), v0, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	differs := 0
+	for _, r := range reports {
+		if r.Outcome == Differs && strings.Contains(r.Reason, "another format generation") {
+			differs++
+		}
+	}
+	if differs != 5 {
+		t.Fatalf("%d sessions held as v0 in the destination left alone, want 5: %+v", differs, reports)
+	}
+}

@@ -186,7 +186,7 @@ func (s *Store) Create(ctx context.Context, h event.Header) error {
 		return err
 	}
 	if g := int(h.Version); !s.writesGeneration(g) {
-		return cmdErr(Invalid, CodeBadInput, fmt.Sprintf("the %s store does not write format generation v%d sessions (dshfs writes v4 in JSONL roots only); nothing was written", s.b.Name(), g))
+		return cmdErr(Invalid, CodeBadInput, fmt.Sprintf("the %s store does not write format generation v%d sessions (dshfs writes v4 in JSONL roots and fleet stores only); nothing was written", s.b.Name(), g))
 	}
 	if _, err := s.b.Locate(h); err != nil {
 		return cmdErr(Invalid, CodeBadInput, err.Error())

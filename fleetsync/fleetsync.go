@@ -17,9 +17,14 @@
 //   - A session belongs to the host that first synced it. The same id from another host is refused and
 //     reported, never merged or overwritten — unless that host's copy is identical to the fleet store's,
 //     which is nothing to do. A session its host released (sync --release) is no longer followed.
-//   - Sessions of a later format generation (v2, v3, v4) are skipped: their files hold the harness's later
-//     codec, not the v0 lines the fleet store keeps. One synced before its harness upgraded it is marked
-//     stale in the fleet store, which then refuses it.
+//   - A format v4 session (session.v4.jsonl[.zstd] of a JSONL store: harness 0.2.x) is carried as v4: its
+//     physical header line and rows, byte for byte, the rows being those the v4 restore accepts (read
+//     whole on each change), with the same content proof. One synced as v0 whose harness upgraded it
+//     since is carried as its new generation when its v4 log holds every event of the v0 copy (compared
+//     on what the migration keeps: type, time, turn, step, call id), the v0 copy kept in the fleet store
+//     (kind superseded); else it is marked stale, with the reason, and the fleet store refuses it.
+//   - Sessions of generations v2 and v3 (and v4 in a SQLite store) are skipped: the fleet store keeps v0
+//     and v4 logs only. One synced before its harness upgraded it so is marked stale.
 package fleetsync
 
 import (
@@ -39,6 +44,10 @@ type Fleet interface {
 	Digests(ctx context.Context, id string) (revision int64, exists bool, digests []postgres.LineDigest, err error)
 	StoredLine(ctx context.Context, id string, seq int64) ([]byte, error)
 	NoteSync(ctx context.Context, host, id, state, reason string) error
+	// ReadRaw is the stored log as JSONL text, header line first; Supersede replaces a v0 log by its v4
+	// successor (postgres.Backend.Supersede)
+	ReadRaw(ctx context.Context, id string) ([]byte, error)
+	Supersede(ctx context.Context, host, id string, rev int64, header []byte, lines [][]byte) (int64, error)
 	Release(ctx context.Context, host, id string) error
 	Touch(ctx context.Context, host string, fresh time.Duration) error
 }

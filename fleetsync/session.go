@@ -27,11 +27,17 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 		r.Status, r.Reason = Failed, "the fleet store cannot be read: "+err.Error()
 		return r
 	}
-	if e.Generation != 0 {
+	read := s.read
+	if ob, ok := s.src.Backend().(artifactOpener); ok && e.Generation == 4 {
+		if held.Exists && held.Host == s.opts.Host && held.Generation == 0 {
+			return s.upgrade(ctx, e, held, ob)
+		}
+		read = v4Reader{b: ob, workers: s.src.Tuning.N()}
+	} else if e.Generation != 0 {
 		later := "session artifact " + stringify(e.Path) + " is format generation v" + strconv.Itoa(e.Generation) +
 			", written by " + generation.WrittenBy(e.Generation)
-		r.Status, r.Reason = Skipped, later+"; the fleet store keeps generation v0 logs only"
-		if held.Exists && held.Host == s.opts.Host {
+		r.Status, r.Reason = Skipped, later+"; the fleet store keeps generation v0 and v4 logs of JSONL stores only"
+		if held.Exists && held.Host == s.opts.Host && held.Generation == 0 {
 			// synced before the harness upgraded it: the copy there is no longer the session's log
 			if err := s.dst.NoteSync(ctx, s.opts.Host, e.ID, postgres.Stale, later); err != nil {
 				r.Status, r.Reason = Failed, "the fleet store's copy (the log before the upgrade) cannot be marked stale: "+err.Error()
@@ -57,7 +63,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	if from != nil && !(held.Exists && held.SyncHost == s.opts.Host && held.NextSeq == from.next && bytes.Equal(held.Header, from.header)) {
 		from = nil
 	}
-	if from != nil && !s.read.resumes(ctx, e, from) {
+	if from != nil && !read.resumes(ctx, e, from) {
 		from = nil // the artifact was replaced or cut back since: what it holds now is read whole
 	}
 	// What is appended must continue the stored log by content: the fleet store's copy is compared, line
@@ -87,7 +93,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	if c.compare {
 		known = c.known
 	}
-	res, err := s.read.read(ctx, e, from, known, c.header, c.line)
+	res, err := read.read(ctx, e, from, known, c.header, c.line)
 	torn := res.torn
 	if err == nil {
 		err = c.flush(ctx, true)

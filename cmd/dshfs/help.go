@@ -61,8 +61,8 @@ before 0.1.5 writing it) is refused as live elsewhere; --force acknowledges that
 	"create": `dshfs create [--config FILE] [--cwd DIR] [--generation auto|0|4] STORE [ID]
 Publishes a header-only session at once (default id: a new UUIDv4); the harness lists and opens it.
 --cwd DIR: the session's cwd (absolute; default the current directory), which decides its project directory.
---generation: its format generation; default [writer] generation, "auto": v4 in a JSONL root that holds a v4
-session (the 0.2.x harness's), else v0, which every release reads.`,
+--generation: its format generation; default [writer] generation, "auto": v4 in a JSONL root or fleet store that
+holds a v4 session (the 0.2.x harness's), else v0, which every release reads.`,
 	"resume": `dshfs resume [--config FILE] [--force] STORE ID
 The harness's resume: commits the crash repair (torn bytes kept in a sidecar, the interrupted closers) and a
 session/end-seed. --force: as for append.`,
@@ -122,8 +122,10 @@ lines past what DST holds, in transactions of at most 1,000 lines or 4 MiB, so t
 moment and run again leaves no gap, no duplicate and no partial batch. A live session is copied up to its last
 complete line or zstd frame, an interrupted one as stored (a torn tail is left behind and reported). Sessions
 are recorded as this host's (--host, default [fleet] host or the host name): the same id held from another host is refused
-unless the copies are identical, never merged or overwritten. Sessions SRC refuses, and those of a later
-format generation (v2, v3), are skipped. One line per session on stdout (status, id, events and bytes copied,
+unless the copies are identical, never merged or overwritten. Sessions SRC refuses, and those of format
+generation v2 or v3, are skipped. A v4 session (harness 0.2.x) is copied as v4; one synced as v0 that the
+harness upgraded since is carried as v4 when its v4 log holds the copy's events (the v0 copy kept in DST),
+else marked stale there. One line per session on stdout (status, id, events and bytes copied,
 the events DST holds, a reason): copied | unchanged | identical | released | refused | skipped | failed; a
 summary on stderr; a progress bar on a terminal.
 --watch: then follows SRC (inotify, and a pass every 30 s) and copies new lines as they land, one line per
@@ -136,7 +138,8 @@ session failed, or a signal ended the run before its first pass did.`,
 Creates the fleet store's schema in the PostgreSQL database DSN (postgres://… or postgresql://…, libpq rules:
 PG* environment variables and ~/.pgpass apply), or checks the one there: idempotent. Any write to a fleet
 store (sync, create, append…) does the same on an empty database; this does it explicitly, e.g. as the
-database's owner before granting a read-only role. A database holding another fleet schema version, or
+database's owner before granting a read-only role. A version-1 schema is migrated to version 2 in place
+(run it as the role that owns the schema). A database holding another fleet schema version, or
 tables of the fleet schema's names laid out otherwise, is refused (exit 1) with nothing written; a DSN that
 does not parse, a refused login or an unreachable server exit 2. The password never appears in the output.`,
 	"version": `dshfs version

@@ -21,10 +21,10 @@ func TestFleetStoreCLI(t *testing.T) {
 	db := s.NewDatabase(t)
 	dsn := s.DSN(db)
 	code, out, errOut := runCLI("pg", "init", dsn)
-	if code != 0 || !strings.Contains(out, "ready: schema version 1, store id ") {
+	if code != 0 || !strings.Contains(out, "ready: schema version 2, store id ") {
 		t.Fatalf("pg init: %d %q %q", code, out, errOut)
 	}
-	if code, out, _ := runCLI("pg", "init", dsn); code != 0 || !strings.Contains(out, "schema version 1") {
+	if code, out, _ := runCLI("pg", "init", dsn); code != 0 || !strings.Contains(out, "schema version 2") {
 		t.Fatalf("pg init again: %d %q", code, out)
 	}
 	if code, out, errOut := runCLI("create", "--cwd", "/srv/app", dsn, "s1"); code != 0 || !strings.Contains(out, `created \"s1\"`) {
@@ -145,14 +145,14 @@ func TestFleetStoreCLIRefusals(t *testing.T) {
 			t.Errorf("%s: exit %d %q %q", c.name, code, out, errOut)
 		}
 	}
-	if err := s.Exec(db, `UPDATE dshfs_fleet SET schema_version = 2`); err != nil {
+	if err := s.Exec(db, `UPDATE dshfs_fleet SET schema_version = 3`); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut = runCLI("pg", "init", s.DSN(db))
-	if code != 1 || !strings.Contains(errOut, "holds fleet schema version 2; this dshfs supports version 1 only") {
+	if code != 1 || !strings.Contains(errOut, "holds fleet schema version 3; this dshfs supports versions 1 to 2") {
 		t.Fatalf("pg init of another schema version: %d %q", code, errOut)
 	}
-	if code, _, errOut := runCLI("ls", s.DSN(db)); code != 2 || !strings.Contains(errOut, "schema version 2") {
+	if code, _, errOut := runCLI("ls", s.DSN(db)); code != 2 || !strings.Contains(errOut, "schema version 3") {
 		t.Fatalf("ls of another schema version: %d %q", code, errOut)
 	}
 	s.Pause()

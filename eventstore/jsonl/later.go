@@ -54,9 +54,12 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 	return p, art, nil
 }
 
-// laterHeader is the header of a later generation as the rest of dshfs reads headers; Meta gives the
-// codec's logical header byte for byte.
-func laterHeader(h generation.Header) event.Header {
+// laterHeader is LaterHeader.
+func laterHeader(h generation.Header) event.Header { return LaterHeader(h) }
+
+// LaterHeader is the header of a later generation as the rest of dshfs reads headers; Meta gives the
+// codec's logical header byte for byte. A fleet store holding a v4 session reads its header so too.
+func LaterHeader(h generation.Header) event.Header {
 	str := func(s *string) *event.Value {
 		if s == nil {
 			return nil

@@ -9,6 +9,12 @@
 // a load decodes the rows with the event-package functions the JSONL scan uses. A line of CompressFrom
 // bytes or more is kept as a zstd frame when that is smaller, as the SQLite codec keeps its data.
 //
+// A format v4 session (sessions.generation 4) is kept as its v4 file holds it — the physical header line
+// and one row per physical row — and restored with the v4 codec as the JSONL backend restores a
+// session.v4.jsonl; its writes store generation.PhysicalRow rows (v4.go). Supersede replaces a synced v0
+// log by its v4 successor, keeping the v0 log in `kept`. A version-1 schema (before generations) is read
+// as it is and migrated in place by the first writer (migrateSchema).
+//
 // Every committed write (Materialize, AppendBatch, CommitRepair, Ingest, Release) is one transaction that
 // bumps the session's revision — part of the artifact token, so a mount or writer sees the change — and
 // announces the session id on the NOTIFY channel dshfs_fleet, delivered at commit (Watch).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,6 +25,9 @@ type Holding struct {
 	SyncHost string    // the host whose sync still feeds it; "" when released or written here
 	SyncSeen time.Time // when that sync last ran for it
 	Revision int64
+	// Generation is the format generation the store holds the session in: 0, or 4 (its header the v4
+	// file's physical header line, its lines the file's rows)
+	Generation int
 }
 
 // HostConflictError refuses an Ingest of a session the store already holds from another host, or with
@@ -104,10 +108,13 @@ func storable(id string, hf headerFields) error {
 
 // headerFields are a header line's columns.
 type headerFields struct {
-	version   float64
-	createdAt int64
-	cwd       *string
-	parent    *string
+	// generation is the session's format generation: 4 for a v4 physical header line, else 0 (a header
+	// of another unsupported version is stored as v0's, and listed refused)
+	generation int16
+	version    float64
+	createdAt  int64
+	cwd        *string
+	parent     *string
 }
 
 // parseHeader reads a header line (no LF) for its columns; a header of an unsupported format version is
@@ -118,6 +125,17 @@ func parseHeader(id string, line []byte) (headerFields, error) {
 	}
 	h, err := event.ParseHeaderLine(append(bytes.Clone(line), '\n'))
 	var uv *event.UnsupportedVersionError
+	if errors.As(err, &uv) && uv.Version == 4 {
+		// a v4 session's physical header line, as the v4 codec reads it
+		gh, err := generation.ParseHeader(4, line)
+		if err != nil {
+			return headerFields{}, fmt.Errorf("session %q: the v4 header does not read: %w", id, err)
+		}
+		if gh.ID != id {
+			return headerFields{}, fmt.Errorf("session %q: the header names session %q", id, gh.ID)
+		}
+		return headerFields{version: 4, createdAt: gh.CreatedAt, cwd: gh.Cwd, parent: gh.ParentSession, generation: 4}, nil
+	}
 	if errors.As(err, &uv) {
 		if uv.ID != id {
 			return headerFields{}, fmt.Errorf("session %q: the header names session %q", id, uv.ID)
@@ -140,15 +158,22 @@ func parseHeader(id string, line []byte) (headerFields, error) {
 	return f, nil
 }
 
-// encodeBatch describes lines as rows, checking that their seqs run contiguously from from.
-func encodeBatch(id string, from int64, lines [][]byte) ([]storedLine, error) {
+// encodeBatch describes lines as rows, checking that their seqs run contiguously from from: v0 lines, or
+// the physical rows of a v4 file (gen 4), one event each.
+func encodeBatch(id string, gen int16, from int64, lines [][]byte) ([]storedLine, error) {
 	out := make([]storedLine, len(lines))
 	next := from
 	for i, l := range lines {
 		if bytes.IndexByte(l, '\n') >= 0 {
 			return nil, &LineError{ID: id, Index: i, Err: errors.New("it holds a line feed")}
 		}
-		s, err := encodeLine(l)
+		var s storedLine
+		var err error
+		if gen == 4 {
+			s, err = v4Row(l)
+		} else {
+			s, err = encodeLine(l)
+		}
 		if err != nil {
 			return nil, &LineError{ID: id, Index: i, Err: err}
 		}
@@ -171,7 +196,7 @@ func (b *Backend) Held(ctx context.Context, id string) (_ Holding, err error) {
 	if b.empty(ctx) {
 		return Holding{}, nil
 	}
-	h, err := scanHolding(b.pool.QueryRow(ctx, `SELECT `+holdingColumns+` FROM sessions WHERE id = $1`, id))
+	h, err := scanHolding(b.pool.QueryRow(ctx, `SELECT `+b.holdingColumns()+` FROM sessions WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Holding{}, nil
 	}
@@ -190,7 +215,7 @@ func (b *Backend) HeldAll(ctx context.Context) (_ map[string]Holding, err error)
 	if b.empty(ctx) {
 		return out, nil
 	}
-	rows, err := b.pool.Query(ctx, `SELECT id, `+holdingColumns+` FROM sessions`)
+	rows, err := b.pool.Query(ctx, `SELECT id, `+b.holdingColumns()+` FROM sessions`)
 	if err != nil {
 		return nil, b.wrap(err)
 	}
@@ -210,17 +235,21 @@ func (b *Backend) HeldAll(ctx context.Context) (_ map[string]Holding, err error)
 	return out, nil
 }
 
-const holdingColumns = `host, next_seq, header, sync_host, sync_seen, revision`
+// holdingColumns are the columns scanHolding reads.
+func (b *Backend) holdingColumns() string {
+	return `host, next_seq, header, sync_host, sync_seen, revision, ` + b.generationCol()
+}
 
 // scanHolding reads holdingColumns (after any leading columns given in lead).
 func scanHolding(row pgx.Row, lead ...any) (Holding, error) {
 	var h Holding
 	var syncHost *string
 	var seen *time.Time
-	if err := row.Scan(append(lead, &h.Host, &h.NextSeq, &h.Header, &syncHost, &seen, &h.Revision)...); err != nil {
+	var gen int16
+	if err := row.Scan(append(lead, &h.Host, &h.NextSeq, &h.Header, &syncHost, &seen, &h.Revision, &gen)...); err != nil {
 		return Holding{}, err
 	}
-	h.Exists = true
+	h.Exists, h.Generation = true, int(gen)
 	if syncHost != nil {
 		h.SyncHost = *syncHost
 	}
@@ -258,7 +287,7 @@ func (b *Backend) IngestRevision(ctx context.Context, host, id string, header []
 		return 0, err
 	}
 	resume := pause(ctx)
-	recs, err := encodeBatch(id, from, lines)
+	recs, err := encodeBatch(id, hf.generation, from, lines)
 	resume()
 	if err != nil {
 		return 0, err
@@ -278,8 +307,8 @@ func (b *Backend) IngestRevision(ctx context.Context, host, id string, header []
 				return &GapError{ID: id, From: from, NextSeq: 0}
 			}
 			inc := eventstore.NewUUID()
-			if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, header, version, created_at, cwd, parent_session, host, incarnation, bytes, sync_host, sync_seen)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now())`, id, header, hf.version, hf.createdAt, hf.cwd, hf.parent, host, inc, int64(len(header)+1)); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO sessions (id, header, version, created_at, cwd, parent_session, host, incarnation, bytes, sync_host, sync_seen, generation)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now(), $10)`, id, header, hf.version, hf.createdAt, hf.cwd, hf.parent, host, inc, int64(len(header)+1), hf.generation); err != nil {
 				return err
 			}
 		case err != nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
 	"github.com/dshfs/dshfs/eventstore/jsonl"
 	"github.com/jackc/pgx/v5"
 )
@@ -26,13 +27,17 @@ type sessionRow struct {
 	createdAt               int64
 	syncHost                *string
 	syncSeen                *time.Time
+	generation              int16 // 0 or 4
 }
 
-const sessionCols = `id, header, host, incarnation, revision, next_seq, rows, bytes, last_time, created_at, sync_host, sync_seen`
+// sessionCols are the columns scanSession reads.
+func (b *Backend) sessionCols() string {
+	return `id, header, host, incarnation, revision, next_seq, rows, bytes, last_time, created_at, sync_host, sync_seen, ` + b.generationCol()
+}
 
 func scanSession(r pgx.Row) (sessionRow, error) {
 	var s sessionRow
-	err := r.Scan(&s.id, &s.header, &s.host, &s.incarnation, &s.revision, &s.nextSeq, &s.rows, &s.size, &s.lastTime, &s.createdAt, &s.syncHost, &s.syncSeen)
+	err := r.Scan(&s.id, &s.header, &s.host, &s.incarnation, &s.revision, &s.nextSeq, &s.rows, &s.size, &s.lastTime, &s.createdAt, &s.syncHost, &s.syncSeen, &s.generation)
 	return s, err
 }
 
@@ -41,7 +46,7 @@ func (b *Backend) session(ctx context.Context, q queryer, id string) (sessionRow
 	if b.empty(ctx) {
 		return sessionRow{}, &eventstore.NotFoundError{ID: id}
 	}
-	s, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
+	s, err := scanSession(q.QueryRow(ctx, `SELECT `+b.sessionCols()+` FROM sessions WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, &eventstore.NotFoundError{ID: id}
 	}
@@ -73,8 +78,20 @@ func (b *Backend) artifact(s sessionRow) eventstore.Artifact {
 	return eventstore.Artifact{Token: b.token(s), Identity: b.identity(s), ModTime: time.UnixMilli(at), Size: s.size, Owner: owner()}
 }
 
-// parseStoredHeader reads a stored header line as the JSONL scan reads a first line.
-func parseStoredHeader(id string, line []byte) (event.Header, error) {
+// parseStoredHeader reads a stored header line as the JSONL scan reads a first line: a v0 header, or the
+// physical header line of a v4 session (gen 4) as the v4 codec reads it.
+func parseStoredHeader(id string, line []byte, gen int16) (event.Header, error) {
+	if gen == 4 {
+		gh, err := generation.ParseHeader(4, line)
+		if err != nil {
+			return event.Header{}, laterError(err)
+		}
+		h := jsonl.LaterHeader(gh)
+		if h.ID != id {
+			return h, &contentError{fmt.Errorf("corrupt session log: the header names session %q, stored as %q", h.ID, id)}
+		}
+		return h, nil
+	}
 	h, err := event.ParseHeaderLine(append(bytes.Clone(line), '\n'))
 	var uv *event.UnsupportedVersionError
 	if errors.As(err, &uv) {
@@ -97,7 +114,7 @@ func (b *Backend) List(ctx context.Context) (_ eventstore.Listing, err error) {
 	if b.empty(ctx) {
 		return eventstore.Listing{}, nil
 	}
-	rows, err := b.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions ORDER BY listed`)
+	rows, err := b.pool.Query(ctx, `SELECT `+b.sessionCols()+` FROM sessions ORDER BY listed`)
 	if err != nil {
 		return eventstore.Listing{}, b.wrap(err)
 	}
@@ -111,8 +128,9 @@ func (b *Backend) List(ctx context.Context) (_ eventstore.Listing, err error) {
 			return eventstore.Listing{}, b.wrap(err)
 		}
 		art := b.artifact(s)
-		e := eventstore.Entry{ID: s.id, Path: b.where, Revision: art.Token, Identity: art.Identity, ModTime: art.ModTime, Owner: own, Host: s.host}
-		h, err := parseStoredHeader(s.id, s.header)
+		e := eventstore.Entry{ID: s.id, Path: b.where, Revision: art.Token, Identity: art.Identity, ModTime: art.ModTime, Owner: own, Host: s.host,
+			Generation: int(s.generation)}
+		h, err := parseStoredHeader(s.id, s.header, s.generation)
 		if err != nil {
 			e.Refusal = err
 		} else {
@@ -253,7 +271,7 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 		if err != nil {
 			return err
 		}
-		h, err := parseStoredHeader(id, s.header)
+		h, err := parseStoredHeader(id, s.header, s.generation)
 		if err != nil {
 			return err
 		}
@@ -262,6 +280,10 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, sink events
 			return err
 		}
 		if err := staleRefusal(id, states); err != nil {
+			return err
+		}
+		if s.generation == 4 {
+			p, err = b.loadV4(ctx, tx, s, sink)
 			return err
 		}
 		if sink != nil {

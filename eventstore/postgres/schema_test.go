@@ -142,7 +142,7 @@ func TestUnknownSchemaRefused(t *testing.T) {
 	cases := []struct {
 		name, setup, want string
 	}{
-		{"newer version", `UPDATE dshfs_fleet SET schema_version = 7`, "holds fleet schema version 7; this dshfs supports version 1 only"},
+		{"newer version", `UPDATE dshfs_fleet SET schema_version = 7`, "holds fleet schema version 7; this dshfs supports versions 1 to 2 (it migrates 1 to 2)"},
 		{"foreign layout", `ALTER TABLE events ADD COLUMN extra int`, "has columns"},
 		{"no fleet table", `DROP TABLE dshfs_fleet`, "no dshfs_fleet table"},
 	}

@@ -21,8 +21,9 @@ import (
 // Sync states.
 const (
 	// Stale: the session's source moved on to a later format generation (the host's harness upgraded it
-	// after it was synced); the fleet store, which keeps generation v0 logs only, holds the log as it was
-	// before. It is refused, never served as the current log.
+	// after it was synced) and the sync could not carry it as its new generation (a v4 log that does not
+	// hold the copy's events, or v2/v3); the fleet store holds the log as it was before. It is refused,
+	// never served as the current log, until a Supersede clears it.
 	Stale = "stale"
 	// Diverged: a sync under this session's host name holds another log of it (a VM clone, a root
 	// restored from an older backup) from some seq on; the fleet store keeps the copy it had, readable,
@@ -46,7 +47,7 @@ type SyncStateError struct {
 }
 
 func (e *SyncStateError) Error() string {
-	return fmt.Sprintf("stale: host %q's sync found this session moved to a later format generation (%s); the fleet store holds it as it was before", e.Host, e.Reason)
+	return fmt.Sprintf("stale: host %q's sync found this session moved to a later format generation and did not carry it (%s); the fleet store holds it as it was before", e.Host, e.Reason)
 }
 
 func (e *SyncStateError) Unwrap() error { return &eventstore.UnsupportedError{Message: e.Error()} }

@@ -58,8 +58,12 @@ type Backend struct {
 	opts     Options
 	pool     *pgxpool.Pool
 	storeID  string
-	pristine bool      // read-only over a database without the schema (yet): no sessions; guarded by mu
-	checked  time.Time // when empty last looked for the schema
+	pristine bool // read-only over a database without the schema (yet): no sessions; guarded by mu
+	// schema is the database's schema version (guarded by mu): SchemaVersion once a writer opened it; a
+	// read-only Backend over a version-1 database reads it as such (every session v0) until a writer
+	// migrates it, looked for again at most once a PollInterval
+	schema  int64
+	checked time.Time // when empty last looked for the schema
 	// hasStates: the sync_states table exists (guarded by mu); statesChecked is when that was last looked at
 	hasStates     bool
 	statesChecked time.Time
@@ -165,18 +169,18 @@ func (b *Backend) start(ctx context.Context) error {
 	}
 	defer conn.Release()
 	if b.opts.ReadOnly {
-		pristine, id, err := inspectSchema(ctx, conn, b.where)
+		pristine, id, version, err := inspectSchema(ctx, conn, b.where)
 		if err != nil {
 			return b.wrap(err)
 		}
-		b.pristine, b.storeID, b.checked = pristine, id, time.Now()
+		b.pristine, b.storeID, b.schema, b.checked = pristine, id, version, time.Now()
 		return nil
 	}
 	id, err := ensureSchema(ctx, conn.Conn(), b.where)
 	if err != nil {
 		return b.wrap(err)
 	}
-	b.storeID = id
+	b.storeID, b.schema = id, SchemaVersion
 	return nil
 }
 
@@ -296,27 +300,46 @@ func (b *Backend) StoreID() string {
 
 // empty reports whether a read-only Backend opened over a database without the schema still finds none:
 // it looks again at most once a PollInterval, so a reader started before the first writer sees the store
-// once a writer has created it.
+// once a writer has created it — and a reader of a version-1 schema sees it once a writer migrated it.
 func (b *Backend) empty(ctx context.Context) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.pristine {
+	if !b.pristine && b.schema == SchemaVersion {
 		return false
 	}
 	if time.Since(b.checked) < PollInterval {
-		return true
+		return b.pristine
 	}
 	b.checked = time.Now()
-	pristine, id, err := inspectSchema(ctx, b.pool, b.where)
+	pristine, id, version, err := inspectSchema(ctx, b.pool, b.where)
 	if err != nil || pristine {
-		return true
+		return b.pristine
 	}
-	b.pristine, b.storeID = false, id
+	b.pristine, b.storeID, b.schema = false, id, version
 	return false
 }
 
-// SchemaVersion is the fleet schema version status.json reports.
-func (b *Backend) SchemaVersion() int { return SchemaVersion }
+// generationCol is how the reads select a session's generation: the column, or 0 in a version-1 schema
+// (which has none, and holds v0 sessions only).
+func (b *Backend) generationCol() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.schema < 2 {
+		return `0::smallint`
+	}
+	return `generation`
+}
+
+// SchemaVersion is the fleet schema version status.json reports: the database's (a read-only Backend
+// reads a version-1 schema without migrating it).
+func (b *Backend) SchemaVersion() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.schema == 0 {
+		return SchemaVersion
+	}
+	return int(b.schema)
+}
 
 // ReleaseAfter is how long a synced session stays unwritable here after its sync last ran ([fleet]
 // release_after), for status.json to say when it becomes writable.

@@ -95,19 +95,41 @@ func encodeEvents(batch []event.Event, packing []event.Packing, packed bool, t e
 	return out, err
 }
 
+// encodeFor is encodeEvents for the writer of header h: a v4 header's batch is stored as its physical v4
+// rows, one an event, whatever packed says (a v4 file packs nothing).
+func (b *Backend) encodeFor(h event.Header, batch []event.Event, packing []event.Packing, packed bool) ([]storedLine, error) {
+	if h.Version == 4 {
+		return v4Rows(batch)
+	}
+	return encodeEvents(batch, packing, packed, b.opts.Tuning)
+}
+
+// headerOf is the header line a new session of header h is stored with, and its generation.
+func headerOf(h event.Header) ([]byte, int16, error) {
+	if h.Version == 4 {
+		line, err := v4HeaderLine(h)
+		return line, 4, err
+	}
+	return h.Line(), 0, nil
+}
+
 // Materialize writes a new session's row and its first batch (possibly empty) in one transaction; an
-// existing session is never touched. Its source host is this Backend's host.
+// existing session is never touched. Its source host is this Backend's host. A v4 header (its Logical the
+// codec's logical header) makes a v4 session, stored as the v4 file the JSONL writer would write.
 func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event.Event) (_ eventstore.Artifact, err error) {
 	ctx, end := b.bound(ctx)
 	defer func() { err = end(err) }()
 	resume := pause(ctx)
-	recs, err := encodeEvents(batch, nil, true, b.opts.Tuning)
+	recs, err := b.encodeFor(h, batch, nil, true)
 	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
-	line := h.Line()
-	hf, err := parseHeader(h.ID, line)
+	line, gen, err := headerOf(h)
+	var hf headerFields
+	if err == nil {
+		hf, err = parseHeader(h.ID, line)
+	}
 	if err == nil {
 		err = storable(h.ID, hf)
 	}
@@ -116,8 +138,8 @@ func (b *Backend) Materialize(ctx context.Context, h event.Header, batch []event
 	}
 	inc := eventstore.NewUUID()
 	return b.commit(ctx, h.ID, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO sessions (id, header, version, created_at, cwd, parent_session, host, incarnation, bytes)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING`, h.ID, line, hf.version, hf.createdAt, hf.cwd, hf.parent, b.opts.Host, inc, int64(len(line)+1))
+		tag, err := tx.Exec(ctx, `INSERT INTO sessions (id, header, version, created_at, cwd, parent_session, host, incarnation, bytes, generation)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING`, h.ID, line, hf.version, hf.createdAt, hf.cwd, hf.parent, b.opts.Host, inc, int64(len(line)+1), gen)
 		if err != nil {
 			return err
 		}
@@ -134,7 +156,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING`, h.ID, 
 
 // lockSession reads the session row for update and checks it is still in the state the writer saw.
 func (b *Backend) lockSession(ctx context.Context, tx pgx.Tx, id string, expect eventstore.Artifact) (sessionRow, error) {
-	cur, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1 FOR UPDATE`, id))
+	cur, err := scanSession(tx.QueryRow(ctx, `SELECT `+b.sessionCols()+` FROM sessions WHERE id = $1 FOR UPDATE`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cur, &eventstore.NotFoundError{ID: id}
 	}
@@ -147,6 +169,21 @@ func (b *Backend) lockSession(ctx context.Context, tx pgx.Tx, id string, expect 
 	return cur, nil
 }
 
+// sameGeneration refuses a write in the shapes of header h to a session stored in another generation:
+// the session was replaced by its v4 successor under a writer of its v0 log (a conflict, as a foreign
+// write is, so the writer keeps its events instead of retrying).
+func sameGeneration(cur sessionRow, h event.Header) error {
+	want := int16(0)
+	if h.Version == 4 {
+		want = 4
+	}
+	if cur.generation != want {
+		return conflict(fmt.Sprintf("session %q is format generation v%d in the fleet store, not v%d as this writer read it (its v%d log was superseded); nothing was written",
+			cur.id, cur.generation, want, want))
+	}
+	return nil
+}
+
 // AppendBatch appends one batch in one transaction: the session's revision compared with what the writer
 // last saw and its stored next seq with the batch's first, the batch packed as the JSONL writer packs it
 // and inserted, the revision bumped. On any failure nothing is written.
@@ -157,13 +194,16 @@ func (b *Backend) AppendBatch(ctx context.Context, h event.Header, expect events
 		return expect, nil
 	}
 	resume := pause(ctx)
-	recs, err := encodeEvents(batch, packing, true, b.opts.Tuning)
+	recs, err := b.encodeFor(h, batch, packing, true)
 	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
 	return b.commit(ctx, h.ID, func(tx pgx.Tx) error {
 		cur, err := b.lockSession(ctx, tx, h.ID, expect)
+		if err == nil {
+			err = sameGeneration(cur, h)
+		}
 		if err != nil {
 			return err
 		}
@@ -202,13 +242,16 @@ func (b *Backend) CommitRepair(ctx context.Context, h event.Header, expect event
 		return expect, nil
 	}
 	resume := pause(ctx)
-	recs, err := encodeEvents(append(append([]event.Event(nil), recovered...), closers...), nil, false, b.opts.Tuning)
+	recs, err := b.encodeFor(h, append(append([]event.Event(nil), recovered...), closers...), nil, false)
 	resume()
 	if err != nil {
 		return eventstore.Artifact{}, err
 	}
 	return b.commit(ctx, h.ID, func(tx pgx.Tx) error {
 		cur, err := b.lockSession(ctx, tx, h.ID, expect)
+		if err == nil {
+			err = sameGeneration(cur, h)
+		}
 		if err != nil {
 			return err
 		}
@@ -266,11 +309,18 @@ last_time = (SELECT time FROM events WHERE session_id = $1 ORDER BY seq DESC LIM
 	return err
 }
 
+// WritesGeneration says that a fleet store writes v0 and v4 sessions (eventstore.GenerationWriter).
+func (b *Backend) WritesGeneration(g int) bool { return g == 0 || g == 4 }
+
 // KeepPending keeps events that were accepted but could not be written: as a `kept` row (kind pending: the
 // header line and one event per line) when the database takes it, else — the database being what failed —
 // in a local file under Options.PendingDir. It returns where.
 func (b *Backend) KeepPending(ctx context.Context, h event.Header, events []event.Event) (string, error) {
-	body := append(h.Line(), '\n')
+	line, _, err := headerOf(h)
+	if err != nil {
+		line = h.Line()
+	}
+	body := append(line, '\n')
 	for _, e := range events {
 		body = append(append(body, e.Raw...), '\n')
 	}
