@@ -27,15 +27,6 @@ func StrLen(v Value) int {
 	return max(len(v.Str), int(v.Num))
 }
 
-// Clip is v cut as ParseClipped would cut it at limit bytes: a string longer keeps its first limit bytes
-// and its whole length; any other value, or a shorter string, is v itself.
-func Clip(v Value, limit int) Value {
-	if v.Kind != KindString || limit <= 0 || StrLen(v) <= limit {
-		return v
-	}
-	return Value{Kind: KindString, Str: v.Str[:limit], Num: float64(StrLen(v))}
-}
-
 // clippedStr scans the string token at p.i as str does, keeping the first p.clip bytes of its contents
 // and counting the rest.
 func (p *parser) clippedStr() (Value, error) {

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -38,9 +39,6 @@ func TestParseClippedIsPrefix(t *testing.T) {
 				want := whole.Str[:min(limit, len(whole.Str))]
 				if got.Kind != KindString || got.Str != want || StrLen(got) != len(whole.Str) {
 					t.Fatalf("limit %d: %q of %d bytes, want %q of %d", limit, got.Str, StrLen(got), want, len(whole.Str))
-				}
-				if clip := Clip(whole, limit); clip.Str != got.Str || StrLen(clip) != StrLen(got) {
-					t.Fatalf("limit %d: Clip %q of %d, ParseClipped %q of %d", limit, clip.Str, StrLen(clip), got.Str, StrLen(got))
 				}
 			}
 		})
@@ -92,6 +90,53 @@ func TestParseClippedRefuses(t *testing.T) {
 			if !errors.As(err, &se) || !errors.As(want, &we) || se.Offset != we.Offset {
 				t.Errorf("%q limit %d: %v, want %v", tok, limit, err, want)
 			}
+		}
+	}
+}
+
+// FuzzParseClipped: whatever the input, a clipped parse fails where Parse fails, and otherwise holds the
+// same tree with each string the first bytes of Parse's and StrLen its whole length.
+func FuzzParseClipped(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		whole, werr := Parse(b)
+		for _, limit := range []int{1, 3, 16} {
+			got, err := ParseClipped(b, limit)
+			if (err == nil) != (werr == nil) {
+				t.Fatalf("limit %d: ParseClipped err %v, Parse err %v", limit, err, werr)
+			}
+			if err == nil {
+				sameClipped(t, whole, got, limit)
+			}
+		}
+	})
+}
+
+// sameClipped fails t unless got is whole with every string value cut at limit bytes.
+func sameClipped(t *testing.T, whole, got Value, limit int) {
+	t.Helper()
+	if whole.Kind != got.Kind || len(whole.Arr) != len(got.Arr) || len(whole.Obj) != len(got.Obj) {
+		t.Fatalf("%s became %s", Stringify(whole), Stringify(got))
+	}
+	switch whole.Kind {
+	case KindString:
+		if got.Str != whole.Str[:min(limit, len(whole.Str))] || StrLen(got) != len(whole.Str) {
+			t.Fatalf("%q cut at %d: %q of %d", whole.Str, limit, got.Str, StrLen(got))
+		}
+	case KindArray:
+		for i := range whole.Arr {
+			sameClipped(t, whole.Arr[i], got.Arr[i], limit)
+		}
+	case KindObject:
+		for i := range whole.Obj {
+			if whole.Obj[i].Key != got.Obj[i].Key {
+				t.Fatalf("member %q became %q", whole.Obj[i].Key, got.Obj[i].Key)
+			}
+			sameClipped(t, whole.Obj[i].Value, got.Obj[i].Value, limit)
+		}
+	default:
+		if !bytes.Equal(Stringify(whole), Stringify(got)) {
+			t.Fatalf("%s became %s", Stringify(whole), Stringify(got))
 		}
 	}
 }
