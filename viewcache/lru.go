@@ -222,7 +222,7 @@ func (c *lru) keepRendered(v *rendered) {
 	}
 	v.elem = c.viewLRU.PushFront(v)
 	c.views[key] = v
-	c.viewBytes += viewWeight(v.r)
+	c.viewBytes += v.weight()
 	for el := c.viewLRU.Back(); el != nil && c.viewBytes > c.maxViews; {
 		prev := el.Prev()
 		c.dropViewLocked(el.Value.(*rendered)) // a single view larger than the budget is served, not kept
@@ -263,6 +263,10 @@ func (c *lru) dropGrowing(id string, view views.View) {
 // size, which is in the kernel's page cache rather than the heap, but enough that the budget bounds the
 // files the LRU keeps open.
 const blobWeight = 256 << 10
+
+// weight is what v counts against the views budget: its rendering, and the state a volatile one keeps
+// beside it (a spill index, as long as the session cites locators).
+func (v *rendered) weight() int64 { return viewWeight(v.r) + int64(len(v.state)) }
 
 func viewWeight(r Rendered) int64 {
 	if r.Blob != nil {
@@ -305,7 +309,7 @@ func (c *lru) dropViewLocked(v *rendered) {
 	if v.elem != nil {
 		c.viewLRU.Remove(v.elem)
 		v.elem = nil
-		c.viewBytes -= viewWeight(v.r)
+		c.viewBytes -= v.weight()
 	}
 }
 
