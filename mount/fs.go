@@ -262,8 +262,8 @@ func (f *FS) Refusal(ctx context.Context, id string) (error, error) {
 	return f.cache.Refusal(ctx, f.key(id, views.View{}, f.revisionOf(ctx, id)))
 }
 
-// Render returns a view of the current snapshot; the spill index is never cached (its targets live
-// outside the store).
+// Render returns a view of the current snapshot; a volatile one (the spill index, the transcripts) is served
+// from a kept rendering only while the spill targets outside the store resolve as they did.
 func (f *FS) Render(ctx context.Context, id string, view views.View) (nodes.Rendered, error) {
 	f.shown(id)
 	f.sawView(id, view)

@@ -113,8 +113,9 @@ func (c *Cache) IndexHits() int64 {
 }
 
 // Get returns the view k names: from the view LRU, else from the index, else rendered from the decoded
-// session (loaded when the session LRU holds none at k.Revision). The spill index is never kept (its truth
-// lives outside the store).
+// session (loaded when the session LRU holds none at k.Revision). A volatile view (the spill index, the
+// transcripts, whose truth lives partly outside the store) is kept only with what else it depends on, and
+// served again only while that holds (volatile).
 func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 	irev := k.indexRev()
 	if !k.View.Volatile() {
@@ -148,6 +149,9 @@ func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 	e, err := c.entry(ctx, k)
 	if err != nil {
 		return Rendered{}, err
+	}
+	if k.View.Volatile() && known(k.Revision) && e.rev == k.Revision {
+		return c.volatile(ctx, k, e)
 	}
 	indexable := c.index != nil && irev.artifact != "" && e.sess.Refusal == nil && e.rev == k.Revision
 	if indexable {
@@ -282,11 +286,48 @@ func (c *Cache) PurgeAbsent(ids []string) {
 	}
 }
 
-// flightKey names one indexed rendering under way.
+// volatile is a view that depends on more than the revision (views.View.Volatile) of snapshot e: the
+// rendering kept at k.Revision while what else it depends on (views.Session.VolatileState) is what it was
+// rendered at, else a new rendering, made once for concurrent askers. A transcript is then rendered once
+// per change, not at every getattr, open and read, and four readers of it hold one rendering, not four.
+func (c *Cache) volatile(ctx context.Context, k Key, e *cached) (Rendered, error) {
+	state, err := e.sess.VolatileState()
+	if err != nil {
+		return c.lru.render(ctx, e, k.View, true) // which fails as the state did
+	}
+	fk := flightKey{session: k.Session, view: k.View, at: k.Revision}
+	for {
+		if r, ok := c.lru.volatileView(k.Session, k.Revision, k.View, state); ok {
+			r.Identity = k.Revision.Identity
+			return r, nil
+		}
+		done, first := c.renders.join(fk)
+		if first {
+			break
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return Rendered{}, ctx.Err()
+		}
+	}
+	defer c.renders.leave(fk)
+	r, err := c.lru.renderVolatile(ctx, e, k.View, state)
+	if err != nil {
+		return Rendered{}, err
+	}
+	c.work.rendered(r.Size())
+	r.Identity = k.Revision.Identity
+	return r, nil
+}
+
+// flightKey names one rendering under way: an indexed one by its artifact revision, a volatile one by its
+// whole revision.
 type flightKey struct {
 	session string
 	view    views.View
 	rev     artifactRev
+	at      eventstore.Revision
 }
 
 // flights are renderings under way, by key: join makes the caller the first (who must leave when done) or

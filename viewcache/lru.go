@@ -58,6 +58,10 @@ type rendered struct {
 	r    Rendered
 	elem *list.Element
 	grow *growing // the growing rendering r is a moment of (grow.go); nil for any other
+	// volatile: a rendering of a volatile view, good only while the session's VolatileState is state;
+	// never served without that check (view does not serve it)
+	volatile bool
+	state    string
 }
 
 func newLRU(maxSessions, maxViews int64) *lru {
@@ -156,14 +160,39 @@ func (c *lru) view(id string, rev eventstore.Revision, view views.View) (Rendere
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := c.views[viewKey{id, view}]
-	if v == nil || v.rev != rev || !known(rev) {
+	if v == nil || v.rev != rev || !known(rev) || v.volatile {
 		return Rendered{}, false
 	}
 	c.viewLRU.MoveToFront(v.elem)
 	return v.r, true
 }
 
-// render renders one view of a snapshot and keeps it unless uncached (the spill index, whose truth lives
+// volatileView returns the rendering of a volatile view kept at revision rev and state, if one is.
+func (c *lru) volatileView(id string, rev eventstore.Revision, view views.View, state string) (Rendered, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.views[viewKey{id, view}]
+	if v == nil || v.rev != rev || !known(rev) || !v.volatile || v.state != state {
+		return Rendered{}, false
+	}
+	c.viewLRU.MoveToFront(v.elem)
+	return v.r, true
+}
+
+// renderVolatile renders a volatile view of a snapshot and keeps it for state (volatileView).
+func (c *lru) renderVolatile(ctx context.Context, e *cached, view views.View, state string) (Rendered, error) {
+	data, err := e.sess.Render(ctx, view)
+	if err != nil {
+		return Rendered{}, err
+	}
+	r := Rendered{Data: data, ModTime: e.mtime, Revision: e.rev.String()}
+	if known(e.rev) {
+		c.keepRendered(&rendered{key: viewKey{e.id, view}, rev: e.rev, r: r, volatile: true, state: state})
+	}
+	return r, nil
+}
+
+// render renders one view of a snapshot and keeps it unless uncached (a volatile view, whose truth lives
 // outside the store). Callers look for a kept rendering first (view).
 func (c *lru) render(ctx context.Context, e *cached, view views.View, uncached bool) (Rendered, error) {
 	data, err := e.sess.Render(ctx, view)
@@ -180,16 +209,20 @@ func (c *lru) render(ctx context.Context, e *cached, view views.View, uncached b
 
 // keep puts a rendering in the view LRU (rendered now, or read back from the index).
 func (c *lru) keep(id string, view views.View, rev eventstore.Revision, r Rendered) {
+	c.keepRendered(&rendered{key: viewKey{id, view}, rev: rev, r: r})
+}
+
+// keepRendered puts v in the view LRU in place of what it kept of the same view.
+func (c *lru) keepRendered(v *rendered) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := viewKey{id, view}
+	key := v.key
 	if old := c.views[key]; old != nil {
 		c.dropViewLocked(old)
 	}
-	v := &rendered{key: key, rev: rev, r: r}
 	v.elem = c.viewLRU.PushFront(v)
 	c.views[key] = v
-	c.viewBytes += viewWeight(r)
+	c.viewBytes += v.weight()
 	for el := c.viewLRU.Back(); el != nil && c.viewBytes > c.maxViews; {
 		prev := el.Prev()
 		c.dropViewLocked(el.Value.(*rendered)) // a single view larger than the budget is served, not kept
@@ -230,6 +263,10 @@ func (c *lru) dropGrowing(id string, view views.View) {
 // size, which is in the kernel's page cache rather than the heap, but enough that the budget bounds the
 // files the LRU keeps open.
 const blobWeight = 256 << 10
+
+// weight is what v counts against the views budget: its rendering, and the state a volatile one keeps
+// beside it (a spill index, as long as the session cites locators).
+func (v *rendered) weight() int64 { return viewWeight(v.r) + int64(len(v.state)) }
 
 func viewWeight(r Rendered) int64 {
 	if r.Blob != nil {
@@ -272,7 +309,7 @@ func (c *lru) dropViewLocked(v *rendered) {
 	if v.elem != nil {
 		c.viewLRU.Remove(v.elem)
 		v.elem = nil
-		c.viewBytes -= viewWeight(v.r)
+		c.viewBytes -= v.weight()
 	}
 }
 

@@ -20,13 +20,21 @@ func TestIndexRowCutsRefusal(t *testing.T) {
 }
 
 // TestPrettyArgumentsBounded: tool-call arguments are indented for the transcript up to prettyLimit; a
-// longer text is shown as written (the transcript cuts it anyway), never indented whole.
+// longer text is shown as written (the transcript cuts it anyway), never indented or decoded whole, and
+// its cut says how long it is.
 func TestPrettyArgumentsBounded(t *testing.T) {
-	if got := prettyArguments(event.String(`{"a":1}`)); got != "{\n  \"a\": 1\n}" {
-		t.Errorf("small arguments: %q", got)
+	quoted := func(s string) []byte { return event.Stringify(event.String(s)) }
+	if got := prettyArguments(quoted(`{"a":1}`), transcriptCut); got.shown != "{\n  \"a\": 1\n}" || got.cut() {
+		t.Errorf("small arguments: %+v", got)
 	}
-	huge := `{"a":"` + strings.Repeat("x", prettyLimit) + `"}`
-	if got := prettyArguments(event.String(huge)); got != huge {
-		t.Errorf("huge arguments were rewritten (%d bytes)", len(got))
+	if got := prettyArguments([]byte(`{"a":[1,2]}`), transcriptCut); got.shown != "{\n  \"a\": [\n    1,\n    2\n  ]\n}" {
+		t.Errorf("arguments written as a value: %+v", got)
+	}
+	huge := `{"a":"` + strings.Repeat("é", prettyLimit) + `"}`
+	for _, raw := range [][]byte{quoted(huge), []byte(huge)} {
+		got := prettyArguments(raw, transcriptCut)
+		if !strings.HasPrefix(huge, got.shown) || len(got.shown) > transcriptCut || len(got.shown) < transcriptCut-1 || got.total != len(huge) {
+			t.Errorf("huge arguments: %d bytes shown of %d, want the first %d of %d", len(got.shown), got.total, transcriptCut, len(huge))
+		}
 	}
 }

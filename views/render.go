@@ -259,9 +259,28 @@ func (s *Session) SpillRows() ([]spill.Row, error) {
 	if roots == nil {
 		roots = spill.NewRootsExact(nil)
 	}
-	return spill.Index(spill.Extract(s.Events), roots, func(seq int64) bool {
+	return spill.Index(s.locators(), roots, func(seq int64) bool {
 		return seq >= 0 && seq < int64(len(classes)) && classes[seq] == surface.Shadowed
 	}), nil
+}
+
+// locators are the spill locators the session's events cite (found once: they depend on the events alone,
+// while what each resolves to is looked up at every SpillRows).
+func (s *Session) locators() []spill.Locator {
+	s.locOnce.Do(func() { s.locs = spill.Extract(s.Events) })
+	return s.locs
+}
+
+// VolatileState is what a volatile view (View.Volatile) depends on besides the snapshot: its spill index
+// as the locators resolve now, spelled as spill/index.json spells it. Two renderings of a volatile view of
+// one snapshot with equal states are the same bytes, so that a rendering may be served again while its
+// state holds, instead of rendered for every read.
+func (s *Session) VolatileState() (string, error) {
+	rows, err := s.SpillRows()
+	if err != nil {
+		return "", err
+	}
+	return string(spill.IndexJSON(rows)), nil
 }
 
 // SpillRoots is the spill-root policy the snapshot was read with.

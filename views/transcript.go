@@ -38,6 +38,11 @@ const messageCut = 64 << 10
 // written, cut like any other.
 const prettyLimit = 64 << 10
 
+// readCut is how much of a string the transcript decodes from an event (event.ParseClipped): enough to
+// cut it at messageCut on a character boundary. A 50 MB message then costs a rendering 64 KiB and a
+// count, never a 50 MB string, and concurrent readers of the page do not each hold one.
+const readCut = messageCut + utf8.UTFMax
+
 // transcriptState is what rendering the transcript knows of the log beside the event at hand.
 type transcriptState struct {
 	unknown map[int64]status.UnknownOutcome // by the seq of the tool/call
@@ -176,7 +181,7 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 		st.spillMarks(w, e)
 		return
 	}
-	rec, err := e.Record()
+	rec, err := e.Clipped(readCut)
 	if err != nil {
 		return
 	}
@@ -227,17 +232,23 @@ func (st *transcriptState) event(w transcriptWriter, e event.Event) {
 			text, _ := c.Get("text")
 			switch typ.Str {
 			case "reasoning":
-				w.details("Reasoning", clipText(text.Str, messageCut), e)
+				w.details("Reasoning", clipValue(text, messageCut), e)
 			case "text":
-				w.quote(clipText(text.Str, messageCut), e)
+				w.quote(clipValue(text, messageCut), e)
 			}
 		}
 	case "tool/call":
 		name, _ := data.Get("name")
 		id, _ := data.Get("callId")
 		w.para(bold("Tool call"), txt(" "), code(name.Str), txt(" ("+seq+", call "), code(id.Str), txt(")"))
-		args, _ := data.Get("arguments")
-		w.fenced("json", clipText(prettyArguments(args), transcriptCut), e)
+		args, ok := e.Member("data")
+		if ok {
+			args, ok = event.Lookup(args, "arguments")
+		}
+		if !ok {
+			args = []byte("null") // what the arguments of a call that names none print as
+		}
+		w.fenced("json", prettyArguments(args, transcriptCut), e)
 		if u, ok := st.unknown[e.Seq]; ok {
 			if u.ResolvedBySeq >= 0 {
 				w.mark("Unknown outcome", txt("("+seq+"): the session crashed before a result was recorded; the repair at seq "+
@@ -351,7 +362,7 @@ func summaryText(st *transcriptState, r compaction.Record) clip {
 	if r.SummarySeq < 0 || r.SummarySeq >= int64(len(st.events)) {
 		return clip{}
 	}
-	rec, err := st.events[r.SummarySeq].Record()
+	rec, err := st.events[r.SummarySeq].Clipped(readCut)
 	if err != nil {
 		return clip{}
 	}
@@ -397,20 +408,21 @@ func numText(v event.Value) string {
 func traceName(seq int64) string { return fmt.Sprintf("%010d.json", seq) }
 
 // contentText is the text of a message's content parts — text as it is, other parts named, one a line —
-// cut at limit bytes: parts past the limit are counted, never copied.
+// cut at limit bytes: parts past the limit are counted, never copied. data may come from a clipped parse
+// (event.ParseClipped) that keeps more than limit bytes of each text.
 func contentText(data event.Value, limit int) clip {
 	content, _ := data.Get("content")
 	if content.Kind == event.KindString {
-		return clipText(content.Str, limit)
+		return clipValue(content, limit)
 	}
 	var b strings.Builder
 	total := 0
 	for i, c := range content.Arr {
 		typ, _ := c.Get("type")
-		part := "[" + typ.Str + "]"
+		part, size := "["+typ.Str+"]", 0
 		if typ.Str == "text" {
 			t, _ := c.Get("text")
-			part = t.Str
+			part, size = t.Str, event.StrLen(t)
 		}
 		if i > 0 {
 			total++
@@ -418,7 +430,7 @@ func contentText(data event.Value, limit int) clip {
 				b.WriteByte('\n')
 			}
 		}
-		total += len(part)
+		total += max(len(part), size)
 		if room := limit + 1 - b.Len(); room > 0 {
 			b.WriteString(part[:min(room+utf8.UTFMax, len(part))])
 		}
@@ -428,22 +440,35 @@ func contentText(data event.Value, limit int) clip {
 	return c
 }
 
-// prettyArguments is a tool call's arguments, which the log keeps as a JSON text, indented.
-func prettyArguments(v event.Value) string {
-	text := v.Str
-	if v.Kind != event.KindString {
-		text = string(event.Stringify(v))
-	}
-	if len(text) > prettyLimit {
-		// the transcript shows transcriptCut bytes of it: indenting megabytes to show two thousand costs
-		// memory in proportion to the log, not to the page
-		return text
+// prettyArguments is a tool call's arguments, which the log keeps as a JSON text, indented and cut at
+// limit bytes. raw is the arguments member as the event holds it (canonical JSON: a string, or for a
+// caller that wrote a value instead, that value as JSON.stringify spells it).
+func prettyArguments(raw []byte, limit int) clip {
+	var text string
+	if len(raw) > 0 && raw[0] == '"' {
+		v, err := event.ParseClipped(raw, prettyLimit+1)
+		if err != nil {
+			return clip{}
+		}
+		if event.StrLen(v) > prettyLimit {
+			// the transcript shows limit bytes of it: indenting (or even decoding) megabytes to show two
+			// thousand costs memory in proportion to the log, not to the page
+			return clipValue(v, limit)
+		}
+		text = v.Str
+	} else {
+		if len(raw) > prettyLimit {
+			c := clipText(string(raw[:min(len(raw), limit+utf8.UTFMax)]), limit)
+			c.total = len(raw)
+			return c
+		}
+		text = string(raw)
 	}
 	var out bytes.Buffer
 	if json.Indent(&out, []byte(text), "", "  ") == nil {
-		return out.String()
+		return clipText(out.String(), limit)
 	}
-	return text
+	return clipText(text, limit)
 }
 
 // validText makes a log string (WTF-8: it may hold lone surrogates, as the harness writes them) valid

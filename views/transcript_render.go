@@ -93,6 +93,14 @@ func clipText(text string, limit int) clip {
 	return clip{shown: text[:n], total: len(text)}
 }
 
+// clipValue is a string value cut at limit bytes: its text, or the head a clipped parse kept of it
+// (event.ParseClipped, which must keep more than limit bytes), with the whole text's size.
+func clipValue(v event.Value, limit int) clip {
+	c := clipText(v.Str, limit)
+	c.total = max(c.total, event.StrLen(v))
+	return c
+}
+
 // cutNote is what follows a cut text: its size and the event to read in full.
 func cutNote(c clip, e event.Event) []span {
 	file := "events/" + EventName(e.Seq, e.Type)

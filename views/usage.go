@@ -68,7 +68,14 @@ func (s *Session) Usage() ([]StepUsage, []UsageMarker, error) {
 		default:
 			continue
 		}
-		rec, err := e.Record()
+		var rec event.Value
+		var err error
+		if e.Type == "assistant/message" {
+			// only its usage is read: the message, which may hold megabytes of text, is skipped
+			rec, err = e.Shallow(0, "message")
+		} else {
+			rec, err = e.Record()
+		}
 		if err != nil {
 			continue
 		}

@@ -67,7 +67,7 @@ func Trace(seq int64) View { return View{Kind: KindTrace, N: seq} }
 
 // Volatile reports whether a view depends on more than the session's revision: the spill index and the
 // transcript (which shows each spill locator's status) re-resolve locators whose targets live outside the
-// store, so they are rendered at every read, never cached.
+// store, so a rendering of one is good only while they resolve as they did (Session.VolatileState).
 func (v View) Volatile() bool {
 	return v.Kind == KindSpill || v.Kind == KindTranscript || v.Kind == KindTranscriptHTML
 }

@@ -88,6 +88,9 @@ type Session struct {
 	classes   []surface.Class
 	classErr  error
 
+	locOnce sync.Once
+	locs    []spill.Locator
+
 	compOnce sync.Once
 	records  []compaction.Record
 	prunes   []compaction.Prune

@@ -172,6 +172,8 @@ type parser struct {
 	skip []string
 	// strict refuses a repeated member name instead of letting the last one win (ParseStrict).
 	strict bool
+	// clip > 0 keeps only the first clip bytes of a longer string value (ParseClipped)
+	clip int
 }
 
 // internKey returns a shared string for the member names every event repeats, without allocating;
@@ -295,6 +297,8 @@ func (p *parser) value(depth int) (Value, error) {
 			return Value{}, ErrTooDeep
 		}
 		return p.array(depth + 1)
+	case c == '"' && p.clip > 0:
+		return p.clippedStr()
 	case c == '"':
 		s, err := p.str()
 		if err != nil {

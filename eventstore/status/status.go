@@ -183,7 +183,8 @@ type outcome struct {
 func (t *outcomes) add(e event.Event) {
 	switch e.Type {
 	case "tool/call":
-		rec, err := e.Record()
+		// the arguments are never read, and may be megabytes: they are skipped, not decoded
+		rec, err := e.Shallow(0, "arguments")
 		if err != nil {
 			return
 		}
@@ -209,7 +210,8 @@ func (t *outcomes) add(e event.Event) {
 		}
 		st.u = UnknownOutcome{CallID: id.Str, CallSeq: e.Seq, Turn: turn, Step: step, Name: name, ResolvedBySeq: -1}
 	case "tool/result":
-		rec, err := e.Record()
+		// nor is the result's content, which may be megabytes of output
+		rec, err := e.Shallow(0, "content")
 		if err != nil {
 			return
 		}
