@@ -312,6 +312,12 @@ func (c *Cache) volatile(ctx context.Context, k Key, e *cached) (Rendered, error
 		}
 	}
 	defer c.renders.leave(fk)
+	// an asker that missed the cache just before another's rendering was kept, and joined just after it
+	// left, finds that rendering here rather than making its own
+	if r, ok := c.lru.volatileView(k.Session, k.Revision, k.View, state); ok {
+		r.Identity = k.Revision.Identity
+		return r, nil
+	}
 	r, err := c.lru.renderVolatile(ctx, e, k.View, state)
 	if err != nil {
 		return Rendered{}, err
