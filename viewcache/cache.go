@@ -139,6 +139,10 @@ func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 			}
 		} else {
 			defer c.renders.leave(fk)
+			// the rendering of an asker whose flight ended between our miss and our join
+			if r, ok := c.kept(k, irev); ok {
+				return r, nil
+			}
 		}
 	}
 	if k.Live && views.Growable(k.View) {
