@@ -10,6 +10,8 @@
 # floor is unzstd + disk: reading and decompressing every artifact, then searching the plain bytes. The
 # target is the larger of 3x disk and 1.25x the floor. The mount's CPU time (user + system, from
 # /proc/PID/stat) during the grep is reported too: on a shared machine it moves less than the wall time.
+# Then bench/walkcpu (the mount's read path of every events.jsonl without FUSE, one P, the page cache warm)
+# gives each build's CPU time and allocation for the same work, RUNS alternating runs.
 # Env: SESSIONS PER RUNS PATTERN BENCH_DIR BASE (a revision to build and measure beside the work tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,17 @@ fi
 . bench/common.sh
 go build -o "$WORK/dshfs" ./cmd/dshfs
 go build -o "$WORK/gensession" ./bench/gensession
+go build -o "$WORK/walkcpu" ./bench/walkcpu
 bench_base
+if [ -n "$BASEBIN" ]; then
+  if [ -d "$WORK/base-src/bench/walkcpu" ]; then
+    (cd "$WORK/base-src" && go build -o "$WORK/walkcpu-base" ./bench/walkcpu)
+  else # a base older than walkcpu: the same program over the base's packages
+    mkdir -p "$WORK/base-src/bench/walkcpu"
+    cp bench/walkcpu/main.go "$WORK/base-src/bench/walkcpu/"
+    (cd "$WORK/base-src" && go build -o "$WORK/walkcpu-base" ./bench/walkcpu)
+  fi
+fi
 XDG="$WORK/xdg"
 MNT="$WORK/mnt-firstgrep"
 trap unmount_all EXIT
@@ -95,3 +107,19 @@ if [ -n "$BASEBIN" ]; then
   bm=$(printf '%s\n' "${b[@]}" | median); bcm=$(printf '%s\n' "${bc[@]}" | median)
   echo "  base dshfs first grep:                    $bm s (mount CPU $bcm s): $(ratio "$bm" "$dm") disk, $(ratio "$bm" "$floor") the floor"
 fi
+
+echo
+echo "walkcpu: every events.jsonl through the mount's read path without FUSE, one P, page cache warm (RUNS=$RUNS):"
+wc=() wa=() bwc=() bwa=()
+for i in $(seq "$RUNS"); do
+  rm -rf "$WORK/walkcpu-index"
+  line=$(GOMAXPROCS=1 "$WORK/walkcpu" "$MANY" "$WORK/walkcpu-index"); echo "  dshfs: $line"
+  wc+=("$(echo "$line" | sed -E 's/.*CPU ([0-9.]+) s.*/\1/')"); wa+=("$(echo "$line" | sed -E 's/.*allocated ([0-9]+) MB.*/\1/')")
+  if [ -n "$BASEBIN" ]; then
+    rm -rf "$WORK/walkcpu-index"
+    line=$(GOMAXPROCS=1 "$WORK/walkcpu-base" "$MANY" "$WORK/walkcpu-index"); echo "  base:  $line"
+    bwc+=("$(echo "$line" | sed -E 's/.*CPU ([0-9.]+) s.*/\1/')"); bwa+=("$(echo "$line" | sed -E 's/.*allocated ([0-9]+) MB.*/\1/')")
+  fi
+done
+rm -rf "$WORK/walkcpu-index"
+echo "  medians: dshfs CPU $(printf '%s\n' "${wc[@]}" | median) s, $(printf '%s\n' "${wa[@]}" | median) MB allocated${BASEBIN:+; base CPU $(printf '%s\n' "${bwc[@]}" | median) s, $(printf '%s\n' "${bwa[@]}" | median) MB allocated}"
