@@ -171,9 +171,10 @@ var messageTypes = map[string]bool{"user/message": true, "assistant/message": tr
 // would make of it, checked as prepare would, without parsing it into a tree. Message events are a
 // quarter to a half of what an agent appends once its streamed text is not counted, and each was a tree
 // of some thirty values of which the checks read a few. What the live trace needs of it is read here:
-// data.turn and data.step (the open turn and step it must name), and surfaceOp; an event whose trace
-// decision needs more (a surface replacement, a tool/result whose call is not pending) is parsed when
-// the trace reaches it (liveTrace.acceptInput). TestQuickMessageInputAgrees holds it to the parsed path.
+// data.turn and data.step (the open turn and step it must name), and surfaceOp, which must be absent or
+// "append" (a surface replacement is parsed, as any other line); a tool/result for a call that is not
+// pending is parsed when the trace reaches it (liveTrace.acceptInput), whose decision then reads its
+// content. TestQuickMessageInputAgrees holds it to the parsed path.
 func quickMessage(line []byte, typ string, seq int64, in input) (input, bool) {
 	if !event.IsCanonical(line) {
 		return input{}, false
