@@ -27,6 +27,12 @@ type input struct {
 	// the live trace reads of it, and rec is the zero Value until liveTrace.acceptInput needs a record
 	quick      bool
 	turn, step float64
+	// message marks a quick message event (quickMessage): callID is its data.callId (tool/call) or
+	// data.message.source.callId (tool/result), appendOp whether it carries surfaceOp "append" (it carries
+	// no other)
+	message  bool
+	callID   string
+	appendOp bool
 }
 
 // parseInput turns one append line (without its LF) into the event it appends at seq: `type` and `data`
@@ -142,6 +148,8 @@ func quickInput(line []byte, seq, now int64) (input, bool) {
 		if in.turn, in.step, ok = load.BracketData(env.Data, typ); !ok {
 			return input{}, false
 		}
+	case messageTypes[string(env.Type)] && env.Stored:
+		return quickMessage(line, string(env.Type), seq, in)
 	default:
 		return input{}, false
 	}
@@ -151,6 +159,96 @@ func quickInput(line []byte, seq, now int64) (input, bool) {
 		in.ev = event.NewEventFrom(typ, seq, in.millis, env.Data)
 	}
 	return in, true
+}
+
+// messageTypes are the types quickMessage reads.
+var messageTypes = map[string]bool{"user/message": true, "assistant/message": true, "tool/call": true, "tool/result": true}
+
+// quickMessage is quickInput for a message event in stored form (what `dshfs cat` prints, and so what a
+// replay or a copy appends): a user/message, assistant/message, tool/call or tool/result that is
+// canonical, its members in storedOrder, in which every check of the event alone passes and no upgrade
+// applies (load.QuickMessage, the load's own reading of a stored message event) — the event storedForm
+// would make of it, checked as prepare would, without parsing it into a tree. Message events are a
+// quarter to a half of what an agent appends once its streamed text is not counted, and each was a tree
+// of some thirty values of which the checks read a few. What the live trace needs of it is read here:
+// data.turn and data.step (the open turn and step it must name), and surfaceOp, which must be absent or
+// "append" (a surface replacement is parsed, as any other line); a tool/result for a call that is not
+// pending is parsed when the trace reaches it (liveTrace.acceptInput), whose decision then reads its
+// content. TestQuickMessageInputAgrees holds it to the parsed path.
+func quickMessage(line []byte, typ string, seq int64, in input) (input, bool) {
+	if !event.IsCanonical(line) {
+		return input{}, false
+	}
+	var turn, step []byte // the tokens of data.turn and data.step
+	var op []byte         // the surfaceOp token
+	k := 0
+	end := event.Members(line, 0, func(name []byte, at int) int {
+		for k < len(storedOrder) && storedOrder[k] != string(name) {
+			if k < 4 {
+				return -1 // type, seq, time and data come first, in this order
+			}
+			k++
+		}
+		if k == len(storedOrder) {
+			return -1
+		}
+		k++
+		end := event.SkipValue(line, at)
+		switch {
+		case end < 0:
+		case string(name) == "surfaceOp":
+			op = line[at:end]
+		case string(name) == "data":
+			if event.Members(line, at, func(name []byte, at int) int {
+				end := event.SkipValue(line, at)
+				if end >= 0 && string(name) == "turn" {
+					turn = line[at:end]
+				} else if end >= 0 && string(name) == "step" {
+					step = line[at:end]
+				}
+				return end
+			}) != end {
+				return -1
+			}
+		}
+		return end
+	})
+	if end != len(line) || k < 4 || (op != nil && string(op) != `"append"`) {
+		return input{}, false
+	}
+	if typ != "user/message" {
+		var ok bool
+		if in.turn, ok = countToken(turn); !ok {
+			return input{}, false
+		}
+		if in.step, ok = countToken(step); !ok {
+			return input{}, false
+		}
+	}
+	in.ev = event.CanonicalEvent(line, typ, seq)
+	callID, ok := load.QuickMessage(in.ev)
+	if !ok {
+		return input{}, false
+	}
+	in.ev = event.CanonicalEvent(append([]byte(nil), line...), typ, seq)
+	in.message, in.callID, in.appendOp = true, callID, op != nil
+	return in, true
+}
+
+// countToken is the value of a JSON number token spelled as non-negative decimal digits, at most 15 of them
+// (a safe integer, spelled as JSON.stringify spells it in a canonical line).
+func countToken(tok []byte) (float64, bool) {
+	if len(tok) == 0 || len(tok) > 15 || (tok[0] == '0' && len(tok) > 1) {
+		return 0, false
+	}
+	n := 0.0
+	for _, c := range tok {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + float64(c-'0')
+	}
+	return n, true
 }
 
 func jsonText(s string) string { return string(event.Stringify(event.String(s))) }

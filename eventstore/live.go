@@ -152,6 +152,17 @@ func (t *liveTrace) accept(typ string, rec event.Value) *CommandError {
 // bracket they read only its turn and step (data.turn of a turn's, data.turn and data.step of a step's),
 // which a record of those members alone stands for.
 func (t *liveTrace) acceptInput(in *input) *CommandError {
+	if in.message {
+		rec, ok := t.messageRecord(in)
+		if !ok {
+			var err error
+			if rec, err = in.ev.Record(); err != nil {
+				return &CommandError{Failure: Invalid, Code: CodeBadInput, Message: err.Error(), Err: err}
+			}
+		}
+		in.rec = rec
+		return t.accept(in.ev.Type, rec)
+	}
 	if in.quick {
 		if in.ev.Type == "assistant/chunk" && same(t.openTurn, number(in.turn)) && same(t.openStep, number(in.step)) {
 			return nil
@@ -163,6 +174,35 @@ func (t *liveTrace) acceptInput(in *input) *CommandError {
 		in.rec = event.Object(event.Member{Key: "data", Value: event.Object(data...)})
 	}
 	return t.accept(in.ev.Type, in.rec)
+}
+
+// messageRecord is the record of a quick message event (quickMessage) as far as both companions read it:
+// its data's turn and step; a tool/call's callId; a tool/result's surfaceOp and call id. ok is false where
+// they would read more: a tool/result appended to the surface for a call that is not pending, whose
+// content and error decide whether it reports a tool that never started.
+func (t *liveTrace) messageRecord(in *input) (event.Value, bool) {
+	var top []event.Member
+	if in.appendOp {
+		top = append(top, event.Member{Key: "surfaceOp", Value: event.String("append")})
+	}
+	if in.ev.Type == "user/message" {
+		// of a message that replaces nothing both companions read nothing
+		return event.Object(top...), true
+	}
+	data := []event.Member{{Key: "turn", Value: event.Number(in.turn)}, {Key: "step", Value: event.Number(in.step)}}
+	switch in.ev.Type {
+	case "tool/call":
+		data = append(data, event.Member{Key: "callId", Value: event.String(in.callID)})
+	case "tool/result":
+		if in.appendOp {
+			if !t.pending[callKey(jsv{event.String(in.callID), true})] {
+				return event.Value{}, false
+			}
+			source := event.Object(event.Member{Key: "callId", Value: event.String(in.callID)})
+			data = append(data, event.Member{Key: "message", Value: event.Object(event.Member{Key: "source", Value: source})})
+		}
+	}
+	return event.Object(append(top, event.Member{Key: "data", Value: event.Object(data...)})...), true
 }
 
 // requireOpenStep is the session companion's check of a step-scoped event.

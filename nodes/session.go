@@ -70,7 +70,25 @@ func sessionMtime(src Source, e eventstore.Entry) time.Time {
 	return e.ModTime
 }
 
-func (d *sessionDir) list(ctx context.Context) ([]child, error) {
+func (d *sessionDir) list(ctx context.Context) ([]child, error) { return d.children(ctx, "") }
+
+// find is search over the session's children, making only the one named: a first walk looks up one file
+// in each of thousands of sessions, and making every child's node for it was most of that lookup's
+// allocation.
+func (d *sessionDir) find(ctx context.Context, name string) (child, bool, error) {
+	if name == "" {
+		return child{}, false, nil
+	}
+	kids, err := d.children(ctx, name)
+	if err != nil || len(kids) == 0 {
+		return child{}, false, err
+	}
+	return kids[0], true, nil
+}
+
+// children lists the session's children, or (only not "") the one of them named only, if it is one.
+func (d *sessionDir) children(ctx context.Context, only string) ([]child, error) {
+	skip := func(name string) bool { return only != "" && name != only }
 	id := d.e.ID
 	refusal, err := d.src.Refusal(ctx, id)
 	if err != nil {
@@ -81,7 +99,7 @@ func (d *sessionDir) list(ctx context.Context) ([]child, error) {
 	var kids []child
 	files := d.src.Listing().Files
 	for _, f := range viewFiles {
-		if (refusal != nil && !refusedFiles[f.name]) || (f.view == views.Raw && !files) {
+		if skip(f.name) || (refusal != nil && !refusedFiles[f.name]) || (f.view == views.Raw && !files) {
 			continue
 		}
 		if refusal != nil && f.view != views.Status {
@@ -107,12 +125,24 @@ func (d *sessionDir) list(ctx context.Context) ([]child, error) {
 		return kids, nil
 	}
 	for _, dir := range views.Dirs {
-		kids = append(kids, dirChild(string(dir), ino(id, string(dir)), d.itemDir(dir)))
+		if !skip(string(dir)) {
+			kids = append(kids, dirChild(string(dir), ino(id, string(dir)), d.itemDir(dir)))
+		}
 	}
-	kids = append(kids, dirChild("forks", ino(id, "forks"),
-		&forksDir{dirNode: dirNode{src: d.src, ino: ino(id, "forks"), sess: id, what: "sessions/" + d.name + "/forks"}}))
+	if !skip("forks") {
+		kids = append(kids, dirChild("forks", ino(id, "forks"),
+			&forksDir{dirNode: dirNode{src: d.src, ino: ino(id, "forks"), sess: id, what: "sessions/" + d.name + "/forks"}}))
+	}
 	if d.src.Writer() != nil {
-		kids = append(kids, ctlChild(d.t, id, ino(id, "ctl"), d.e.ModTime), appendChild(d.t, id, d.e.ModTime))
+		if !skip("ctl") {
+			kids = append(kids, ctlChild(d.t, id, ino(id, "ctl"), d.e.ModTime))
+		}
+		if !skip("append") {
+			kids = append(kids, appendChild(d.t, id, d.e.ModTime))
+		}
+	}
+	if skip("parent") {
+		return kids, nil
 	}
 	if h := d.e.Header; h != nil && h.ParentSession != nil && h.ParentSession.Kind == event.KindString {
 		// a one-line file naming the parent, not a link: a parent link beside the parent's forks/ link
@@ -158,7 +188,7 @@ func (d *sessionDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 		ok bool
 	)
 	if err == nil {
-		c, ok, err = search(ctx, d, name)
+		c, ok, err = d.find(ctx, name)
 	}
 	return d.attach(ctx, name, c, ok, err, out)
 }

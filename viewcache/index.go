@@ -310,7 +310,7 @@ func (x *index) write(id string, rev artifactRev, view views.View, mtime time.Ti
 		}
 		return r, true, err
 	}
-	sum := hex.EncodeToString(sink.sum.Sum(nil))
+	sum := sink.checksum()
 	r = Rendered{ModTime: mtime, Sum: sum}
 	if sink.file == nil { // shorter than blobMin
 		r.Data = bytes.Clone(sink.buf)

@@ -26,6 +26,7 @@ type viewSink struct {
 	file   *os.File
 	sum    hash.Hash
 	buf    []byte // the whole view while n < blobMin, then what is not yet written
+	hashed int    // how much of buf sum has taken: it takes buf in bulk, not the rendering's small writes
 	n      int64
 	failed error // the file's creation or write error
 }
@@ -59,7 +60,6 @@ func (s *viewSink) Write(p []byte) (int, error) {
 	if s.failed != nil {
 		return 0, s.failed
 	}
-	s.sum.Write(p)
 	s.n += int64(len(p))
 	if s.n < blobMin || len(s.buf)+len(p) < viewWriteBuffer {
 		s.buf = append(s.buf, p...)
@@ -70,11 +70,22 @@ func (s *viewSink) Write(p []byte) (int, error) {
 	}
 	if len(p) < viewWriteBuffer {
 		s.buf = append(s.buf, p...)
-	} else if _, err := s.file.Write(p); err != nil { // a view rendered whole arrives in one piece: no copy
+		return len(p), nil
+	}
+	s.sum.Write(p)
+	if _, err := s.file.Write(p); err != nil { // a view rendered whole arrives in one piece: no copy
 		s.failed = err
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// checksum is the SHA-256 (hex) of everything written to the sink. A rendering arrives in two writes per
+// event line, and the hash taking each of them on its own was most of the cost of checksumming it.
+func (s *viewSink) checksum() string {
+	s.sum.Write(s.buf[s.hashed:])
+	s.hashed = len(s.buf)
+	return hex.EncodeToString(s.sum.Sum(nil))
 }
 
 // flush writes out what is buffered, to the file it makes first if there is none yet.
@@ -87,11 +98,12 @@ func (s *viewSink) flush() error {
 		}
 		s.file = f
 	}
+	s.sum.Write(s.buf[s.hashed:])
 	if _, err := s.file.Write(s.buf); err != nil {
 		s.failed = err
 		return err
 	}
-	s.buf = s.buf[:0]
+	s.buf, s.hashed = s.buf[:0], 0
 	return nil
 }
 

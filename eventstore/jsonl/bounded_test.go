@@ -323,3 +323,27 @@ func TestRawLongLineBounded(t *testing.T) {
 		t.Fatalf("a 20 MiB line within the limit: %v", err)
 	}
 }
+
+// TestPredecodeLineList: a piece's line list has room for its lines and no more, up to 256 entries (a
+// small session's piece would otherwise allocate 256), and never more for a piece of empty lines.
+func TestPredecodeLineList(t *testing.T) {
+	line := `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}` + "\n"
+	for _, tc := range []struct {
+		plain   string
+		lines   int
+		maxCap  int
+		entries int
+	}{
+		{"", 0, 0, 0},
+		{line, 1, 1, 1},
+		{strings.Repeat(line, 40), 40, 40, 40},
+		{strings.Repeat(line, 1000), 1000, 1024 + 256, 1000},
+		{strings.Repeat("\n", 100000), 100000, 256, 2},
+	} {
+		c := predecode([]byte(tc.plain), true)
+		if len(c.lines) != tc.entries || cap(c.lines) > tc.maxCap {
+			t.Errorf("%d lines: %d entries (want %d), room for %d (want at most %d)", tc.lines, len(c.lines), tc.entries, cap(c.lines), tc.maxCap)
+		}
+		c.releaseEvents()
+	}
+}

@@ -135,8 +135,10 @@ func (c *chunk) releaseEvents() {
 // Without own, the events alias plain, which must then never change.
 func predecode(plain []byte, own bool) chunk {
 	// Not sized by the LFs: a megabyte of empty lines is one run, not a million entries allocated (and
-	// cleared) up front; append grows the list for the lines that parse.
-	c := chunk{size: len(plain), lines: make([]decodedLine, 0, 256)}
+	// cleared) up front; append grows the list for the lines that parse. But not beyond them either: a
+	// small session's one piece has a few dozen lines, and 256 entries for it were most of what its
+	// decode allocated.
+	c := chunk{size: len(plain), lines: make([]decodedLine, 0, min(256, bytes.Count(plain, []byte{'\n'})))}
 	c.events = chunkEvents.Get().(*[]event.Event)
 	evs := *c.events
 	var sc event.RowScratch

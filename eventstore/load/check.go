@@ -33,6 +33,9 @@ func (p Parallel) run(n, min int, fn func(lo, hi int) error) error {
 // would raise one, or *UnsupportedError. It returns the normalized events.
 func ReadStored(id string, h event.Header, stored []event.Event, rows []uint64, path string, par Parallel) ([]event.Event, error) {
 	c, err := checkStored(id, h, stored, rows, path, passTurns, nil, par)
+	if c != nil {
+		defer c.release()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +50,9 @@ func ReadStored(id string, h event.Header, stored []event.Event, rows []uint64, 
 // the closers separately.
 func Inspect(id string, feed *Progress, sc Surface, par Parallel) ([]event.Event, []event.Event, error) {
 	c, err := checkFeed(id, feed, passCount, sc, par)
+	if c != nil {
+		defer c.release()
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,6 +3,7 @@ package load
 import (
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/surface"
@@ -168,8 +169,14 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 		b.recs, b.kind, b.quick = old.recs[:0], old.kind[:0], old.quick[:0]
 	default:
 	}
+	if b.recs == nil {
+		if a, ok := blockArrays.Get().(*parsedBlock); ok {
+			b.recs, b.kind, b.quick = a.recs[:0], a.kind[:0], a.quick[:0]
+		}
+	}
 	if cap(b.recs) < hi-lo {
-		b.recs, b.kind, b.quick = make([]event.Value, hi-lo), make([]recKind, hi-lo), make([]quickMessage, hi-lo)
+		n := blockCap(hi - lo)
+		b.recs, b.kind, b.quick = make([]event.Value, hi-lo, n), make([]recKind, hi-lo, n), make([]quickMessage, hi-lo, n)
 	} else {
 		b.recs, b.kind, b.quick = b.recs[:hi-lo], b.kind[:hi-lo], b.quick[:hi-lo]
 		clear(b.recs) // an unparsed event's record must read as the zero Value
@@ -208,6 +215,59 @@ func (c *logCheck) parse(events []event.Event, rows []uint64, lo, hi int) parsed
 		return nil
 	})
 	return b
+}
+
+// blockArrays keeps the arrays of parsed blocks between loads. A mount's first walk loads thousands of
+// small sessions, one block each, and allocating every block's arrays anew was an eighth of what the walk
+// allocated; the collector's work follows it.
+var blockArrays sync.Pool
+
+// release hands the block arrays of a finished run to the next load. Nothing the run returned refers to
+// them: the passes copy what they keep out of a record, as they must already for the blocks a long load
+// reuses (spare).
+func (c *logCheck) release() {
+	for _, b := range c.finishedBlocks() {
+		clear(b.recs[:cap(b.recs)]) // no record's tree outlives its load through the pool
+		clear(b.quick[:cap(b.quick)])
+		blockArrays.Put(&parsedBlock{recs: b.recs[:0], kind: b.kind[:0], quick: b.quick[:0]})
+	}
+}
+
+// finishedBlocks takes the block arrays a run holds, the current block's and the spare ones, each once:
+// the last block's arrays are usually both.
+func (c *logCheck) finishedBlocks() []parsedBlock {
+	var out []parsedBlock
+	add := func(b parsedBlock) {
+		if cap(b.recs) == 0 {
+			return
+		}
+		for _, o := range out {
+			if &o.recs[:1][0] == &b.recs[:1][0] {
+				return
+			}
+		}
+		out = append(out, b)
+	}
+	add(parsedBlock{recs: c.recs, kind: c.kind, quick: c.quick})
+	c.recs, c.kind, c.quick = nil, nil, nil
+	for {
+		select {
+		case b := <-c.spare:
+			add(b)
+		default:
+			return out
+		}
+	}
+}
+
+// blockCap is the capacity a block's arrays are made with for n events: rounded up, so that arrays a
+// small load hands on (release) fit the next small load, which is seldom of exactly the same length.
+func blockCap(n int) int {
+	c := 128
+	for c < n {
+		c *= 2
+	}
+	return max(min(c, checkBlock), n)
 }
 
 // rowMember reports whether rows (eventstore.Prefix.RowMembers) marks stored event i as a member of a chunk row

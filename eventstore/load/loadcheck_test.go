@@ -303,3 +303,38 @@ func oracleInspectRaw(id string, h event.Header, stored []event.Event, path stri
 	}
 	return events, closers, nil
 }
+
+// TestFinishedBlocksOnce: a run's block arrays go to the next load once each, though the last block's are
+// both the current ones and spare, so that two loads never parse into the same arrays.
+func TestFinishedBlocksOnce(t *testing.T) {
+	c := newLogCheck("s", vHeader("s"), nil, "/p", passCount, nil)
+	a := parsedBlock{recs: make([]event.Value, 3), kind: make([]recKind, 3), quick: make([]quickMessage, 3)}
+	b := parsedBlock{recs: make([]event.Value, 2), kind: make([]recKind, 2), quick: make([]quickMessage, 2)}
+	c.recs, c.kind, c.quick = a.recs, a.kind, a.quick
+	c.spare <- b
+	c.spare <- a
+	got := c.finishedBlocks()
+	if len(got) != 2 || &got[0].recs[0] != &a.recs[0] || &got[1].recs[0] != &b.recs[0] {
+		t.Fatalf("finished blocks %d, want the current block's arrays and the other spare's, once each", len(got))
+	}
+	if c.recs != nil || len(c.spare) != 0 {
+		t.Fatalf("the run still holds arrays after handing them on")
+	}
+	if again := c.finishedBlocks(); len(again) != 0 {
+		t.Fatalf("a second release hands on %d blocks", len(again))
+	}
+}
+
+// TestBlockCap: arrays are made with room for a small load of another length, never below what is asked.
+func TestBlockCap(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{{0, 128}, {93, 128}, {128, 128}, {129, 256}, {5000, 8192}, {16384, 16384}} {
+		if got := blockCap(tc.n); got != tc.want {
+			t.Errorf("blockCap(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+	defer func(n int) { checkBlock = n }(checkBlock)
+	checkBlock = 3
+	if got := blockCap(5); got != 5 {
+		t.Errorf("blockCap(5) with blocks of 3 = %d, want 5", got)
+	}
+}

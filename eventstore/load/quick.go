@@ -359,3 +359,12 @@ func str(tok []byte) (string, bool) {
 	v, err := event.Parse(tok)
 	return v.Str, err == nil && v.Kind == event.KindString
 }
+
+// QuickMessage is quickEvent for an appended event: ok when the event is a user/message,
+// assistant/message, tool/call or tool/result in which every check of the event alone passes and no
+// upgrade applies, read without parsing it; callID is its data.callId (tool/call) or
+// data.message.source.callId (tool/result).
+func QuickMessage(e event.Event) (callID string, ok bool) {
+	q, ok := quickEvent(e)
+	return q.callID, ok
+}

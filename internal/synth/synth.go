@@ -22,6 +22,28 @@ type gen struct {
 	time  int64
 	batch []event.Event
 	limit int64
+	// chunks is how many assistant/chunk events a turn's first step streams (its second streams three
+	// quarters as many); 0 means DefaultChunks
+	chunks int
+}
+
+// DefaultChunks is how many text chunks a turn's first step streams unless asked otherwise: about three
+// quarters of a turn's events are then streamed chunks, as in the harness's own sessions.
+const DefaultChunks = 20
+
+// streamed is how many chunks step (1 or 2) of a turn streams.
+func (g *gen) streamed(step int) int {
+	n := g.chunks
+	switch {
+	case n == 0:
+		n = DefaultChunks
+	case n < 0:
+		return 0
+	}
+	if step == 2 {
+		return n * 3 / 4
+	}
+	return n
 }
 
 func (g *gen) add(typ string, data string, extra ...event.Member) {
@@ -56,6 +78,15 @@ var words = strings.Fields("the session log keeps every event so a crash can be 
 // Write creates session id in the JSONL root (created if absent) holding at least n events: whole turns,
 // so the log ends balanced.
 func Write(root string, mode jsonl.Compression, id string, n int) error {
+	return WriteChunks(root, mode, id, n, DefaultChunks)
+}
+
+// WriteChunks is Write with chunks streamed text chunks in each turn's first step (three quarters as many
+// in its second): fewer make a mix heavier in messages, tool calls and results, and brackets.
+func WriteChunks(root string, mode jsonl.Compression, id string, n, chunks int) error {
+	if chunks < 0 {
+		return fmt.Errorf("chunks per step must not be negative, not %d", chunks)
+	}
 	b, err := jsonl.Open(root, mode)
 	if err != nil {
 		return err
@@ -66,7 +97,10 @@ func Write(root string, mode jsonl.Compression, id string, n int) error {
 	if err := st.Create(context.Background(), h); err != nil {
 		return closed(st, err)
 	}
-	g := &gen{st: st, id: id, time: 1778573701000, limit: int64(n)}
+	g := &gen{st: st, id: id, time: 1778573701000, limit: int64(n), chunks: chunks}
+	if chunks == 0 {
+		g.chunks = -1 // none at all, not the default
+	}
 	return closed(st, g.turns(1))
 }
 
@@ -200,7 +234,7 @@ func (g *gen) turns(first int) error {
 			g.add("request/header", `{"header":{"config":{"provider":"deepseek-official","model":"deepseek-v4-flash"},"system":"You are a coding agent."},"reason":"initial"}`)
 		}
 		first := g.seq
-		for k := 0; k < 20; k++ {
+		for k := 0; k < g.streamed(1); k++ {
 			g.add("assistant/chunk", fmt.Sprintf(`{"turn":%d,"step":1,"chunk":{"type":"text-delta","index":0,"text":"%s "}}`, t, words[(t+k)%len(words)]))
 		}
 		callID := fmt.Sprintf("call-%d", t)
@@ -216,7 +250,7 @@ func (g *gen) turns(first int) error {
 		}
 		g.add("step/start", fmt.Sprintf(`{"turn":%d,"step":2}`, t))
 		first = g.seq
-		for k := 0; k < 15; k++ {
+		for k := 0; k < g.streamed(2); k++ {
 			g.add("assistant/chunk", fmt.Sprintf(`{"turn":%d,"step":2,"chunk":{"type":"text-delta","index":0,"text":"%s "}}`, t, words[(t*7+k)%len(words)]))
 		}
 		g.add("assistant/message", fmt.Sprintf(`{"turn":%d,"step":2,"message":{"id":"a-%d-2","role":"assistant","content":[{"type":"text","text":"TestB in pkg/b fails: it wants 3 and gets 4."}],"source":{"kind":"model","provider":"deepseek-official","model":"deepseek-v4-flash"}}}`, t, t),
