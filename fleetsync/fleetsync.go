@@ -112,6 +112,9 @@ type Syncer struct {
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
 	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
+	// follow: Watch runs, so a v4 cursor keeps its log's restore state (keepV4), v4Kept bytes of it in all
+	follow bool
+	v4Kept int64
 	// proofs is, by id, the fleet store's revision at which its copy of the session was last proven, line
 	// by line, to be a prefix of this host's log (or written by this syncer onto such a prefix): while the
 	// fleet store keeps that revision and this host's artifact has only grown, nothing needs comparing
