@@ -18,8 +18,10 @@
 //     reported, never merged or overwritten — unless that host's copy is identical to the fleet store's,
 //     which is nothing to do. A session its host released (sync --release) is no longer followed.
 //   - A format v4 session (session.v4.jsonl[.zstd] of a JSONL store: harness 0.2.x) is carried as v4: its
-//     physical header line and rows, byte for byte, the rows being those the v4 restore accepts (read
-//     whole on each change), with the same content proof. One synced as v0 whose harness upgraded it
+//     physical header line and rows, byte for byte, the rows being those the v4 restore accepts, with the
+//     same content proof. A followed session is read from where its last read ended, the appended rows
+//     checked from the restore's state there; otherwise the file is restored whole, the rows already
+//     copied proven by the cursor's digest. One synced as v0 whose harness upgraded it
 //     since is carried as its new generation when its v4 log holds every event of the v0 copy (compared
 //     on what the migration keeps: type, time, turn, step, call id), the v0 copy kept in the fleet store
 //     (kind superseded); else it is marked stale, with the reason, and the fleet store refuses it.
