@@ -289,3 +289,39 @@ func TestSyncV4UpgradeFollowed(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchV4: sync --watch keeps a v4 session's restore state: each turn the harness appends is copied
+// as it lands, read from where the last read ended.
+func TestWatchV4(t *testing.T) {
+	for _, mode := range []jsonl.Compression{jsonl.None, jsonl.Zstd} {
+		t.Run(string(mode), func(t *testing.T) {
+			ctx := context.Background()
+			root := filepath.Join(t.TempDir(), "sessions")
+			turns := v4Grown(t, root, mode, 100, 3)
+			dst, dsn := fleet(t, "h")
+			src := source(t, root)
+			file := artifact(t, src, "s")
+			s := fleetsync.New(src, dst, fleetsync.Options{Host: "h"})
+			first := pass(t, s)[0]
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- s.Watch(wctx, func(fleetsync.Report) {}, func(msg string) { t.Log(msg) }) }()
+			want := first.To
+			for i, turn := range turns {
+				grow(t, file, mode, turn)
+				want += int64(rowsOf(turn))
+				await(t, func() bool { h, _ := dst.Held(ctx, "s"); return h.NextSeq == want })
+				// the watch's first read restores the file whole; each later one resumes from its state
+				await(t, func() bool {
+					ok, next, kept, resumed := fleetsync.V4Cursor(s, "s")
+					return ok && next == want && kept && resumed == (i > 0)
+				})
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			equal(t, src, dst, dsn, true)
+		})
+	}
+}
