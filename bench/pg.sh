@@ -15,9 +15,15 @@
 #      median of APPENDS.
 #   5. `dshfs ls` of a fleet store of LS_SESSIONS sessions (default 100000, of >= LS_PER=5 events) vs `dshfs ls`
 #      of the JSONL store it came from.
-# Env: SESSIONS PER BIG LS_SESSIONS LS_PER RUNS COLD_RUNS APPENDS PATTERN BENCH_DIR; SKIP="sync mount big
-# latency ls" (any subset; 2 needs 1's database) skips parts. Every mount is served by its own `dshfs mount`
-# process; this script reads it only from outside. Not run by CI.
+#   6. format v4 sessions against v0 sessions of the same turns (bench/gensession -generation 4): sync of a
+#      V4_SESSIONS-session (default 2000, V4_PER=50 events of v0 each) store of each into an empty fleet
+#      database (events/s and turns/s), and the same sync again (nothing changed); then one session of
+#      V4_BIG (default 100000) v4 events, and the v0 session of the same turns: its first sync, the same sync
+#      again, a new `dshfs sync` after it grew by one turn (median of RUNS), and a turn appended while
+#      `dshfs sync --watch` runs, until the watch reports it copied (median of V4_GROWS after a warm-up).
+# Env: SESSIONS PER BIG LS_SESSIONS LS_PER RUNS COLD_RUNS APPENDS PATTERN V4_SESSIONS V4_PER V4_BIG V4_GROWS
+# BENCH_DIR; SKIP="sync mount big latency ls v4" (any subset; 2 needs 1's database) skips parts. Every mount
+# is served by its own `dshfs mount` process; this script reads it only from outside. Not run by CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SESSIONS=${SESSIONS:-10000}
@@ -28,6 +34,10 @@ LS_PER=${LS_PER:-5}
 RUNS=${RUNS:-3}
 COLD_RUNS=${COLD_RUNS:-3}
 APPENDS=${APPENDS:-7}
+V4_SESSIONS=${V4_SESSIONS:-2000}
+V4_PER=${V4_PER:-50}
+V4_BIG=${V4_BIG:-100000}
+V4_GROWS=${V4_GROWS:-5}
 PATTERN=${PATTERN:-FAIL: TestC}
 SKIP=${SKIP:-}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
@@ -69,9 +79,11 @@ newdb() { PGOPTIONS="-c client_min_messages=warning" "$PSQL" -q "$ADMIN" -c "DRO
 dbsize() { "$PSQL" -qtA "$(dsn "$1")" -c "SELECT pg_database_size(current_database())"; }
 
 XDG="$WORK/xdg-pg"
+TAILPID= WATCHPID=
 mount_store() { mount_with "$DSHFS" "$1" "$2"; } # mount_store STORE MNT
 cleanup() {
   [ -z "$TAILPID" ] || kill "$TAILPID" 2>/dev/null || true
+  [ -z "$WATCHPID" ] || kill "$WATCHPID" 2>/dev/null || true
   unmount_all
   exec 9>&- # the server stops when its stdin closes
   wait 2>/dev/null || true
@@ -194,6 +206,126 @@ if ! skip ls; then
   ft=$(printf '%s\n' "${f[@]}" | med); jt=$(printf '%s\n' "${j[@]}" | med)
   echo "  fleet ${ft}s ($("$DSHFS" ls "$(dsn wide)" | wc -l) sessions), JSONL ${jt}s; fleet database $(( $(dbsize wide) / 1048576 )) MiB"
   row "dshfs ls, $LS_SESSIONS sessions (s)" "$ft" "$jt" "$(ratio "$ft" "$jt")"
+fi
+
+# --- 6. v4 sessions vs v0 sessions of the same turns -----------------------------------------------------------
+# gen_root DIR GEN COUNT N: a zstd root of COUNT sessions (s00000…) of generation GEN and >= N events each,
+# generated once and cached under $WORK
+gen_root() {
+  local dir=$1 gen=$2 count=$3 n=$4
+  [ ! -f "$dir/.complete" ] || return 0
+  echo "== generating $count v$gen sessions of >= $n events into $dir (once; cached)"
+  rm -rf "$dir"; mkdir -p "$dir"
+  "$GEN" -mode zstd -generation "$gen" -id s00000 "$dir" "$n"
+  if [ "$count" -gt 1 ]; then
+    seq -f 's%05g' 1 $((count - 1)) | xargs -P "$(nproc)" -n 500 "$GEN" -mode zstd -generation "$gen" "$dir" "$n"
+  fi
+  touch "$dir/.complete"
+}
+# held_to DB: the seq after the last event the fleet database holds of session bench
+held_to() { "$PSQL" -qtA "$(dsn "$1")" -c "SELECT next_seq FROM sessions WHERE id = 'bench'"; }
+# watch_grow ROOT DB PER GROW: `dshfs sync --watch ROOT` into DB (which holds ROOT's session bench already);
+# V4_GROWS+1 times `GROW i` appends turn i of PER events, and the time from its return until the watch reports
+# the session copied to its new end is taken; the first (which includes the watch's first pass) is dropped.
+# Prints the median.
+watch_grow() {
+  local root=$1 db=$2 per=$3 grow=$4 out="$WORK/watch.out" to i s ts=()
+  : >"$out"
+  "$DSHFS" sync --watch --host bench "$root" "$(dsn "$db")" >"$out" 2>"$WORK/watch.err" &
+  WATCHPID=$!
+  to=$(held_to "$db")
+  for i in $(seq 0 "$V4_GROWS"); do
+    "$grow" "$i" >/dev/null
+    s=$(now)
+    to=$((to + per))
+    until awk -F'\t' -v n="$to" '$2 == "copied" && $3 == "bench" && $6 + 0 >= n {f=1} END {exit !f}' "$out"; do
+      if ! kill -0 "$WATCHPID" 2>/dev/null || [ $(( $(now) - s )) -gt 300000000000 ]; then
+        echo "sync --watch did not report seq $to copied:" >&2; cat "$out" "$WORK/watch.err" >&2
+        kill "$WATCHPID" 2>/dev/null; exit 1
+      fi
+      sleep 0.005
+    done
+    [ "$i" -eq 0 ] || ts+=("$(secs "$s" "$(now)")")
+  done
+  kill -TERM "$WATCHPID"; wait "$WATCHPID" 2>/dev/null || true; WATCHPID=
+  printf '%s\n' "${ts[@]}" | med
+}
+if ! skip v4; then
+  echo
+  V4T=$(( (V4_PER + 45) / 46 )) # a v0 turn is 46 events (the first one 47), a v4 turn 11 (and 2 before it)
+  V0M="$WORK/v4cmp-v0-$V4_SESSIONS-$V4T" V4M="$WORK/v4cmp-v4-$V4_SESSIONS-$V4T"
+  gen_root "$V0M" 0 "$V4_SESSIONS" "$V4_PER"
+  gen_root "$V4M" 4 "$V4_SESSIONS" $(( V4T * 11 + 2 ))
+  echo "== 6. v4 sessions vs v0 sessions of the same turns"
+  a=() b=()
+  for i in $(seq "$RUNS"); do
+    newdb fleet0; a+=("$(timeit "$DSHFS" sync --host bench "$V0M" "$(dsn fleet0)")")
+    newdb fleet4; b+=("$(timeit "$DSHFS" sync --host bench "$V4M" "$(dsn fleet4)")")
+  done
+  t0=$(printf '%s\n' "${a[@]}" | med); t4=$(printf '%s\n' "${b[@]}" | med)
+  e0=$("$PSQL" -qtA "$(dsn fleet0)" -c "SELECT sum(next_seq) FROM sessions")
+  e4=$("$PSQL" -qtA "$(dsn fleet4)" -c "SELECT sum(next_seq) FROM sessions")
+  per_s() { awk -v n="$1" -v t="$2" 'BEGIN{printf "%.0f", n/t}'; }
+  turns=$(( V4_SESSIONS * V4T ))
+  echo "  sync of $V4_SESSIONS sessions ($turns turns): v0 ${t0}s ($e0 events, $(per_s "$e0" "$t0") events/s, $(per_s "$turns" "$t0") turns/s);" \
+    "v4 ${t4}s ($e4 events, $(per_s "$e4" "$t4") events/s, $(per_s "$turns" "$t4") turns/s)"
+  row "sync of $V4_SESSIONS v4 sessions (events/s)" "$(per_s "$e4" "$t4")" "$(per_s "$e0" "$t0")" "v0 of the same turns: $(ratio "$t0" "$t4") of its turns/s"
+  a=() b=()
+  for i in $(seq "$RUNS"); do
+    a+=("$(timeit "$DSHFS" sync --host bench "$V0M" "$(dsn fleet0)")")
+    b+=("$(timeit "$DSHFS" sync --host bench "$V4M" "$(dsn fleet4)")")
+  done
+  t0=$(printf '%s\n' "${a[@]}" | med); t4=$(printf '%s\n' "${b[@]}" | med)
+  echo "  the same sync again (nothing changed): v0 ${t0}s, v4 ${t4}s"
+  row "$V4_SESSIONS sessions, sync again, nothing new (s)" "$t4" "$t0" "$(ratio "$t4" "$t0") (v4 / v0)"
+
+  # one big session: BT turns, as v4 (V4_BIG events) and as v0
+  BT=$(( (V4_BIG - 2 + 10) / 11 ))
+  B0="$WORK/v4cmp-big-v0-$BT" B4="$WORK/v4cmp-big-v4-$BT" P4="$WORK/v4cmp-big-v4-$BT-plus"
+  [ -d "$B0" ] || "$GEN" -mode zstd -id bench "$B0" $(( (BT - 1) * 46 + 2 ))
+  [ -d "$B4" ] || "$GEN" -mode zstd -id bench -generation 4 "$B4" $(( BT * 11 + 2 ))
+  GROWN=$(( RUNS + V4_GROWS + 1 ))
+  # the v4 turns appended: the turns after BT of the same generator's longer session, one file each, in the
+  # append syntax (seq and time left to the writer)
+  [ -d "$P4" ] || "$GEN" -mode zstd -id bench -generation 4 "$P4" $(( (BT + GROWN) * 11 + 2 ))
+  rm -rf "$WORK/v4turns"; mkdir -p "$WORK/v4turns"
+  "$DSHFS" cat --view events "$P4" bench | tail -n +$(( $("$DSHFS" cat --view events "$B4" bench | wc -l) + 1 )) |
+    sed -E 's/"seq":[0-9]+,"time":[0-9]+,//' |
+    awk -v d="$WORK/v4turns" '/"type":"turn\/start"/ {n++} {print > (d "/" n)}'
+  rm -rf "$WORK/big0" "$WORK/big4"; cp -a "$B0" "$WORK/big0"; cp -a "$B4" "$WORK/big4"
+  grow0() { "$GEN" -mode zstd -id bench -append "$WORK/big0" 1; }
+  G4=0
+  grow4() { G4=$((G4 + 1)); "$DSHFS" append "$WORK/big4" bench "$WORK/v4turns/$G4"; }
+  newdb big0; newdb big4
+  f0=$(timeit "$DSHFS" sync --host bench "$WORK/big0" "$(dsn big0)")
+  f4=$(timeit "$DSHFS" sync --host bench "$WORK/big4" "$(dsn big4)")
+  n0=$(held_to big0) n4=$(held_to big4)
+  echo "  one session of $BT turns: v0 $n0 events, v4 $n4 events; first sync v0 ${f0}s, v4 ${f4}s"
+  row "first sync, one session of $n4 v4 events (s)" "$f4" "$f0" "v0 of the same turns ($n0 events)"
+  a=() b=()
+  for i in $(seq "$RUNS"); do
+    a+=("$(timeit "$DSHFS" sync --host bench "$WORK/big0" "$(dsn big0)")")
+    b+=("$(timeit "$DSHFS" sync --host bench "$WORK/big4" "$(dsn big4)")")
+  done
+  t0=$(printf '%s\n' "${a[@]}" | med); t4=$(printf '%s\n' "${b[@]}" | med)
+  echo "  the same sync again (nothing changed): v0 ${t0}s, v4 ${t4}s"
+  row "big session, sync again, nothing new (s)" "$t4" "$t0" "$(ratio "$t4" "$t0") (v4 / v0)"
+  a=() b=()
+  for i in $(seq "$RUNS"); do
+    grow0 >/dev/null; a+=("$(timeit "$DSHFS" sync --host bench "$WORK/big0" "$(dsn big0)")")
+    grow4 >/dev/null; b+=("$(timeit "$DSHFS" sync --host bench "$WORK/big4" "$(dsn big4)")")
+  done
+  # the events of one turn, as the fleet store counts them
+  PER0=$(( $(held_to big0) - n0 )) PER4=$(( $(held_to big4) - n4 ))
+  PER0=$(( PER0 / RUNS )) PER4=$(( PER4 / RUNS ))
+  t0=$(printf '%s\n' "${a[@]}" | med); t4=$(printf '%s\n' "${b[@]}" | med)
+  echo "  a new sync after one turn was appended: v0 ${t0}s, v4 ${t4}s (medians of $RUNS)"
+  row "big session grew a turn, new sync (s)" "$t4" "$t0" "$(ratio "$t4" "$t0") (v4 / v0)"
+  w0=$(watch_grow "$WORK/big0" big0 "$PER0" grow0)
+  w4=$(watch_grow "$WORK/big4" big4 "$PER4" grow4)
+  echo "  sync --watch, a turn appended -> reported copied: v0 ${w0}s, v4 ${w4}s (medians of $V4_GROWS)"
+  row "big session grew a turn, sync --watch (s)" "$w4" "$w0" "$(ratio "$w4" "$w0") (v4 / v0)"
+  echo "  fleet databases: v0 $(( $(dbsize big0) / 1048576 )) MiB, v4 $(( $(dbsize big4) / 1048576 )) MiB"
 fi
 
 echo

@@ -18,8 +18,10 @@
 //     reported, never merged or overwritten — unless that host's copy is identical to the fleet store's,
 //     which is nothing to do. A session its host released (sync --release) is no longer followed.
 //   - A format v4 session (session.v4.jsonl[.zstd] of a JSONL store: harness 0.2.x) is carried as v4: its
-//     physical header line and rows, byte for byte, the rows being those the v4 restore accepts (read
-//     whole on each change), with the same content proof. One synced as v0 whose harness upgraded it
+//     physical header line and rows, byte for byte, the rows being those the v4 restore accepts, with the
+//     same content proof. A followed session is read from where its last read ended, the appended rows
+//     checked from the restore's state there; otherwise the file is restored whole, the rows already
+//     copied proven by the cursor's digest. One synced as v0 whose harness upgraded it
 //     since is carried as its new generation when its v4 log holds every event of the v0 copy (compared
 //     on what the migration keeps: type, time, turn, step, call id), the v0 copy kept in the fleet store
 //     (kind superseded); else it is marked stale, with the reason, and the fleet store refuses it.
@@ -112,6 +114,9 @@ type Syncer struct {
 	entries map[string]eventstore.Entry // the last listing, by id
 	seen    map[string]string           // id → the source revision whose sync completed
 	cursors map[string]*cursor          // where the last clean read of a JSONL artifact ended
+	// follow: Watch runs, so a v4 cursor keeps its log's restore state (keepV4), v4Kept bytes of it in all
+	follow bool
+	v4Kept int64
 	// proofs is, by id, the fleet store's revision at which its copy of the session was last proven, line
 	// by line, to be a prefix of this host's log (or written by this syncer onto such a prefix): while the
 	// fleet store keeps that revision and this host's artifact has only grown, nothing needs comparing

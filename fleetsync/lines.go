@@ -219,6 +219,7 @@ type cursor struct {
 	// replaced by another copy of itself (a restored backup) can reuse the inode, but not the bytes that
 	// end its log, which carry the events' own times and ids
 	tail [32]byte
+	v4   *v4State // a v4 artifact's: the log before offset (nil for any other)
 }
 
 // sealed is at with the hash of the bytes before its offset (nil when they do not read).

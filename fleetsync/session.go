@@ -57,6 +57,9 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	s.mu.Lock()
 	from := s.cursors[e.ID]
 	delete(s.cursors, e.ID)
+	if from != nil && from.v4 != nil && from.v4.events != nil {
+		s.v4Kept -= from.v4.bytes
+	}
 	pf, hasProof := s.proofs[e.ID]
 	delete(s.proofs, e.ID)
 	s.mu.Unlock()
@@ -138,6 +141,7 @@ func (s *Syncer) sync(ctx context.Context, e eventstore.Entry) Report {
 	}
 	s.mu.Lock()
 	if r.Status != Released && res.at != nil && res.at.next <= r.To {
+		s.keepV4(res.at)
 		s.cursors[e.ID] = res.at
 	}
 	if r.Status != Released {
@@ -206,4 +210,19 @@ func (s *Syncer) foreign(ctx context.Context, e eventstore.Entry, held postgres.
 	}
 	r.Status, r.Reason = Identical, "held from host "+stringify(held.Host)+"; this host's copy is identical"
 	return r
+}
+
+// keepV4 decides whether a v4 cursor keeps the restore's state (mu held): only while the syncer follows
+// the store (a one-shot sync reads each session once) and within v4KeepBytes over every session; without
+// it, the next read of the session restores its whole file and proves the rows copied by the digest.
+func (s *Syncer) keepV4(at *cursor) {
+	st := at.v4
+	if st == nil || st.events == nil {
+		return
+	}
+	if !s.follow || s.v4Kept+st.bytes > v4KeepBytes {
+		st.events, st.checker = nil, nil
+		return
+	}
+	s.v4Kept += st.bytes
 }

@@ -3,8 +3,12 @@ package fleetsync
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 
 	"github.com/dshfs/dshfs/eventstore"
@@ -26,51 +30,63 @@ type v4Log struct {
 	rows   [][]byte // the rows of the restored events, in seq order
 	events []event.Event
 	torn   int64 // bytes after the rows the restore accepted (a torn frame or line, a damaged tail)
+	gh     generation.Header
+	cut    int64 // the inherited event count
+	// end is the file offset after the last complete frame (zstd) or line (raw) when the restore accepted
+	// every row before it; -1 when it set rows aside, which a read resumed there could not tell from new ones
+	end  int64
+	text int64 // the plaintext bytes of the header and rows
 }
 
-// readV4 reads the v4 artifact of e: its complete frames (zstd; a torn final frame is left for a later
-// pass, as a v0 sync leaves a torn line) or lines (raw), restored with the v4 rules.
+// readV4 reads the v4 artifact of e whole (readV4File).
 func readV4(ctx context.Context, b artifactOpener, e eventstore.Entry, workers int) (*v4Log, error) {
 	f, art, err := b.OpenArtifact(ctx, e.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return readV4File(f, art, b.Compression() == jsonl.Zstd, workers)
+}
+
+// readV4File reads a v4 artifact whole: its complete frames (zstd; a torn final frame is left for a later
+// pass, as a v0 sync leaves a torn line) or lines (raw), restored with the v4 rules.
+func readV4File(f *os.File, art eventstore.Artifact, zstd bool, workers int) (*v4Log, error) {
 	buf, err := io.ReadAll(io.NewSectionReader(f, 0, art.Size))
 	if err != nil {
 		return nil, &eventstore.IOError{Err: err}
 	}
-	zstd := b.Compression() == jsonl.Zstd
-	var text []byte // the plaintext of the complete frames (zstd) or lines (raw)
-	var torn int64
+	end := int64(0)
+	var frames []jsonl.Frame
 	if zstd {
-		frames, _, err := jsonl.ScanFrames(buf, 0)
-		if err != nil {
+		if frames, _, err = jsonl.ScanFrames(buf, 0); err != nil {
 			return nil, &corruptError{err.Error()}
 		}
-		end := int64(0)
+		if len(frames) > 0 {
+			end = frames[len(frames)-1].End
+		}
+	} else {
+		end = int64(bytes.LastIndexByte(buf, '\n') + 1)
+	}
+	size := int64(len(buf))
+	buf = buf[:end]
+	// the restore first: it refuses a frame that could decode to more than max_frame_bytes before decoding it
+	a, err := generation.DecodeWith(buf, generation.Options{Generation: 4, Compressed: zstd, Recovery: generation.Recoverable,
+		MaxFrameBytes: generation.DefaultMaxFrameBytes, Workers: workers})
+	if err != nil {
+		return nil, &corruptError{err.Error()}
+	}
+	text := buf // the plaintext of the complete frames (zstd) or lines (raw)
+	if zstd {
+		text = nil
 		for _, fr := range frames {
 			t, err := jsonl.RawText(buf[fr.Start:fr.End])
 			if err != nil {
 				return nil, &corruptError{err.Error()}
 			}
 			text = append(text, t...)
-			end = fr.End
 		}
-		torn = int64(len(buf)) - end
-		buf = buf[:end]
-	} else {
-		n := bytes.LastIndexByte(buf, '\n') + 1
-		torn = int64(len(buf) - n)
-		buf = buf[:n]
-		text = buf
 	}
-	a, err := generation.DecodeWith(buf, generation.Options{Generation: 4, Compressed: zstd, Recovery: generation.Recoverable,
-		MaxFrameBytes: generation.DefaultMaxFrameBytes, Workers: workers})
-	if err != nil {
-		return nil, &corruptError{err.Error()}
-	}
-	l := &v4Log{events: a.Events}
+	l := &v4Log{events: a.Events, gh: a.Header, cut: a.InheritedEventCount, end: end, text: int64(len(text))}
 	rest := text
 	for i := -1; i < len(a.Events); i++ {
 		nl := bytes.IndexByte(rest, '\n')
@@ -84,8 +100,13 @@ func readV4(ctx context.Context, b artifactOpener, e eventstore.Entry, workers i
 		}
 		rest = rest[nl+1:]
 	}
-	l.torn = torn + int64(len(rest))
-	// the fleet store restores the rows as this raw text: it must restore to the very same events
+	l.torn = size - end + int64(len(rest))
+	if len(rest) == 0 {
+		// the header and rows are the very text restored: the fleet store restores them to these events
+		return l, nil
+	}
+	l.end, l.text = -1, l.text-int64(len(rest))
+	// rows were set aside: the fleet store restores the rows alone, which must restore to the very same events
 	raw := append(bytes.Clone(l.header), '\n')
 	for _, r := range l.rows {
 		raw = append(append(raw, r...), '\n')
@@ -105,30 +126,186 @@ func readV4(ctx context.Context, b artifactOpener, e eventstore.Entry, workers i
 	return l, nil
 }
 
-// v4Reader reads a JSONL store's v4 artifacts whole, on every change (no cursor: which rows are the log
-// is the restore's answer over the whole file).
+// v4State is what a cursor of a v4 artifact knows of the log before its offset: a digest of it, and, while
+// the syncer follows the store, the restore's state there, so that the next read checks only the rows
+// appended past it.
+type v4State struct {
+	gh  generation.Header
+	cut int64
+	// events are the restored events before the cursor (nil: not kept); checker walks them once, at the
+	// first read that resumes, and then moves on with each accepted append
+	events  []event.Event
+	checker *generation.V4Checker
+	bytes   int64 // the plaintext the events stand for: what keeping them costs
+	// sum is the SHA-256 of the header line and the rows before the cursor, each with its LF; hash is the
+	// running digest's state, continued over the rows appended
+	sum  [32]byte
+	hash []byte
+}
+
+// v4KeepBytes bounds the plaintext of the v4 logs whose restore state a following syncer keeps; a session
+// past it is restored whole on each change, its copied rows proven by the cursor's digest.
+const v4KeepBytes = 256 << 20
+
+// digestRows continues the digest state (nil: a new digest, of header first) over rows.
+func digestRows(state, header []byte, rows [][]byte) ([]byte, [32]byte) {
+	h := sha256.New()
+	if state != nil {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state); err != nil {
+			panic("fleetsync: a SHA-256 state does not restore: " + err.Error()) // written by this function
+		}
+	} else {
+		h.Write(header)
+		h.Write([]byte{'\n'})
+	}
+	for _, r := range rows {
+		h.Write(r)
+		h.Write([]byte{'\n'})
+	}
+	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		panic("fleetsync: a SHA-256 state does not save: " + err.Error())
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return state, sum
+}
+
+// v4Reader reads a JSONL store's v4 artifacts. Which rows are the log is the restore's answer, so a read
+// without a cursor restores the whole file. One from a cursor (the same artifact, grown only) checks the
+// rows appended past it from the restore's state there (a generation.V4Checker, as a v4 writer checks its
+// appends), or, when that state is not kept or the appended rows are anything but rows the checker
+// accepts, restores the whole file and proves the rows before the cursor by its digest.
 type v4Reader struct {
 	b       artifactOpener
 	workers int
 }
 
-func (v4Reader) resumes(context.Context, eventstore.Entry, *cursor) bool { return false }
+func (r v4Reader) resumes(ctx context.Context, e eventstore.Entry, from *cursor) bool {
+	return from.v4 != nil && fileReader{b: r.b}.resumes(ctx, e, from)
+}
 
-func (r v4Reader) read(ctx context.Context, e eventstore.Entry, _ *cursor, _ knownLine, header func([]byte) error, emit func(line) error) (readResult, error) {
-	l, err := readV4(ctx, r.b, e, r.workers)
+func (r v4Reader) read(ctx context.Context, e eventstore.Entry, from *cursor, _ knownLine, header func([]byte) error, emit func(line) error) (readResult, error) {
+	f, art, err := r.b.OpenArtifact(ctx, e.Path)
 	if err != nil {
 		return readResult{}, err
 	}
-	res := readResult{torn: l.torn}
-	if err := header(l.header); err != nil {
+	defer f.Close()
+	zstd := r.b.Compression() == jsonl.Zstd
+	if from != nil && (from.v4 == nil || !resumable(f, art, from)) {
+		from = nil // replaced or cut back: read whole (the copier refuses rows below what it resumed past)
+	}
+	var hdr []byte
+	var rows [][]byte
+	var first, torn int64
+	var at *cursor
+	if from != nil && from.v4.events != nil {
+		if rows, at, torn, err = r.resume(f, art, zstd, from); err != nil {
+			return readResult{}, err
+		}
+		hdr, first = from.header, from.next
+	}
+	if at == nil {
+		l, err := readV4File(f, art, zstd, r.workers)
+		if err != nil {
+			return readResult{}, err
+		}
+		st := &v4State{gh: l.gh, cut: l.cut, events: l.events, bytes: l.text}
+		rows, hdr, first, torn = l.rows, l.header, 0, l.torn
+		if from != nil {
+			// the rows the cursor was past must be those it digested: only the rest is new
+			next := from.next
+			if int64(len(l.rows)) < next || !bytes.Equal(l.header, from.header) {
+				return readResult{}, errChanged
+			}
+			var sum [32]byte
+			if st.hash, sum = digestRows(nil, l.header, l.rows[:next]); sum != from.v4.sum {
+				return readResult{}, errChanged
+			}
+			rows, first = l.rows[next:], next
+			st.hash, st.sum = digestRows(st.hash, nil, rows)
+		} else {
+			st.hash, st.sum = digestRows(nil, l.header, l.rows)
+		}
+		if l.end >= 0 {
+			at = &cursor{identity: art.Identity, offset: l.end, next: int64(len(l.rows)), header: l.header, v4: st}
+		}
+	}
+	res := readResult{torn: torn}
+	if err := header(hdr); err != nil {
 		return res, stopped(err)
 	}
-	for i, row := range l.rows {
-		if err := emit(line{raw: row, first: int64(i), last: int64(i), events: 1}); err != nil {
+	for i, row := range rows {
+		seq := first + int64(i)
+		if err := emit(line{raw: row, first: seq, last: seq, events: 1}); err != nil {
 			return res, stopped(err)
 		}
 	}
+	res.at = sealed(f, at)
 	return res, nil
+}
+
+// errChanged is a v4 artifact whose rows before a cursor are not those the cursor digested (rewritten in
+// place): nothing is copied, and the next pass compares the whole log with the fleet store's copy.
+var errChanged = &eventstore.IOError{Err: errors.New("the session's artifact changed before where its last read ended; it is compared again by the next pass")}
+
+// resume reads the frames (zstd) or lines (raw) appended to a v4 artifact past from, and checks their rows
+// from the restore's state there. at is nil when they are anything but rows the checker accepts as they
+// are — one it refuses, an inherited end-seed, a frame that ends inside a line or does not decode — which a
+// whole restore then decides, as the harness does. The state moves on only when every row is accepted.
+func (r v4Reader) resume(f *os.File, art eventstore.Artifact, zstd bool, from *cursor) (rows [][]byte, at *cursor, torn int64, err error) {
+	buf := make([]byte, art.Size-from.offset)
+	if n, err := f.ReadAt(buf, from.offset); n != len(buf) && err != nil {
+		return nil, nil, 0, &eventstore.IOError{Err: err}
+	}
+	var text []byte
+	end := int64(0)
+	if zstd {
+		frames, _, err := jsonl.ScanFrames(buf, 0)
+		if err != nil {
+			return nil, nil, 0, nil
+		}
+		for _, fr := range frames {
+			t, err := jsonl.RawTextCapped(buf[fr.Start:fr.End], generation.DefaultMaxFrameBytes)
+			if err != nil || len(t) == 0 || t[len(t)-1] != '\n' {
+				return nil, nil, 0, nil
+			}
+			text = append(text, t...)
+			end = fr.End
+		}
+	} else {
+		end = int64(bytes.LastIndexByte(buf, '\n') + 1)
+		text = buf[:end]
+	}
+	var add []event.Event
+	for rest := text; len(rest) > 0; {
+		nl := bytes.IndexByte(rest, '\n')
+		row := rest[:nl]
+		rest = rest[nl+1:]
+		ev, err := event.ParseEvent(row)
+		if err != nil || ev.Type == "session/end-seed" {
+			return nil, nil, 0, nil
+		}
+		rows, add = append(rows, row), append(add, ev)
+	}
+	st := from.v4
+	if len(add) > 0 {
+		if st.checker == nil {
+			if st.checker, err = generation.NewV4Checker(st.gh, st.cut, st.events); err != nil {
+				st.checker = nil
+				return nil, nil, 0, nil
+			}
+		}
+		out, err := st.checker.CheckParsed(st.events, add, nil)
+		if err != nil {
+			return nil, nil, 0, nil
+		}
+		st.events = append(st.events, out...)
+		st.bytes += int64(len(text))
+		st.hash, st.sum = digestRows(st.hash, nil, rows)
+	}
+	at = &cursor{identity: art.Identity, offset: from.offset + end, next: from.next + int64(len(rows)), header: from.header, v4: st}
+	return rows, at, int64(len(buf)) - end, nil
 }
 
 // upgrade carries a session this host synced as v0 and its harness has since upgraded to v4 (a

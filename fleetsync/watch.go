@@ -28,6 +28,9 @@ const (
 // the source's change feed cannot be used, or cannot hear of every change, and the source is polled
 // instead. It returns nil when ctx ends.
 func (s *Syncer) Watch(ctx context.Context, report func(Report), notice func(string)) error {
+	s.mu.Lock()
+	s.follow = true // a session is read again as it grows: its v4 restore state is worth keeping
+	s.mu.Unlock()
 	var changes <-chan string // nil without a feed: only the ticks pass
 	var cover eventstore.WatchCoverage
 	if w, ok := s.src.Backend().(eventstore.Watcher); !ok {

@@ -252,8 +252,12 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel}, nil
 }
 
-// parseWindow is how many rows are parsed before they are decoded.
-const parseWindow = 4096
+// parseWindow is how many rows are parsed before they are decoded; minRowBytes sizes a window of a short
+// text (the shortest row the codec admits is longer: a type, seq, time and data).
+const (
+	parseWindow = 4096
+	minRowBytes = 32
+)
 
 // parsedRow is one line of an artifact's text (start, end past its LF) as parsed for the decoder.
 type parsedRow struct {
@@ -273,7 +277,9 @@ func parseWindows(text []byte, p int, read func(event.Event) (event.Value, error
 		if p >= len(text) {
 			return nil
 		}
-		rows := make([]parsedRow, 0, parseWindow)
+		// a short log's window is sized by its text (a row is tens of bytes at least), not by the bound: a
+		// sync or listing restores thousands of small sessions, and a full window is over half a MiB
+		rows := make([]parsedRow, 0, min(parseWindow, (len(text)-p)/minRowBytes+1))
 		for p < len(text) && len(rows) < parseWindow {
 			end := bytes.IndexByte(text[p:], '\n')
 			if end < 0 {

@@ -75,6 +75,10 @@ func (b *Backend) artifactBytes(id string) ([]byte, error) {
 // RawText decodes every complete frame of a zstd artifact, omitting a torn final frame.
 func RawText(buf []byte) ([]byte, error) { return rawText(buf, 0) }
 
+// RawTextCapped is RawText refusing, before decoding it, a frame that could decode to more than maxFrame
+// bytes (writer.max_frame_bytes; 0 is no cap): for frames a reader has not vetted yet.
+func RawTextCapped(buf []byte, maxFrame int64) ([]byte, error) { return rawText(buf, maxFrame) }
+
 func rawText(buf []byte, maxFrame int64) ([]byte, error) {
 	var out bytes.Buffer
 	if err := writeRawText(&out, buf, maxFrame); err != nil {
