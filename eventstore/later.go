@@ -49,6 +49,9 @@ func (w *Session) acceptLaterParsed(evs []event.Event, recs []event.Value) error
 	if len(evs) == 0 {
 		return nil
 	}
+	if w.checker == nil && w.later.Restored != nil {
+		w.checker = w.later.Restored.CheckerFor(w.events)
+	}
 	if w.checker == nil {
 		c, err := generation.NewV4Checker(w.later.Header, w.later.Cut, w.events)
 		if err != nil {

@@ -71,7 +71,8 @@ type Artifact struct {
 	// TornRecovered is how many of Events came from the complete lines of a torn final zstd frame (v4).
 	TornRecovered int
 
-	v4 *v4Relations // the v4 lifecycle state at the end of Events, for Repair
+	v4   *v4Relations // the v4 lifecycle state at the end of Events, for Repair
+	walk *v4Walk      // the v4 restore's walk at the end of Events, for CheckerFor
 }
 
 // Options says how to read an artifact.
@@ -241,6 +242,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	}
 	var rel *v4Relations
 	if walk != nil {
+		walk.rel.at = func(seq int64) event.Event { return events[seq] } // events grows no more
 		rel = walk.rel
 		_, err = walk.finish(cut, len(events))
 	} else {
@@ -249,7 +251,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel}, nil
+	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel, walk: walk}, nil
 }
 
 // parseWindow is how many rows are parsed before they are decoded.
