@@ -177,7 +177,8 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		decodeRow, unparsable = v4.decodeRow, v4.v2.unparsable
 	}
 	rest := newRestorer(h)
-	var events []event.Event
+	// one event a line, but for rows a recoverable read sets aside: sized once, not grown by doubling
+	events := make([]event.Event, 0, bytes.Count(text[nl+1:], []byte{'\n'}))
 	var walk *v4Walk // v4: the restore walks each event as it is accepted, reading the value decoded once
 	if o.Generation == 4 {
 		walk = &v4Walk{h: h, rel: newStreamRelations(&events), last: -1, children: map[string]bool{}, stream: true}
@@ -271,11 +272,21 @@ type parsedRow struct {
 // window bounds the parsed values held at once. stop ends the parsing early (the caller refused the
 // artifact).
 func parseWindows(text []byte, p int, read func(event.Event) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
+	// a window the caller has decoded is parsed into again: its rows' values were copied out, and the
+	// memory of a fresh window each time was a tenth of a load's
+	free := make(chan []parsedRow, 4)
 	window := func() []parsedRow {
 		if p >= len(text) {
 			return nil
 		}
-		rows := make([]parsedRow, 0, parseWindow)
+		var rows []parsedRow
+		select {
+		case rows = <-free:
+			clear(rows[:cap(rows)])
+			rows = rows[:0]
+		default:
+			rows = make([]parsedRow, 0, parseWindow)
+		}
 		for p < len(text) && len(rows) < parseWindow {
 			end := bytes.IndexByte(text[p:], '\n')
 			if end < 0 {
@@ -289,8 +300,22 @@ func parseWindows(text []byte, p int, read func(event.Event) (event.Value, error
 		parseRows(text, rows, read, workers)
 		return rows
 	}
+	var held []parsedRow // the window the caller holds, free once it asks for the next
+	release := func() {
+		if held != nil {
+			select {
+			case free <- held:
+			default:
+			}
+			held = nil
+		}
+	}
 	if workers <= 1 {
-		return window, func() {}
+		return func() []parsedRow {
+			release()
+			held = window()
+			return held
+		}, func() {}
 	}
 	out := make(chan []parsedRow, 2)
 	done := make(chan struct{})
@@ -305,7 +330,11 @@ func parseWindows(text []byte, p int, read func(event.Event) (event.Value, error
 		}
 	}()
 	var once sync.Once
-	return func() []parsedRow { return <-out }, func() { once.Do(func() { close(done) }) }
+	return func() []parsedRow {
+		release()
+		held = <-out
+		return held
+	}, func() { once.Do(func() { close(done) }) }
 }
 
 // parseRows parses rows of text on up to workers goroutines (at least one), each row's event and the value
