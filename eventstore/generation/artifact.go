@@ -201,9 +201,14 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		}
 		return nil
 	}
-	read := rowValue
+	read := func(e event.Event, _ *v4Arena) (event.Value, error) { return rowValue(e) }
 	if o.Generation == 4 {
-		read = v4Value
+		read = func(e event.Event, a *v4Arena) (event.Value, error) {
+			if v, ok := v4Fast(e, a); ok { // the window's trees are dead once the decoder takes the next
+				return v, nil
+			}
+			return v4Value(e)
+		}
 	}
 	line, recovered := 0, 0
 	nextWindow, stop := parseWindows(text, nl+1, read, o.Workers)
@@ -271,96 +276,104 @@ type parsedRow struct {
 // the caller decodes the one it holds: parsing is most of a load's work, decoding must run in order, and a
 // window bounds the parsed values held at once. stop ends the parsing early (the caller refused the
 // artifact).
-func parseWindows(text []byte, p int, read func(event.Event) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
-	// a window the caller has decoded is parsed into again: its rows' values were copied out, and the
-	// memory of a fresh window each time was a tenth of a load's
-	free := make(chan []parsedRow, 4)
-	window := func() []parsedRow {
+//
+// A window the caller has decoded (it asks for the next) is parsed into again, rows and arenas: the values
+// the decoder keeps are copies of a row's, and those of the trees v4Fast read are strings of the text or
+// containers of their own (see v4Fast); a fresh window each time was a tenth of what a load allocated.
+func parseWindows(text []byte, p int, read func(event.Event, *v4Arena) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
+	free := make(chan *rowWindow, 4)
+	window := func() *rowWindow {
 		if p >= len(text) {
 			return nil
 		}
-		var rows []parsedRow
+		var w *rowWindow
 		select {
-		case rows = <-free:
-			clear(rows[:cap(rows)])
-			rows = rows[:0]
+		case w = <-free:
+			clear(w.rows[:cap(w.rows)])
+			w.rows = w.rows[:0]
+			for i := range w.arenas {
+				w.arenas[i].reset()
+			}
 		default:
-			rows = make([]parsedRow, 0, parseWindow)
+			w = &rowWindow{rows: make([]parsedRow, 0, parseWindow), arenas: make([]v4Arena, max(workers, 1))}
 		}
-		for p < len(text) && len(rows) < parseWindow {
+		for p < len(text) && len(w.rows) < parseWindow {
 			end := bytes.IndexByte(text[p:], '\n')
 			if end < 0 {
 				p = len(text) // torn tail
 				break
 			}
 			end += p
-			rows = append(rows, parsedRow{start: p, end: end + 1})
+			w.rows = append(w.rows, parsedRow{start: p, end: end + 1})
 			p = end + 1
 		}
-		parseRows(text, rows, read, workers)
-		return rows
+		parseRows(text, w, read, workers)
+		return w
 	}
-	var held []parsedRow // the window the caller holds, free once it asks for the next
-	release := func() {
+	var held *rowWindow // the window the caller holds, free once it asks for the next
+	take := func(w *rowWindow) []parsedRow {
 		if held != nil {
 			select {
 			case free <- held:
 			default:
 			}
-			held = nil
 		}
+		held = w
+		if w == nil {
+			return nil
+		}
+		return w.rows
 	}
 	if workers <= 1 {
-		return func() []parsedRow {
-			release()
-			held = window()
-			return held
-		}, func() {}
+		return func() []parsedRow { return take(window()) }, func() {}
 	}
-	out := make(chan []parsedRow, 2)
+	out := make(chan *rowWindow, 2)
 	done := make(chan struct{})
 	go func() {
 		defer close(out)
-		for rows := window(); rows != nil; rows = window() {
+		for w := window(); w != nil; w = window() {
 			select {
-			case out <- rows:
+			case out <- w:
 			case <-done:
 				return
 			}
 		}
 	}()
 	var once sync.Once
-	return func() []parsedRow {
-		release()
-		held = <-out
-		return held
-	}, func() { once.Do(func() { close(done) }) }
+	return func() []parsedRow { return take(<-out) }, func() { once.Do(func() { close(done) }) }
 }
 
-// parseRows parses rows of text on up to workers goroutines (at least one), each row's event and the value
-// its checks read.
-func parseRows(text []byte, rows []parsedRow, read func(event.Event) (event.Value, error), workers int) {
-	one := func(lo, hi int) {
+// rowWindow is a window of rows and the arenas of the goroutines that parsed them (one each).
+type rowWindow struct {
+	rows   []parsedRow
+	arenas []v4Arena
+}
+
+// parseRows parses the rows of w on up to workers goroutines (at least one), each row's event and the
+// value its checks read.
+func parseRows(text []byte, w *rowWindow, read func(event.Event, *v4Arena) (event.Value, error), workers int) {
+	rows := w.rows
+	one := func(lo, hi int, a *v4Arena) {
 		for i := lo; i < hi; i++ {
 			r := &rows[i]
 			if r.ev, r.err = event.ParseEvent(text[r.start : r.end-1]); r.err == nil {
-				r.v, r.err = read(r.ev)
+				r.v, r.err = read(r.ev, a)
 			}
 		}
 	}
-	workers = min(max(workers, 1), len(rows)/256+1) // a goroutine is worth a few hundred rows
+	workers = min(max(workers, 1), len(rows)/256+1, len(w.arenas)) // a goroutine is worth a few hundred rows
 	if workers == 1 {
-		one(0, len(rows))
+		one(0, len(rows), &w.arenas[0])
 		return
 	}
 	var wg sync.WaitGroup
 	per := (len(rows) + workers - 1) / workers
-	for lo := 0; lo < len(rows); lo += per {
+	for k, lo := 0, 0; lo < len(rows); k, lo = k+1, lo+per {
 		hi := min(lo+per, len(rows))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			one(lo, hi)
+			one(lo, hi, &w.arenas[k])
 		}()
 	}
 	wg.Wait()
