@@ -2,7 +2,6 @@ package generation
 
 import (
 	"bytes"
-	"strconv"
 	"unsafe"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -302,8 +301,17 @@ func (r *reducer) scalar(at int) (event.Value, int) {
 	switch c := tok[0]; {
 	case c == '"' && len(tok) >= 2 && bytes.IndexByte(tok[1:len(tok)-1], '\\') < 0:
 		return event.String(text(raw[at+1 : end-1])), end
-	case c >= '1' && c <= '9' && len(tok) <= 15 && plainDigits(tok), string(tok) == "0":
-		if n, err := strconv.ParseInt(string(tok), 10, 64); err == nil {
+	case c >= '1' && c <= '9' && len(tok) <= 15 || string(tok) == "0":
+		// below 10^15 an integer is exact, and canonical digits start with 1 to 9
+		var n int64
+		for _, d := range tok {
+			if d < '0' || d > '9' {
+				n = -1
+				break
+			}
+			n = n*10 + int64(d-'0')
+		}
+		if n >= 0 {
 			return event.Int(n), end
 		}
 	case string(tok) == "true":
@@ -318,13 +326,4 @@ func (r *reducer) scalar(at int) (event.Value, int) {
 		return event.Value{}, -1
 	}
 	return v, end
-}
-
-func plainDigits(tok []byte) bool {
-	for _, c := range tok {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -222,3 +222,20 @@ func FuzzV4Fast(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamMayMatter: a stream may name a tool-change or tool-result block when it holds "tool-r",
+// "tool-a" or a \u escape (which could spell either).
+func TestStreamMayMatter(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		want bool
+	}{
+		{`[]`, false}, {`"tool-call"`, false}, {`"tool-"`, false}, {`tool-`, false}, {`tool-tool-c`, false},
+		{`"tool-result"`, true}, {`"tool-addition"`, true}, {`tool-ctool-r`, true}, {`tool-tool-a`, true},
+		{`"\u0074ool"`, true}, {`"a\n"`, false}, {`"a\\u"`, true},
+	} {
+		if got := streamMayMatter([]byte(tt.s)); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.s, got, tt.want)
+		}
+	}
+}
