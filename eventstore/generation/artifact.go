@@ -272,17 +272,18 @@ type parsedRow struct {
 }
 
 // parseWindows parses the complete lines of text from p on, a window of rows at a time, and returns them
-// in order through next (nil after the last). With more than one worker the next windows are parsed while
-// the caller decodes the one it holds: parsing is most of a load's work, decoding must run in order, and a
-// window bounds the parsed values held at once. stop ends the parsing early (the caller refused the
-// artifact).
+// in order through next (nil after the last). With more than one worker, each worker parses whole windows
+// ahead of the caller, which decodes them in order: parsing is most of a load's work, decoding must run
+// in order, and the windows in flight bound the parsed values held at once. stop ends the parsing early
+// (the caller refused the artifact).
 //
-// A window the caller has decoded (it asks for the next) is parsed into again, rows and arenas: the values
+// A window the caller has decoded (it asks for the next) is parsed into again, rows and arena: the values
 // the decoder keeps are copies of a row's, and those of the trees v4Fast read are strings of the text or
 // containers of their own (see v4Fast); a fresh window each time was a tenth of what a load allocated.
 func parseWindows(text []byte, p int, read func(event.Event, *v4Arena) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
-	free := make(chan *rowWindow, 4)
-	window := func() *rowWindow {
+	free := make(chan *rowWindow, workers+2)
+	// cut takes the next window's rows (their lines, not yet parsed), nil after the last
+	cut := func() *rowWindow {
 		if p >= len(text) {
 			return nil
 		}
@@ -291,11 +292,9 @@ func parseWindows(text []byte, p int, read func(event.Event, *v4Arena) (event.Va
 		case w = <-free:
 			clear(w.rows[:cap(w.rows)])
 			w.rows = w.rows[:0]
-			for i := range w.arenas {
-				w.arenas[i].reset()
-			}
+			w.arena.reset()
 		default:
-			w = &rowWindow{rows: make([]parsedRow, 0, parseWindow), arenas: make([]v4Arena, max(workers, 1))}
+			w = &rowWindow{rows: make([]parsedRow, 0, parseWindow)}
 		}
 		for p < len(text) && len(w.rows) < parseWindow {
 			end := bytes.IndexByte(text[p:], '\n')
@@ -307,7 +306,6 @@ func parseWindows(text []byte, p int, read func(event.Event, *v4Arena) (event.Va
 			w.rows = append(w.rows, parsedRow{start: p, end: end + 1})
 			p = end + 1
 		}
-		parseRows(text, w, read, workers)
 		return w
 	}
 	var held *rowWindow // the window the caller holds, free once it asks for the next
@@ -325,58 +323,76 @@ func parseWindows(text []byte, p int, read func(event.Event, *v4Arena) (event.Va
 		return w.rows
 	}
 	if workers <= 1 {
-		return func() []parsedRow { return take(window()) }, func() {}
+		return func() []parsedRow {
+			w := cut()
+			if w != nil {
+				parseRows(text, w, read)
+			}
+			return take(w)
+		}, func() {}
 	}
-	out := make(chan *rowWindow, 2)
+	// the windows go to the workers as they are cut, and to the caller in the same order, each once its
+	// worker has parsed it
+	type job struct {
+		w      *rowWindow
+		parsed chan struct{}
+	}
+	jobs := make(chan job, workers)
+	order := make(chan job, workers+1)
 	done := make(chan struct{})
 	go func() {
-		defer close(out)
-		for w := window(); w != nil; w = window() {
+		defer close(jobs)
+		defer close(order)
+		for w := cut(); w != nil; w = cut() {
+			j := job{w: w, parsed: make(chan struct{})}
 			select {
-			case out <- w:
+			case order <- j:
+			case <-done:
+				return
+			}
+			select {
+			case jobs <- j:
 			case <-done:
 				return
 			}
 		}
 	}()
-	var once sync.Once
-	return func() []parsedRow { return take(<-out) }, func() { once.Do(func() { close(done) }) }
-}
-
-// rowWindow is a window of rows and the arenas of the goroutines that parsed them (one each).
-type rowWindow struct {
-	rows   []parsedRow
-	arenas []v4Arena
-}
-
-// parseRows parses the rows of w on up to workers goroutines (at least one), each row's event and the
-// value its checks read.
-func parseRows(text []byte, w *rowWindow, read func(event.Event, *v4Arena) (event.Value, error), workers int) {
-	rows := w.rows
-	one := func(lo, hi int, a *v4Arena) {
-		for i := lo; i < hi; i++ {
-			r := &rows[i]
-			if r.ev, r.err = event.ParseEvent(text[r.start : r.end-1]); r.err == nil {
-				r.v, r.err = read(r.ev, a)
-			}
-		}
-	}
-	workers = min(max(workers, 1), len(rows)/256+1, len(w.arenas)) // a goroutine is worth a few hundred rows
-	if workers == 1 {
-		one(0, len(rows), &w.arenas[0])
-		return
-	}
-	var wg sync.WaitGroup
-	per := (len(rows) + workers - 1) / workers
-	for k, lo := 0, 0; lo < len(rows); k, lo = k+1, lo+per {
-		hi := min(lo+per, len(rows))
-		wg.Add(1)
+	for range workers {
 		go func() {
-			defer wg.Done()
-			one(lo, hi, &w.arenas[k])
+			for j := range jobs {
+				parseRows(text, j.w, read)
+				close(j.parsed)
+			}
 		}()
 	}
-	wg.Wait()
+	var once sync.Once
+	return func() []parsedRow {
+			j, ok := <-order
+			if !ok {
+				return take(nil)
+			}
+			<-j.parsed
+			return take(j.w)
+		}, func() {
+			// the workers end once the windows already cut are parsed; none is the caller's any more
+			once.Do(func() { close(done) })
+		}
+}
+
+// rowWindow is a window of rows and the arena of the trees v4Fast read from them.
+type rowWindow struct {
+	rows  []parsedRow
+	arena v4Arena
+}
+
+// parseRows parses the rows of w: each row's event and the value its checks read.
+func parseRows(text []byte, w *rowWindow, read func(event.Event, *v4Arena) (event.Value, error)) {
+	for i := range w.rows {
+		r := &w.rows[i]
+		if r.ev, r.err = event.ParseEvent(text[r.start : r.end-1]); r.err == nil {
+			r.v, r.err = read(r.ev, &w.arena)
+		}
+	}
 }
 
 // payloadTypes are the event types whose data a check reads (v3's structural admission, canonical
