@@ -24,15 +24,32 @@ import (
 // shape; a nil shape: the whole value), or an array's elements by elem. A value of another kind than the
 // shape expects is kept whole.
 type v4Shape struct {
-	keep map[string]*v4Shape
+	keep []shapeMember // nil for an array's shape
 	elem *v4Shape
 	rest bool // the members keep does not name are kept whole (the envelope)
 }
 
-func keepWhole(names ...string) map[string]*v4Shape {
-	m := make(map[string]*v4Shape, len(names))
-	for _, n := range names {
-		m[n] = nil
+// shapeMember is a member a shape keeps, and its own shape (nil: whole). A shape keeps a few members, so a
+// list is searched faster than a map.
+type shapeMember struct {
+	name  string
+	shape *v4Shape
+}
+
+// member is the shape of the member key, and whether the shape keeps it.
+func (s *v4Shape) member(key string) (*v4Shape, bool) {
+	for _, m := range s.keep {
+		if m.name == key {
+			return m.shape, true
+		}
+	}
+	return nil, s.rest
+}
+
+func keepWhole(names ...string) []shapeMember {
+	m := make([]shapeMember, len(names))
+	for i, n := range names {
+		m[i] = shapeMember{name: n}
 	}
 	return m
 }
@@ -42,15 +59,15 @@ var v4Shapes = func() map[string]*v4Shape {
 	bracket := &v4Shape{keep: keepWhole("turn", "step")}
 	blocks := func(names ...string) *v4Shape { return &v4Shape{elem: &v4Shape{keep: keepWhole(names...)}} }
 	user := &v4Shape{keep: keepWhole("role", "source")}
-	user.keep["content"] = blocks("type")
+	user.keep = append(user.keep, shapeMember{"content", blocks("type")})
 	assistantMsg := &v4Shape{keep: keepWhole("role", "source")}
-	assistantMsg.keep["content"] = blocks("type", "id", "name", "arguments")
+	assistantMsg.keep = append(assistantMsg.keep, shapeMember{"content", blocks("type", "id", "name", "arguments")})
 	assistant := &v4Shape{keep: keepWhole("turn", "step")}
-	assistant.keep["message"] = assistantMsg
+	assistant.keep = append(assistant.keep, shapeMember{"message", assistantMsg})
 	resultMsg := &v4Shape{keep: keepWhole("id", "role", "source", "toolCallId", "isError")}
-	resultMsg.keep["content"] = blocks("type", "text")
+	resultMsg.keep = append(resultMsg.keep, shapeMember{"content", blocks("type", "text")})
 	result := &v4Shape{keep: keepWhole("turn", "step", "error")}
-	result.keep["message"] = resultMsg
+	result.keep = append(result.keep, shapeMember{"message", resultMsg})
 	data := map[string]*v4Shape{
 		"turn/start": bracket, "turn/end": bracket, "step/start": bracket, "step/end": bracket,
 		"tool/call":         {keep: keepWhole("turn", "step", "callId", "name", "arguments")},
@@ -61,7 +78,7 @@ var v4Shapes = func() map[string]*v4Shape {
 	// the record: its envelope whole (the row decoding reads every member's name), its data by shape
 	records := make(map[string]*v4Shape, len(data))
 	for typ, d := range data {
-		records[typ] = &v4Shape{keep: map[string]*v4Shape{"data": d}, rest: true}
+		records[typ] = &v4Shape{keep: []shapeMember{{"data", d}}, rest: true}
 	}
 	return records
 }()
@@ -224,8 +241,7 @@ func (r *reducer) object(at int, shape *v4Shape) (event.Value, int) {
 		var sub *v4Shape
 		kept := true
 		if shape != nil {
-			sub, kept = shape.keep[key]
-			kept = kept || shape.rest
+			sub, kept = shape.member(key)
 		}
 		var end int
 		if kept {
@@ -299,8 +315,14 @@ func (r *reducer) scalar(at int) (event.Value, int) {
 	}
 	tok := raw[at:end]
 	switch c := tok[0]; {
-	case c == '"' && len(tok) >= 2 && bytes.IndexByte(tok[1:len(tok)-1], '\\') < 0:
-		return event.String(text(raw[at+1 : end-1])), end
+	case c == '"' && len(tok) >= 2:
+		body := tok[1 : len(tok)-1]
+		if bytes.IndexByte(body, '\\') < 0 {
+			return event.String(text(body)), end
+		}
+		if s, ok := unescape(body); ok {
+			return event.String(s), end
+		}
 	case c >= '1' && c <= '9' && len(tok) <= 15 || string(tok) == "0":
 		// below 10^15 an integer is exact, and canonical digits start with 1 to 9
 		var n int64
@@ -326,4 +348,40 @@ func (r *reducer) scalar(at int) (event.Value, int) {
 		return event.Value{}, -1
 	}
 	return v, end
+}
+
+// unescape decodes a canonical string's body that holds the escapes of quotes, backslashes and the named
+// control characters (tool arguments and outputs hold them); ok is false for a \u escape, which Parse
+// decodes (a lone surrogate's WTF-8 included).
+func unescape(body []byte) (string, bool) {
+	out := make([]byte, 0, len(body))
+	for {
+		i := bytes.IndexByte(body, '\\')
+		if i < 0 {
+			out = append(out, body...)
+			break
+		}
+		if i+1 >= len(body) {
+			return "", false
+		}
+		out = append(out, body[:i]...)
+		switch c := body[i+1]; c {
+		case '"', '\\':
+			out = append(out, c)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default:
+			return "", false
+		}
+		body = body[i+2:]
+	}
+	return text(out), true // out is never modified
 }

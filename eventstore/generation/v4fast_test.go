@@ -18,11 +18,8 @@ func project(v event.Value, shape *v4Shape) event.Value {
 	case shape.keep != nil && v.Kind == event.KindObject:
 		out := event.Value{Kind: event.KindObject, Obj: []event.Member{}}
 		for _, m := range v.Obj {
-			sub, kept := shape.keep[m.Key]
-			if kept {
+			if sub, kept := shape.member(m.Key); kept {
 				out.Obj = append(out.Obj, event.Member{Key: m.Key, Value: project(m.Value, sub)})
-			} else if shape.rest {
-				out.Obj = append(out.Obj, m)
 			}
 		}
 		return out
@@ -119,6 +116,7 @@ func TestV4FastAgrees(t *testing.T) {
 		{"user", `{"type":"user/message","seq":3,"time":1,"data":{"id":"u","role":"user","content":[{"type":"text","text":"x"},"y",[1]],"source":{"kind":"compact-checkpoint","compactionId":"k","sourceCommandId":"c"}},"surfaceOp":{"op":"replace","startSeq":1,"endSeq":2},"sourceEventSeqs":[1,[2,4]]}`, true},
 		{"tool call", `{"type":"tool/call","seq":6,"time":1,"data":{"turn":1,"step":1,"callId":"c","name":"bash","arguments":"{}","extra":{"deep":[1,2,3]}}}`, true},
 		{"tool result", `{"type":"tool/result","seq":7,"time":1,"data":{"turn":1,"step":1,"message":{"role":"tool","source":{"kind":"tool","callId":"c"},"toolCallId":"c","content":[{"type":"text","text":"` + NotStartedText + `"}],"isError":true,"id":"interrupted-tool-result-c-7"},"error":{"name":"ToolNotStartedError","code":"TOOL_NOT_STARTED"}}}`, true},
+		{"escapes in kept strings", `{"type":"tool/result","seq":7,"time":1,"data":{"message":{"role":"tool","toolCallId":"a\"b\\c\b\f\n\r\t","content":[{"type":"text","text":"\u0001x\ud800y\u001f"}],"id":"\\"}}}`, true},
 		{"tool result wrapper", `{"type":"tool/result","seq":7,"time":1,"data":{"message":{"role":"user","content":[{"type":"tool-result","toolCallId":"c","content":[]}]}}}`, true},
 		{"unusual numbers", `{"type":"step/start","seq":1e0,"time":1.5E3,"data":{"turn":-0,"step":1e21,"x":0.1}}`, true},
 		{"big and negative numbers", `{"type":"turn/start","seq":9007199254740993,"time":-4,"data":{"turn":123456789012345678}}`, true},
