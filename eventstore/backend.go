@@ -153,7 +153,8 @@ type LaterLog struct {
 	Closers   []event.Event
 	RepairErr error
 	// Restored, when set, is the artifact the events were decoded from, whose restore's state at their end
-	// spares the writer's first append a second walk of the log (generation.Artifact.CheckerFor).
+	// spares a writer's first append a second walk of the log (generation.Artifact.CheckerFor). An engine
+	// keeps it only until then.
 	Restored *generation.Artifact
 }
 
