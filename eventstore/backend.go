@@ -152,6 +152,10 @@ type LaterLog struct {
 	// is balanced; RepairErr says why no repair could be planned.
 	Closers   []event.Event
 	RepairErr error
+	// Restored, when set, is the artifact the events were decoded from, whose restore's state at their end
+	// spares a writer's first append a second walk of the log (generation.Artifact.CheckerFor). An engine
+	// keeps it only until then.
+	Restored *generation.Artifact
 }
 
 // WriterLock is a held single-writer lock of one session; Release gives it up.

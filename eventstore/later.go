@@ -23,6 +23,18 @@ func laterOf(ins *Inspection) *LaterLog {
 	return ins.Prefix.Later
 }
 
+// adoptLater installs the v4 log of an inspection in the engine (mu held): its header and cut for as long as
+// the engine lives, the decoded artifact only until the first append takes a checker from it, so that an
+// engine that sheds its events holds no copy of them.
+func (w *Session) adoptLater(ins *Inspection) {
+	w.later, w.restored = nil, nil
+	if l := laterOf(ins); l != nil {
+		later := *l
+		w.restored, later.Restored = l.Restored, nil
+		w.later = &later
+	}
+}
+
 // acceptLaterLines parses the lines of one request to a v4 session (the append syntax of v0: seq and
 // time optional) and accepts them all, or none (mu held).
 func (w *Session) acceptLaterLines(lines [][]byte, next, now int64) error {
@@ -49,6 +61,10 @@ func (w *Session) acceptLaterParsed(evs []event.Event, recs []event.Value) error
 	if len(evs) == 0 {
 		return nil
 	}
+	if w.checker == nil && w.restored != nil {
+		w.checker = w.restored.CheckerFor(w.events)
+	}
+	w.restored = nil
 	if w.checker == nil {
 		c, err := generation.NewV4Checker(w.later.Header, w.later.Cut, w.events)
 		if err != nil {

@@ -99,7 +99,7 @@ func (w *Session) shedLocked() bool {
 	}
 	w.shed = sl
 	w.events, w.packing, w.folder, w.trace, w.traced, w.rawBytes = nil, nil, nil, nil, 0, 0
-	w.checker = nil
+	w.checker, w.restored = nil, nil
 	if w.idleTimer != nil {
 		w.idleTimer.Stop()
 		w.idleTimer = nil
@@ -157,7 +157,7 @@ func (w *Session) reloadLocked(ins *Inspection, expect Artifact, n int) {
 	w.events, w.durable, w.packing = stored[:len(stored):len(stored)], len(stored), nil
 	w.folder = ins.Folder
 	w.checker = nil
-	if w.later = laterOf(ins); w.later != nil {
+	if w.adoptLater(ins); w.later != nil {
 		w.folder = nil
 	} else if w.folder == nil || len(ins.Closers) > 0 {
 		w.folder = foldAll(stored)

@@ -77,6 +77,8 @@ type Session struct {
 	// checker holds the v4 restore's state at the end of events, so that an append checks only its own
 	// events (nil until the first append; dropped whenever the log is read again)
 	checker *generation.V4Checker
+	// restored is the artifact the log was decoded from, until the first append takes its checker from it
+	restored *generation.Artifact
 }
 
 func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
@@ -86,7 +88,7 @@ func newSession(st *Store, id string, ins *Inspection, l WriterLock) *Session {
 	if i, ok := openCompaction(stored); ok {
 		w.bracket = int64(i)
 	}
-	if w.later = laterOf(ins); w.later != nil {
+	if w.adoptLater(ins); w.later != nil {
 		// the v0 fold cannot read a v4 log; nothing of the engine reads a fold of one
 	} else if f := ins.Folder; f != nil && len(ins.Closers) == 0 {
 		w.folder = f

@@ -71,7 +71,8 @@ type Artifact struct {
 	// TornRecovered is how many of Events came from the complete lines of a torn final zstd frame (v4).
 	TornRecovered int
 
-	v4 *v4Relations // the v4 lifecycle state at the end of Events, for Repair
+	v4   *v4Relations // the v4 lifecycle state at the end of Events, for Repair
+	walk *v4Walk      // the v4 restore's walk at the end of Events, for CheckerFor
 }
 
 // Options says how to read an artifact.
@@ -176,7 +177,8 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		decodeRow, unparsable = v4.decodeRow, v4.v2.unparsable
 	}
 	rest := newRestorer(h)
-	var events []event.Event
+	// one event a line, but for rows a recoverable read sets aside: sized once, not grown by doubling
+	events := make([]event.Event, 0, bytes.Count(text[nl+1:], []byte{'\n'}))
 	var walk *v4Walk // v4: the restore walks each event as it is accepted, reading the value decoded once
 	if o.Generation == 4 {
 		walk = &v4Walk{h: h, rel: newStreamRelations(&events), last: -1, children: map[string]bool{}, stream: true}
@@ -199,9 +201,14 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		}
 		return nil
 	}
-	read := rowValue
+	read := func(e event.Event, _ *v4Arena) (event.Value, error) { return rowValue(e) }
 	if o.Generation == 4 {
-		read = v4Value
+		read = func(e event.Event, a *v4Arena) (event.Value, error) {
+			if v, ok := v4Fast(e, a); ok { // the window's trees are dead once the decoder takes the next
+				return v, nil
+			}
+			return v4Value(e)
+		}
 	}
 	line, recovered := 0, 0
 	nextWindow, stop := parseWindows(text, nl+1, read, o.Workers)
@@ -241,6 +248,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	}
 	var rel *v4Relations
 	if walk != nil {
+		walk.rel.at = func(seq int64) event.Event { return events[seq] } // events grows no more
 		rel = walk.rel
 		_, err = walk.finish(cut, len(events))
 	} else {
@@ -249,7 +257,7 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel}, nil
+	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel, walk: walk}, nil
 }
 
 // parseWindow is how many rows are parsed before they are decoded; minRowBytes sizes a window of a short
@@ -268,77 +276,130 @@ type parsedRow struct {
 }
 
 // parseWindows parses the complete lines of text from p on, a window of rows at a time, and returns them
-// in order through next (nil after the last). With more than one worker the next windows are parsed while
-// the caller decodes the one it holds: parsing is most of a load's work, decoding must run in order, and a
-// window bounds the parsed values held at once. stop ends the parsing early (the caller refused the
-// artifact).
-func parseWindows(text []byte, p int, read func(event.Event) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
-	window := func() []parsedRow {
+// in order through next (nil after the last). With more than one worker, each worker parses whole windows
+// ahead of the caller, which decodes them in order: parsing is most of a load's work, decoding must run
+// in order, and the windows in flight bound the parsed values held at once. stop ends the parsing early
+// (the caller refused the artifact).
+//
+// A window the caller has decoded (it asks for the next) is parsed into again, rows and arena: the values
+// the decoder keeps are copies of a row's, and those of the trees v4Fast read are strings of the text or
+// containers of their own (see v4Fast); a fresh window each time was a tenth of what a load allocated.
+func parseWindows(text []byte, p int, read func(event.Event, *v4Arena) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
+	free := make(chan *rowWindow, workers+2)
+	// cut takes the next window's rows (their lines, not yet parsed), nil after the last
+	cut := func() *rowWindow {
 		if p >= len(text) {
 			return nil
 		}
-		// a short log's window is sized by its text (a row is tens of bytes at least), not by the bound: a
-		// sync or listing restores thousands of small sessions, and a full window is over half a MiB
-		rows := make([]parsedRow, 0, min(parseWindow, (len(text)-p)/minRowBytes+1))
-		for p < len(text) && len(rows) < parseWindow {
+		var w *rowWindow
+		select {
+		case w = <-free:
+			clear(w.rows[:cap(w.rows)])
+			w.rows = w.rows[:0]
+			w.arena.reset()
+		default:
+			// a short log's window is sized by its text (a row is tens of bytes at least), not by the
+			// bound: a sync or listing restores thousands of small sessions, and a full window is over
+			// half a MiB
+			w = &rowWindow{rows: make([]parsedRow, 0, min(parseWindow, (len(text)-p)/minRowBytes+1))}
+		}
+		for p < len(text) && len(w.rows) < parseWindow {
 			end := bytes.IndexByte(text[p:], '\n')
 			if end < 0 {
 				p = len(text) // torn tail
 				break
 			}
 			end += p
-			rows = append(rows, parsedRow{start: p, end: end + 1})
+			w.rows = append(w.rows, parsedRow{start: p, end: end + 1})
 			p = end + 1
 		}
-		parseRows(text, rows, read, workers)
-		return rows
+		return w
+	}
+	var held *rowWindow // the window the caller holds, free once it asks for the next
+	take := func(w *rowWindow) []parsedRow {
+		if held != nil {
+			select {
+			case free <- held:
+			default:
+			}
+		}
+		held = w
+		if w == nil {
+			return nil
+		}
+		return w.rows
 	}
 	if workers <= 1 {
-		return window, func() {}
+		return func() []parsedRow {
+			w := cut()
+			if w != nil {
+				parseRows(text, w, read)
+			}
+			return take(w)
+		}, func() {}
 	}
-	out := make(chan []parsedRow, 2)
+	// the windows go to the workers as they are cut, and to the caller in the same order, each once its
+	// worker has parsed it
+	type job struct {
+		w      *rowWindow
+		parsed chan struct{}
+	}
+	jobs := make(chan job, workers)
+	order := make(chan job, workers+1)
 	done := make(chan struct{})
 	go func() {
-		defer close(out)
-		for rows := window(); rows != nil; rows = window() {
+		defer close(jobs)
+		defer close(order)
+		for w := cut(); w != nil; w = cut() {
+			j := job{w: w, parsed: make(chan struct{})}
 			select {
-			case out <- rows:
+			case order <- j:
+			case <-done:
+				return
+			}
+			select {
+			case jobs <- j:
 			case <-done:
 				return
 			}
 		}
 	}()
-	var once sync.Once
-	return func() []parsedRow { return <-out }, func() { once.Do(func() { close(done) }) }
-}
-
-// parseRows parses rows of text on up to workers goroutines (at least one), each row's event and the value
-// its checks read.
-func parseRows(text []byte, rows []parsedRow, read func(event.Event) (event.Value, error), workers int) {
-	one := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			r := &rows[i]
-			if r.ev, r.err = event.ParseEvent(text[r.start : r.end-1]); r.err == nil {
-				r.v, r.err = read(r.ev)
-			}
-		}
-	}
-	workers = min(max(workers, 1), len(rows)/256+1) // a goroutine is worth a few hundred rows
-	if workers == 1 {
-		one(0, len(rows))
-		return
-	}
-	var wg sync.WaitGroup
-	per := (len(rows) + workers - 1) / workers
-	for lo := 0; lo < len(rows); lo += per {
-		hi := min(lo+per, len(rows))
-		wg.Add(1)
+	for range workers {
 		go func() {
-			defer wg.Done()
-			one(lo, hi)
+			for j := range jobs {
+				parseRows(text, j.w, read)
+				close(j.parsed)
+			}
 		}()
 	}
-	wg.Wait()
+	var once sync.Once
+	return func() []parsedRow {
+			j, ok := <-order
+			if !ok {
+				return take(nil)
+			}
+			<-j.parsed
+			return take(j.w)
+		}, func() {
+			// the workers end once the windows already cut are parsed; none is the caller's any more
+			once.Do(func() { close(done) })
+		}
+}
+
+// rowWindow is a window of rows and the arena of the trees v4Fast read from them.
+type rowWindow struct {
+	rows  []parsedRow
+	arena v4Arena
+}
+
+// parseRows parses the rows of w: each row's event and the value its checks read.
+func parseRows(text []byte, w *rowWindow, read func(event.Event, *v4Arena) (event.Value, error)) {
+	for i := range w.rows {
+		r := &w.rows[i]
+		if r.ev, r.err = event.ParseEvent(text[r.start : r.end-1]); r.err == nil {
+			r.v, r.err = read(r.ev, &w.arena)
+		}
+	}
 }
 
 // payloadTypes are the event types whose data a check reads (v3's structural admission, canonical

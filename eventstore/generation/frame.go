@@ -155,16 +155,22 @@ func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
 	if len(frames) == 0 {
 		return nil, &CorruptError{Message: "empty or header-less Zstandard session log"}
 	}
-	// Frames decode independently: a live session's (one per batch) decode on every worker, each into its
-	// own buffer, joined in order after.
+	// Frames decode independently: a live session's (one per batch) decode on every worker, each into the
+	// worker's scratch buffer and copied out at its exact size, joined in order after. (A frame states no
+	// content size, and a buffer the decoder sized for each of a live session's tens of thousands of
+	// frames of a few hundred bytes was more than twice its text.)
 	plains := make([][]byte, len(frames))
 	errs := make([]error, len(frames))
 	decode := func(lo, hi int) {
+		var scratch []byte
 		for i := lo; i < hi; i++ {
 			f := frames[i]
-			if plains[i], errs[i] = zstdDecoder().DecodeAll(b[f.start:f.end], nil); errs[i] != nil {
+			out, err := zstdDecoder().DecodeAll(b[f.start:f.end], scratch[:0])
+			if err != nil {
+				errs[i] = err
 				return
 			}
+			plains[i], scratch = bytes.Clone(out), out
 		}
 	}
 	workers = min(max(workers, 1), len(frames))

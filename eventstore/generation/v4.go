@@ -88,7 +88,17 @@ func v4Value(e event.Event) (event.Value, error) {
 }
 
 func streamMayMatter(raw []byte) bool {
-	return bytes.Contains(raw, []byte("tool-r")) || bytes.Contains(raw, []byte("tool-a")) || bytes.Contains(raw, []byte(`\u`))
+	for b := raw; ; {
+		i := bytes.Index(b, []byte("tool-"))
+		if i < 0 || i+5 >= len(b) {
+			break
+		}
+		if c := b[i+5]; c == 'r' || c == 'a' {
+			return true
+		}
+		b = b[i+5:]
+	}
+	return bytes.Contains(raw, []byte(`\u`))
 }
 
 // v4RowAdmission is the codec's assertV4RowAdmission over one parsed physical row.

@@ -1,6 +1,7 @@
 package generation_test
 
 import (
+	"bytes"
 	"os"
 	"testing"
 
@@ -99,4 +100,74 @@ func damaged(t *testing.T, e event.Event) []event.Event {
 		out = append(out, d)
 	}
 	return out
+}
+
+// TestV4CheckerForAgrees holds the checker a decode leaves (Artifact.CheckerFor) to one that walks the log:
+// every raw fixture cut after each of its rows and decoded, the checker at its end gives the next event,
+// and each damaged copy of it, exactly the verdict of checking the whole log; a log that ends in an open
+// turn is checked with its repair's closers, which the checker walks first.
+func TestV4CheckerForAgrees(t *testing.T) {
+	cuts := 0
+	for _, a := range v4Artifacts(t, "raw-root") {
+		b, err := os.ReadFile(a.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := decodeV4(b, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if full.CheckerFor(full.Events[:len(full.Events)-1]) != nil {
+			t.Fatalf("%s: a checker for a log shorter than the artifact", a.id)
+		}
+		if len(full.Events) > 0 {
+			other := append([]event.Event(nil), full.Events...)
+			other[len(other)-1] = event.CanonicalEvent(append([]byte(nil), other[len(other)-1].Raw...), other[len(other)-1].Type, other[len(other)-1].Seq)
+			if full.CheckerFor(other) != nil {
+				t.Fatalf("%s: a checker for a log that does not hold the artifact's events", a.id)
+			}
+		}
+		for end := bytes.IndexByte(b, '\n') + 1; end < len(b); {
+			next := bytes.IndexByte(b[end:], '\n')
+			if next < 0 {
+				break
+			}
+			end += next + 1
+			art, err := decodeV4(b[:end], a)
+			if err != nil {
+				continue // a seeded log before its inherited marker
+			}
+			cuts++
+			h, cut, events := art.Header, art.InheritedEventCount, art.Events
+			closers, err := art.Repair()
+			if err == nil && len(closers) > 0 {
+				stored := append(append([]event.Event(nil), events...), closers...)
+				c := art.CheckerFor(stored)
+				if c == nil {
+					t.Fatalf("%s at %d: no checker for the log with its closers", a.id, len(events))
+				}
+				if _, err := c.Check(stored, nil); err != nil {
+					t.Fatalf("%s at %d: closers: %v", a.id, len(events), err)
+				}
+			}
+			k := len(events)
+			if k >= len(full.Events) {
+				continue
+			}
+			for _, add := range append([]event.Event{full.Events[k]}, damaged(t, full.Events[k])...) {
+				c := art.CheckerFor(events)
+				if c == nil {
+					t.Fatalf("%s at %d: no checker for the decoded log", a.id, k)
+				}
+				_, inc := c.Check(events, []event.Event{add})
+				_, whole := generation.CheckV4Append(h, cut, events, []event.Event{add})
+				if (whole == nil) != (inc == nil) || (whole != nil && whole.Error() != inc.Error()) {
+					t.Fatalf("%s at %d %s: whole log %v, decoded state %v", a.id, k, add.Raw, whole, inc)
+				}
+			}
+		}
+	}
+	if cuts < 100 {
+		t.Fatalf("only %d cuts decoded", cuts)
+	}
 }

@@ -204,22 +204,52 @@ func (a *Artifact) Repair() ([]event.Event, error) {
 		return nil, nil
 	}
 	out, err := closersOf(a.v4, a.Events)
-	if err != nil {
-		return nil, err
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	// the closers continue a copy of the walk: the state at the end of the log stays for CheckerFor
+	rel := a.v4.clone()
+	rel.at = func(seq int64) event.Event {
+		if seq < int64(len(a.Events)) {
+			return a.Events[seq]
+		}
+		return out[seq-int64(len(a.Events))]
 	}
 	for _, e := range out {
 		v, err := e.Record()
 		if err == nil {
 			if err = v4EventAdmission(v); err == nil {
-				err = a.v4.accept(e, v)
+				err = rel.accept(e, v)
 			}
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	a.v4 = nil // the walk went on past the log: it no longer describes it
 	return out, nil
+}
+
+// CheckerFor is a V4Checker of appends to stored, a log that begins with this decoded v4 artifact's events,
+// from the state the artifact's restore ended in: a writer that appends to the log it has just read does
+// not walk the log a second time (events of stored past the artifact's, such as a repair's closers, are
+// walked by the checker's first Check). It is nil for another generation or a log that does not begin
+// with these events, which NewV4Checker walks instead.
+func (a *Artifact) CheckerFor(stored []event.Event) *V4Checker {
+	n := len(a.Events)
+	if a.walk == nil || len(stored) < n || (n > 0 && !sameEvent(stored[n-1], a.Events[n-1])) {
+		return nil
+	}
+	w := a.walk.clone()
+	// the decode's walk ran as a stream whose cut it learnt at the end (finish); appends are walked
+	// knowing it, and a turn boundary that crosses an open compaction fails at once
+	w.stream, w.deferred = false, nil
+	w.rel.lazyOrphans, w.rel.crossings = false, nil
+	return &V4Checker{walk: w, n: n}
+}
+
+// sameEvent reports whether a and b hold the very same record bytes (one event, copied or not).
+func sameEvent(a, b event.Event) bool {
+	return len(a.Raw) == len(b.Raw) && (len(a.Raw) == 0 || &a.Raw[0] == &b.Raw[0])
 }
 
 // closersOf plans the closers from the lifecycle state rel reached at the end of events.

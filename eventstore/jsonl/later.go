@@ -43,7 +43,8 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 	p := &eventstore.Prefix{Header: laterHeader(a.Header), Events: a.Events, Generation: int(g.Gen)}
 	if g.Gen == 4 {
 		closers, err := a.Repair()
-		p.Later = &eventstore.LaterLog{Header: a.Header, Cut: a.InheritedEventCount, Closers: closers, RepairErr: err}
+		p.Later = &eventstore.LaterLog{Header: a.Header, Cut: a.InheritedEventCount, Closers: closers, RepairErr: err,
+			Restored: a}
 	}
 	if n := int64(len(buf)); a.Committed < n && g.Compression == None {
 		// a torn last line, as in a v0 log: excluded from every view, kept in raw.jsonl

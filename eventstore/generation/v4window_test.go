@@ -1,0 +1,109 @@
+package generation_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+	"github.com/dshfs/dshfs/eventstore/generation"
+	"github.com/dshfs/dshfs/eventstore/jsonl"
+	"github.com/dshfs/dshfs/internal/synth"
+)
+
+// TestV4DecodeAcrossWindows decodes a log of many parse windows (whose memory a decode reuses once the
+// decoder has taken the next) on one and on two workers, and holds it to a walk of the same events that
+// reuses nothing (NewV4Checker): the log is accepted and its checker agrees at the end; and with one tool
+// call's tool/call or tool/result changed wherever it falls — so that what the lifecycle kept of the
+// assistant message came from a window parsed over since — each decode refuses it exactly as that walk
+// does.
+func TestV4DecodeAcrossWindows(t *testing.T) {
+	root := t.TempDir()
+	if err := synth.WriteV4(root, jsonl.None, "w", 20000); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := filepath.Glob(filepath.Join(root, "*", "*", "session.v4.jsonl"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("%v %v", paths, err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	decode := func(text []byte, workers int) (*generation.Artifact, error) {
+		return generation.DecodeWith(text, generation.Options{Generation: 4, Recovery: generation.Recoverable, Workers: workers})
+	}
+	for _, workers := range []int{1, 2} {
+		a, err := decode(b, workers)
+		if err != nil {
+			t.Fatalf("%d workers: %v", workers, err)
+		}
+		if len(a.Events) != len(lines)-2 { // the header, and the empty tail after the last LF
+			t.Fatalf("%d workers: %d events of %d lines", workers, len(a.Events), len(lines)-2)
+		}
+		if _, err := generation.NewV4Checker(a.Header, a.InheritedEventCount, a.Events); err != nil {
+			t.Fatal(err)
+		}
+		// the walk the decode kept takes the next turn as a fresh walk does
+		next := []event.Event{mustEvent(t, `{"type":"turn/start","seq":`+itoa(len(a.Events))+`,"time":1,"data":{"turn":`+itoa(len(a.Events)/11+1)+`}}`)}
+		_, kept := a.CheckerFor(a.Events).Check(a.Events, next)
+		_, walked := generation.CheckV4Append(a.Header, a.InheritedEventCount, a.Events, next)
+		if (kept == nil) != (walked == nil) || (kept != nil && kept.Error() != walked.Error()) {
+			t.Fatalf("%d workers: next turn: kept walk %v, fresh walk %v", workers, kept, walked)
+		}
+	}
+	// line i is row i: windows of 4096 rows, halved between two workers
+	var at []int
+	for _, edge := range []int{2048, 4096, 6144, 8192, 12288, 16384} {
+		for i := edge - 6; i <= edge+6; i++ {
+			at = append(at, i)
+		}
+	}
+	changed := 0
+	for _, i := range at {
+		line := string(lines[i])
+		var bad string
+		switch {
+		case strings.Contains(line, `"type":"tool/call"`):
+			bad = strings.Replace(line, `"name":"bash"`, `"name":"sh"`, 1)
+		case strings.Contains(line, `"type":"tool/result"`):
+			bad = strings.Replace(line, `"toolCallId":"call-`, `"toolCallId":"cull-`, 1)
+		default:
+			continue
+		}
+		changed++
+		text := bytes.Join([][]byte{bytes.Join(lines[:i], nil), []byte(bad), bytes.Join(lines[i+1:], nil)}, nil)
+		events := make([]event.Event, 0, len(lines))
+		for _, l := range bytes.Split(bytes.TrimSuffix(text, []byte("\n")), []byte("\n"))[1:] {
+			events = append(events, mustEvent(t, string(l)))
+		}
+		a, _ := decode(lines[0], 1)
+		_, want := generation.NewV4Checker(a.Header, 0, events)
+		if want == nil {
+			t.Fatalf("line %d: the changed log is accepted", i)
+		}
+		for _, workers := range []int{1, 2} {
+			if _, err := decode(text, workers); err == nil || err.Error() != want.Error() {
+				t.Fatalf("line %d, %d workers: decode %v, walk %v", i, workers, err, want)
+			}
+		}
+	}
+	if changed < 6 {
+		t.Fatalf("only %d changed logs", changed)
+	}
+}
+
+func mustEvent(t *testing.T, line string) event.Event {
+	t.Helper()
+	e, err := event.ParseEvent([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
