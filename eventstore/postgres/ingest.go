@@ -328,18 +328,26 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $7, now(), $10)`, id, header, hf.ver
 				return tx.QueryRow(ctx, `UPDATE sessions SET sync_host = $2, sync_seen = now() WHERE id = $1 RETURNING revision`, id, host).Scan(&rev)
 			}
 		}
-		if err := insertRows(ctx, tx, id, recs); err != nil {
-			return err
-		}
-		if err := advance(ctx, tx, id, recs, &host, true); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, `SELECT revision FROM sessions WHERE id = $1`, id).Scan(&rev); err != nil {
-			return err
-		}
-		return notify(ctx, tx, id)
+		rev, err = syncedRows(ctx, tx, id, recs, host)
+		return err
 	})
 	return rev, err
+}
+
+// syncedRows stores the rows a sync copies from host, in the transaction that proved them, and announces
+// the session: its new revision.
+func syncedRows(ctx context.Context, tx pgx.Tx, id string, recs []storedLine, host string) (int64, error) {
+	if err := insertRows(ctx, tx, id, recs); err != nil {
+		return 0, err
+	}
+	if err := advance(ctx, tx, id, recs, &host, true); err != nil {
+		return 0, err
+	}
+	var rev int64
+	if err := tx.QueryRow(ctx, `SELECT revision FROM sessions WHERE id = $1`, id).Scan(&rev); err != nil {
+		return 0, err
+	}
+	return rev, notify(ctx, tx, id)
 }
 
 // insertRows inserts events rows (COPY: a sync batch can be thousands of lines).

@@ -217,16 +217,8 @@ incarnation = $7, next_seq = 0, rows = 0, bytes = $8, last_time = NULL WHERE id 
 			id, header, hf.version, hf.createdAt, hf.cwd, hf.parent, eventstore.NewUUID(), int64(len(header)+1)); err != nil {
 			return err
 		}
-		if err := insertRows(ctx, tx, id, recs); err != nil {
-			return err
-		}
-		if err := advance(ctx, tx, id, recs, &host, true); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, `SELECT revision FROM sessions WHERE id = $1`, id).Scan(&newRev); err != nil {
-			return err
-		}
-		return notify(ctx, tx, id)
+		newRev, err = syncedRows(ctx, tx, id, recs, host)
+		return err
 	})
 	b.mu.Lock()
 	if err == nil {
