@@ -171,20 +171,16 @@ func checkToolRewrite(e event.Event, shadowed []int64, origin originFunc, lifted
 	if !ok || orig.Type != "tool/result" {
 		return errors.New("tool/result surface replacement must target a current tool/result")
 	}
-	if lifted {
-		same, err := sameLifted(orig, e)
-		if err != nil {
-			return err
-		}
-		if !same {
-			return errors.New("tool/result surface replacement may change only content")
-		}
+	var same bool
+	var err error
+	switch {
+	case lifted:
+		same, err = sameLifted(orig, e)
+	case sameOutsideContent(orig, e):
 		return nil
+	default:
+		same, err = sameBlanked(orig, e)
 	}
-	if sameOutsideContent(orig, e) {
-		return nil
-	}
-	same, err := sameBlanked(orig, e)
 	if err != nil {
 		return err
 	}
