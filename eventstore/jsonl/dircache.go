@@ -3,6 +3,7 @@ package jsonl
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,11 +22,15 @@ import (
 // a stamp that differs. A directory that changed recently is listed afresh each time, as without the
 // cache; the lookup rules, refusals included, read the same names either way.
 //
+// Listings are kept once KeepListings is called: a process that lists the store once (dshfs ls) would pay
+// a stat per directory for nothing.
+//
 // Only directories on the store root's own filesystem, and that a local one, are kept: a network
 // filesystem's client may answer a stat from attributes it cached for up to a minute, and a directory
 // mounted below the root could be such a filesystem.
 type dirCache struct {
 	root string
+	on   atomic.Bool // KeepListings was called
 
 	once    sync.Once
 	rootDev int64 // the root's device; 0: keep nothing (a network filesystem, or the root cannot be stat'ed)
@@ -83,6 +88,9 @@ func stampOf(info os.FileInfo) (dirStamp, bool) {
 // with, else from list (whose result is kept when the directory had settled). The result is shared: callers
 // must not change it.
 func (c *dirCache) list(path string, kind dirKind, list func(string) []string) []string {
+	if !c.on.Load() {
+		return list(path)
+	}
 	clock := c.now
 	if clock == nil {
 		clock = time.Now
@@ -140,3 +148,11 @@ func (c *dirCache) localDev() int64 {
 	})
 	return c.rootDev
 }
+
+// KeepListings has the backend keep the store root's and the session directories' listings while a stat
+// shows them unchanged (dirCache), for a process that looks sessions up again and again: a mount lists
+// the store, then loads each session it is asked for, and lists it again at every refresh.
+func (b *Backend) KeepListings() { b.dirs.on.Store(true) }
+
+// KeepsListings reports whether KeepListings was called.
+func (b *Backend) KeepsListings() bool { return b.dirs.on.Load() }

@@ -96,6 +96,7 @@ func TestDirCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &dirCache{root: root, now: tt.clock}
+			c.on.Store(true)
 			listed := 0
 			list := func(p string) []string { listed++; return dirNames(p) }
 			var got []string
@@ -123,6 +124,7 @@ func TestDirCacheKeepsNothingOffTheRoot(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "gone") // a root that cannot be stat'ed: nothing is known of its filesystem
 	dir := t.TempDir()
 	c := &dirCache{root: root, now: settledClock}
+	c.on.Store(true)
 	listed := 0
 	for range 2 {
 		c.list(dir, kindNames, func(p string) []string { listed++; return dirNames(p) })
@@ -175,6 +177,7 @@ func TestKeptListingsKeepTheLookupRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.dirs.now = settledClock
+			b.KeepListings()
 			for range 2 { // the second load is served by the kept listings
 				if _, err := b.LoadStored(ctx, "s"); err != nil {
 					t.Fatal(err)
@@ -198,5 +201,21 @@ func TestKeptListingsKeepTheLookupRules(t *testing.T) {
 				t.Fatalf("not found: %v", err)
 			}
 		})
+	}
+}
+
+func TestListingsKeptOnlyWhenAsked(t *testing.T) {
+	root := t.TempDir()
+	writeRawSession(t, root, "s", lines([]string{headerLine("s")}, turn(1, 0)))
+	b, err := Open(root, None)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.dirs.now = settledClock
+	if _, err := b.LoadStored(context.Background(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.dirs.m); n != 0 || b.KeepsListings() {
+		t.Fatalf("%d listings kept by a backend not asked to keep any", n)
 	}
 }
