@@ -362,3 +362,36 @@ func TestIndexStaleTemporaries(t *testing.T) {
 		t.Errorf("a recent temporary file was removed: %v", err)
 	}
 }
+
+// TestIndexContentHeld: what this process rendered into the index is served from the entry it holds in
+// memory; an entry only the pack holds (another process's, or one dropped from memory) is left to content,
+// which reads the pack.
+func TestIndexContentHeld(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	at := time.Unix(1778573701, 279000000)
+	events := []byte("{\"type\":\"x\"}\n")
+	record(t, x, "s", ar("rev1"), views.Events, events, at)
+	tests := []struct {
+		name      string
+		x         *index
+		rev       string
+		held, all bool
+	}{
+		{"rendered here", x, "rev1", true, true},
+		{"another revision", x, "rev2", false, false},
+		{"only in the pack", newIndex(dir, "salt"), "rev1", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok := tt.x.contentHeld("s", ar(tt.rev), views.Events)
+			if ok != tt.held || ok && !bytes.Equal(r.Data, events) {
+				t.Fatalf("held: %v %q, want %v", ok, r.Data, tt.held)
+			}
+			r, ok = tt.x.content("s", ar(tt.rev), views.Events)
+			if ok != tt.all || ok && !bytes.Equal(r.Data, events) {
+				t.Fatalf("content: %v %q, want %v", ok, r.Data, tt.all)
+			}
+		})
+	}
+}
