@@ -101,6 +101,14 @@ func New(cfg Config) *Cache {
 	return c
 }
 
+// Close appends the index entries still in their batch to the index (at a mount's end: a later mount
+// reads them instead of decoding). The cache stays usable.
+func (c *Cache) Close() {
+	if c.index != nil {
+		c.index.flush()
+	}
+}
+
 // Decodes counts the sessions loaded.
 func (c *Cache) Decodes() int64 { return c.decodes.Load() }
 

@@ -408,11 +408,16 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 	})
 	text := e.encode(getScratch(), id, inside)
 	x.mu.Unlock()
-	rec := getScratch()
-	ok := x.pack.put(key, text, rec)
+	ok := x.pack.queueRec(key, text)
 	putScratch(text)
-	putScratch(rec)
 	return ok
+}
+
+// flush appends the entries written since the last batch to the pack (pack.queueRec).
+func (x *index) flush() {
+	if x.pack != nil {
+		x.pack.flush()
+	}
 }
 
 // hexSum is data's SHA-256 as the index writes it.

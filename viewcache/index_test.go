@@ -107,7 +107,7 @@ func TestIndexFile(t *testing.T) {
 	y := newIndex(dir, "salt")
 	record(t, y, "t", ar("rev1"), views.Events, []byte("x"), at)
 	other := y.pack.body(y.key("t"))
-	if other == nil || !y.pack.put(y.key("s"), other, nil) {
+	if other == nil || !y.pack.put(y.key("s"), other) {
 		t.Fatal("could not forge the record")
 	}
 	if _, _, _, ok := fresh().size("s", ar("rev1"), views.Events); ok {
@@ -134,6 +134,7 @@ func record(t *testing.T, x *index, id string, rev artifactRev, view views.View,
 	if _, _, err := x.write(id, rev, view, mtime, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		t.Fatal(err)
 	}
+	x.flush() // the batch appended, for the other indexes over the directory that read it
 }
 
 // TestIndexBlob: a view of blobMin bytes or more is written to its file as it is rendered and served from
@@ -157,6 +158,7 @@ func TestIndexBlob(t *testing.T) {
 	if !ok || err != nil || r.Blob == nil || r.Data != nil || r.Size() != int64(len(want)) {
 		t.Fatalf("write: ok %v, err %v, blob %v, data %d bytes", ok, err, r.Blob != nil, len(r.Data))
 	}
+	x.flush()
 	readBlob := func(r Rendered) []byte {
 		t.Helper()
 		got := make([]byte, r.Size())
@@ -172,7 +174,7 @@ func TestIndexBlob(t *testing.T) {
 	if r.Sum != hex.EncodeToString(sum[:]) {
 		t.Fatalf("sum %s", r.Sum)
 	}
-	fresh := func() *index { return newIndex(dir, "salt") }
+	fresh := func() *index { x.flush(); return newIndex(dir, "salt") } // another process, after x's batch
 	got, ok := fresh().content("s", ar("rev1"), views.Events)
 	if !ok || got.Blob == nil || !bytes.Equal(readBlob(got), want) {
 		t.Fatal("the blob does not come back from the file")
@@ -293,6 +295,7 @@ func TestIndexConcurrentViews(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	x.flush()
 	y := newIndex(dir, "salt")
 	for _, v := range entryOrder {
 		r, ok := y.content("s", ar("rev1"), v)

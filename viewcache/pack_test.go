@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +201,9 @@ func TestPackConcurrentWriters(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	for _, x := range writers {
+		x.flush()
+	}
 	framesWhole(t, writers[0].pack.path, 200)
 	for w := range writers {
 		for g := range 4 {
@@ -244,7 +248,7 @@ func TestPackReadOnly(t *testing.T) {
 	if r, ok := x.content("s", ar("rev1"), views.Events); !ok || string(r.Data) != "s\n" {
 		t.Fatal("a read-only pack was not served")
 	}
-	if x.pack.put(x.key("t"), []byte("x"), nil) {
+	if x.pack.put(x.key("t"), []byte("x")) {
 		t.Fatal("an append to a read-only pack succeeded")
 	}
 	if after, _ := os.ReadFile(x.pack.path); !bytes.Equal(before, after) || len(after) == 0 {
@@ -279,6 +283,8 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 				failed = append(failed, fmt.Sprintf("%s: ok %v, err %v", w.id, ok, err))
 			}
 		}
+		x.flush() // appended while the compaction copies
+		y.flush()
 	}
 	before, _ := os.Stat(x.pack.path)
 	for rev := range 3 {
@@ -420,4 +426,133 @@ func TestIndexPurge(t *testing.T) {
 		t.Error("s2, purged during the compaction, is served from the compacted pack")
 	}
 	noTemporaries(t, dir)
+}
+
+// TestPackBatches: a written entry is served at once by its own process, from memory while its batch waits;
+// another process reads it once the batch is appended — when full, after packBatchDelay, or at a flush — and
+// a tombstone follows the records queued before it.
+func TestPackBatches(t *testing.T) {
+	at := time.Unix(1778573701, 0)
+	write := func(t *testing.T, x *index, id string) {
+		t.Helper()
+		if _, ok, err := x.write(id, ar("rev1"), views.Events, at, func(w io.Writer) error { _, err := w.Write([]byte(id + "\n")); return err }); !ok || err != nil {
+			t.Fatalf("%s: ok %v, err %v", id, ok, err)
+		}
+	}
+	tests := []struct {
+		name   string
+		writes int
+		then   func(t *testing.T, x *index) // nil: the batch is appended by itself (full)
+	}{
+		{"full", packBatchRecs, nil},
+		{"flushed", 3, func(t *testing.T, x *index) { x.flush() }},
+		{"its delay passed", 3, func(t *testing.T, x *index) {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				x.pack.mu.Lock()
+				left := len(x.pack.queue)
+				x.pack.mu.Unlock()
+				if left == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d records still queued", left)
+				}
+				runtime.Gosched()
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			x := newIndex(dir, "salt")
+			for i := range tt.writes {
+				write(t, x, fmt.Sprint("s", i))
+			}
+			last := fmt.Sprint("s", tt.writes-1)
+			if r, ok := x.content(last, ar("rev1"), views.Events); !ok || string(r.Data) != last+"\n" {
+				t.Fatal("a queued entry is not served by its own process")
+			}
+			if tt.then != nil {
+				if served(t, dir, last, ar("rev1"), []byte(last+"\n")) {
+					t.Fatal("another process read an entry before its batch was appended")
+				}
+				tt.then(t, x)
+			}
+			for i := range tt.writes {
+				id := fmt.Sprint("s", i)
+				if !served(t, dir, id, ar("rev1"), []byte(id+"\n")) {
+					t.Fatalf("%s not served to another process", id)
+				}
+			}
+			framesWhole(t, x.pack.path, tt.writes)
+		})
+	}
+
+	t.Run("a tombstone after a queued record", func(t *testing.T) {
+		dir := t.TempDir()
+		x := newIndex(dir, "salt")
+		write(t, x, "gone")
+		x.purge([]string{"gone"})
+		x.flush()
+		if served(t, dir, "gone", ar("rev1"), []byte("gone\n")) {
+			t.Fatal("an entry queued before its tombstone came back")
+		}
+	})
+}
+
+// TestPackBatchDropped: a batch the pack cannot take (a pack this process may only read) is dropped, and
+// its entries are no longer served from memory.
+func TestPackBatchDropped(t *testing.T) {
+	dir := t.TempDir()
+	x := newIndex(dir, "salt")
+	if !x.pack.queueRec(x.key("s"), []byte("body")) {
+		t.Fatal("queued nothing")
+	}
+	if _, ok := x.pack.known(x.key("s")); !ok {
+		t.Fatal("a queued record is not known")
+	}
+	x.pack.mu.Lock()
+	ro, err := os.Open(x.pack.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.pack.f.Close()
+	x.pack.f = ro // the descriptor of a pack opened read-only
+	x.pack.mu.Unlock()
+	if x.pack.flush() {
+		t.Fatal("a batch was appended to a pack open for reading only")
+	}
+	if _, ok := x.pack.known(x.key("s")); ok {
+		t.Fatal("a dropped record is still known")
+	}
+	if info, err := os.Stat(x.pack.path); err != nil || info.Size() != 0 {
+		t.Fatalf("the pack changed: %v", err)
+	}
+}
+
+// TestPackQueuedReadAfterAppend: a queued record's bytes are read from the batch buffer only while its batch
+// waits; once appended, the buffer holds the next batch, and the record is read from the file.
+func TestPackQueuedReadAfterAppend(t *testing.T) {
+	p := newPack(filepath.Join(t.TempDir(), "p.pack"))
+	if !p.queueRec(strings.Repeat("a", packKeyLen), []byte("one")) {
+		t.Fatal("queued nothing")
+	}
+	queuedRec, ok := p.known(strings.Repeat("a", packKeyLen))
+	if !ok || queuedRec.mem == nil {
+		t.Fatalf("not known as queued: %+v", queuedRec)
+	}
+	if !p.flush() {
+		t.Fatal("flush")
+	}
+	p.queueRec(strings.Repeat("b", packKeyLen), []byte("two")) // the next batch, in the same buffer
+	buf := make([]byte, 3)
+	if p.readAt(queuedRec, buf, 0) {
+		t.Fatalf("read %q through a record of an appended batch", buf)
+	}
+	fileRec, ok := p.known(strings.Repeat("a", packKeyLen))
+	if !ok || fileRec.mem != nil || !p.readAt(fileRec, buf, 0) || string(buf) != "one" {
+		t.Fatalf("the appended record reads %q (%+v)", buf, fileRec)
+	}
+	p.flush()
 }
