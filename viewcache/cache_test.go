@@ -21,11 +21,13 @@ func testStore(t *testing.T, n int) *eventstore.Store {
 
 // testCache is a cache over st, its index on or off, in a directory of the test's own.
 func testCache(t *testing.T, st *eventstore.Store, index bool) *Cache {
-	return New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: t.TempDir(),
+	c := New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: t.TempDir(),
 		Store: Store{Backend: st.Backend().Name(), Root: "test"},
 		Load: func(ctx context.Context, id string) (*views.Session, error) {
 			return views.Load(ctx, st, id, views.Options{})
 		}})
+	t.Cleanup(c.Close) // the last batch appended before the directory is removed (testIndex)
+	return c
 }
 
 // keyNow is the key of a view of session id at its artifact's revision now.
@@ -111,11 +113,13 @@ func TestIndexLayerOptional(t *testing.T) {
 	st := testStore(t, 1)
 	dir := t.TempDir()
 	mk := func(index bool) *Cache {
-		return New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: dir,
+		c := New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: dir,
 			Store: Store{Backend: st.Backend().Name(), Root: "test"},
 			Load: func(ctx context.Context, id string) (*views.Session, error) {
 				return views.Load(ctx, st, id, views.Options{})
 			}})
+		t.Cleanup(c.Close)
+		return c
 	}
 	k := keyNow(t, st, "a", views.Events)
 	cold := mk(true)

@@ -21,14 +21,14 @@ import (
 // changed in a header, or an entry written for another session or revision is not served.
 func TestIndexFile(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	events := []byte(strings.Repeat("{\"type\":\"x\"}\n", 1000))
 	record(t, x, "s", ar("rev1"), views.Events, events, at)
 	record(t, x, "s", ar("rev1"), views.Surface, make([]byte, 900), at)
 	record(t, x, "s", ar("rev1"), views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
 
-	fresh := func() *index { return newIndex(dir, "salt") }
+	fresh := func() *index { return testIndex(t, dir, "salt") }
 	want := sha256.Sum256(events)
 	if n, mt, sum, ok := fresh().size("s", ar("rev1"), views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) || sum != hex.EncodeToString(want[:]) {
 		t.Fatalf("round trip: %d %v %s %v", n, mt, sum, ok)
@@ -69,7 +69,7 @@ func TestIndexFile(t *testing.T) {
 	if _, _, _, ok := fresh().size("s", ar("rev2"), views.Events); ok {
 		t.Fatal("served at another revision")
 	}
-	if _, _, _, ok := newIndex(dir, "other store").size("s", ar("rev1"), views.Events); ok {
+	if _, _, _, ok := testIndex(t, dir, "other store").size("s", ar("rev1"), views.Events); ok {
 		t.Fatal("served for another store")
 	}
 	// the pack holds two records of s: the first with the events view, the last with both views. Cut into
@@ -104,7 +104,7 @@ func TestIndexFile(t *testing.T) {
 	}
 	// another session's entry in a record of this one's key
 	os.WriteFile(x.pack.path, nil, 0o600)
-	y := newIndex(dir, "salt")
+	y := testIndex(t, dir, "salt")
 	record(t, y, "t", ar("rev1"), views.Events, []byte("x"), at)
 	other := y.pack.body(y.key("t"))
 	if other == nil || !y.pack.put(y.key("s"), other) {
@@ -141,7 +141,7 @@ func record(t *testing.T, x *index, id string, rev artifactRev, view views.View,
 // there, never whole in memory; the file is served again only while it holds the bytes the entry names.
 func TestIndexBlob(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	line := []byte("{\"type\":\"x\",\"pad\":\"" + strings.Repeat("p", 100) + "\"}\n")
 	n := blobMin/len(line) + 1
@@ -174,7 +174,7 @@ func TestIndexBlob(t *testing.T) {
 	if r.Sum != hex.EncodeToString(sum[:]) {
 		t.Fatalf("sum %s", r.Sum)
 	}
-	fresh := func() *index { x.flush(); return newIndex(dir, "salt") } // another process, after x's batch
+	fresh := func() *index { x.flush(); return testIndex(t, dir, "salt") } // another process, after x's batch
 	got, ok := fresh().content("s", ar("rev1"), views.Events)
 	if !ok || got.Blob == nil || !bytes.Equal(readBlob(got), want) {
 		t.Fatal("the blob does not come back from the file")
@@ -277,7 +277,7 @@ func TestIndexBlob(t *testing.T) {
 // all end up in the entry, each served with its own bytes, whichever write carried which over.
 func TestIndexConcurrentViews(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	want := map[views.View][]byte{}
 	for i, v := range entryOrder {
@@ -296,7 +296,7 @@ func TestIndexConcurrentViews(t *testing.T) {
 	}
 	wg.Wait()
 	x.flush()
-	y := newIndex(dir, "salt")
+	y := testIndex(t, dir, "salt")
 	for _, v := range entryOrder {
 		r, ok := y.content("s", ar("rev1"), v)
 		if !ok {
@@ -318,7 +318,7 @@ func TestIndexConcurrentViews(t *testing.T) {
 // pack again.
 func TestIndexBound(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.max = 16
 	at := time.Unix(1778573701, 0)
 	for i := range 100 {
@@ -343,7 +343,7 @@ func TestIndexBound(t *testing.T) {
 // it is older than staleTemp; a recent one (a live writer's) is left alone.
 func TestIndexStaleTemporaries(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	stale := filepath.Join(dir, x.key("s")+".events.tmp-123")
 	fresh := filepath.Join(filepath.Dir(x.pack.path), filepath.Base(x.pack.path)+".tmp-456")
 	for _, name := range []string{stale, fresh} {
@@ -371,7 +371,7 @@ func TestIndexStaleTemporaries(t *testing.T) {
 // which reads the pack.
 func TestIndexContentHeld(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	events := []byte("{\"type\":\"x\"}\n")
 	record(t, x, "s", ar("rev1"), views.Events, events, at)
@@ -383,7 +383,7 @@ func TestIndexContentHeld(t *testing.T) {
 	}{
 		{"rendered here", x, "rev1", true, true},
 		{"another revision", x, "rev2", false, false},
-		{"only in the pack", newIndex(dir, "salt"), "rev1", false, true},
+		{"only in the pack", testIndex(t, dir, "salt"), "rev1", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -397,4 +397,12 @@ func TestIndexContentHeld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testIndex is newIndex whose last batch is appended before the test's directories are removed: a batch
+// appended by its timer while t.TempDir's cleanup empties the directory would make the pack again there.
+func testIndex(t *testing.T, dir, salt string) *index {
+	x := newIndex(dir, salt)
+	t.Cleanup(x.flush)
+	return x
 }

@@ -35,8 +35,8 @@ import (
 // queueRec), so records never interleave. Before appending, a writer frames what others appended since it
 // last looked; whatever does not frame (a header that does not parse, a body cut short) can only be what a
 // writer that died mid-append left, because no live writer appends without the lock, and the writer cuts
-// it off. Readers frame without the
-// lock, stop at what does not frame and look again later: a record being appended frames once it is whole.
+// it off. Readers frame without the lock, stop at what does not frame and look again later: a record being
+// appended frames once it is whole.
 // Framing never searches past a bad record for the next header, so bytes inside a body (session text) can
 // never be taken for a record.
 //

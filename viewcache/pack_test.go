@@ -52,7 +52,7 @@ func TestPackHeader(t *testing.T) {
 // served reports whether a fresh index over dir serves the events view of session id at rev with data.
 func served(t *testing.T, dir, id string, rev artifactRev, data []byte) bool {
 	t.Helper()
-	r, ok := newIndex(dir, "salt").content(id, rev, views.Events)
+	r, ok := testIndex(t, dir, "salt").content(id, rev, views.Events)
 	return ok && bytes.Equal(r.Data, data)
 }
 
@@ -79,7 +79,7 @@ func noTemporaries(t *testing.T, dir string) {
 // the next append cuts it off before writing.
 func TestPackTornTail(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 0)
 	record(t, x, "a", ar("rev1"), views.Events, []byte("a\n"), at)
 	record(t, x, "b", ar("rev1"), views.Events, []byte("b\n"), at)
@@ -101,7 +101,7 @@ func TestPackTornTail(t *testing.T) {
 	if served(t, dir, "c", ar("rev1"), nil) {
 		t.Fatal("a torn record was served")
 	}
-	y := newIndex(dir, "salt") // another process, which frames the pack first
+	y := testIndex(t, dir, "salt") // another process, which frames the pack first
 	record(t, y, "c", ar("rev1"), views.Events, []byte("c\n"), at)
 	got, _ := os.ReadFile(x.pack.path)
 	if !bytes.HasPrefix(got, whole) || bytes.Contains(got, torn) {
@@ -127,9 +127,9 @@ func TestPackTornTail(t *testing.T) {
 func TestPackCompaction(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 64 << 10
-	y := newIndex(dir, "salt")
+	y := testIndex(t, dir, "salt")
 	record(t, y, "other", ar("rev1"), views.Events, []byte("other\n"), at)
 	if !served(t, dir, "other", ar("rev1"), []byte("other\n")) {
 		t.Fatal("not served before the compaction")
@@ -181,7 +181,7 @@ func TestPackCompaction(t *testing.T) {
 func TestPackConcurrentWriters(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	writers := []*index{newIndex(dir, "salt"), newIndex(dir, "salt")}
+	writers := []*index{testIndex(t, dir, "salt"), testIndex(t, dir, "salt")}
 	var wg sync.WaitGroup
 	for w, x := range writers {
 		for g := range 4 {
@@ -223,7 +223,7 @@ func TestPackConcurrentWriters(t *testing.T) {
 func TestPackReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	record(t, newIndex(dir, "salt"), "s", ar("rev1"), views.Events, []byte("s\n"), at)
+	record(t, testIndex(t, dir, "salt"), "s", ar("rev1"), views.Events, []byte("s\n"), at)
 	ro := dir
 	if os.Geteuid() == 0 {
 		ro = t.TempDir()
@@ -235,7 +235,7 @@ func TestPackReadOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	} else {
-		if err := os.Chmod(newIndex(dir, "salt").pack.path, 0o400); err != nil {
+		if err := os.Chmod(testIndex(t, dir, "salt").pack.path, 0o400); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Chmod(dir, 0o500); err != nil {
@@ -243,7 +243,7 @@ func TestPackReadOnly(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Chmod(dir, 0o700) })
 	}
-	x := newIndex(ro, "salt")
+	x := testIndex(t, ro, "salt")
 	before, _ := os.ReadFile(x.pack.path)
 	if r, ok := x.content("s", ar("rev1"), views.Events); !ok || string(r.Data) != "s\n" {
 		t.Fatal("a read-only pack was not served")
@@ -262,9 +262,9 @@ func TestPackReadOnly(t *testing.T) {
 func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 32 << 10
-	y := newIndex(dir, "salt") // another process
+	y := testIndex(t, dir, "salt") // another process
 	view := func(id string, rev int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%s rev %d\n", id, rev)), 100) }
 	during := false
 	var failed []string // the hook runs on the compaction's goroutine, where t.Fatal may not
@@ -326,7 +326,7 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 func TestPackCompactionBacksOff(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 16 << 10
 	attempts := 0
 	x.pack.copied = func() {
@@ -362,9 +362,9 @@ func TestPackCompactionBacksOff(t *testing.T) {
 func TestIndexPurge(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 32 << 10
-	y := newIndex(dir, "salt") // another process
+	y := testIndex(t, dir, "salt") // another process
 	view := func(id string) []byte { return bytes.Repeat([]byte(id+" line\n"), 200) }
 	big := bytes.Repeat([]byte("{\"pad\":\""+strings.Repeat("p", 100)+"\"}\n"), blobMin/100+1) // a view in a file of its own
 	for k := range 8 {
@@ -465,7 +465,7 @@ func TestPackBatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			x := newIndex(dir, "salt")
+			x := testIndex(t, dir, "salt")
 			for i := range tt.writes {
 				write(t, x, fmt.Sprint("s", i))
 			}
@@ -491,7 +491,7 @@ func TestPackBatches(t *testing.T) {
 
 	t.Run("a tombstone after a queued record", func(t *testing.T) {
 		dir := t.TempDir()
-		x := newIndex(dir, "salt")
+		x := testIndex(t, dir, "salt")
 		write(t, x, "gone")
 		x.purge([]string{"gone"})
 		x.flush()
@@ -505,7 +505,7 @@ func TestPackBatches(t *testing.T) {
 // its entries are no longer served from memory.
 func TestPackBatchDropped(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	if !x.pack.queueRec(x.key("s"), []byte("body")) {
 		t.Fatal("queued nothing")
 	}
