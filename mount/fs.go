@@ -80,6 +80,9 @@ type FS struct {
 
 var _ nodes.Source = (*FS)(nil)
 
+// listingKeeper is a backend that can keep the directory listings its lookups read (jsonl.Backend).
+type listingKeeper interface{ KeepListings() }
+
 // New prepares a mount over the store and reads the first listing.
 func New(opts Options) (*FS, error) {
 	log := opts.Log
@@ -92,6 +95,9 @@ func New(opts Options) (*FS, error) {
 	f := &FS{opts: opts, log: log, notes: make(chan changes, 1024), trees: newTrees(maxTrees),
 		ahead: newReadahead(), stats: newStatCache()}
 	f.cover, _ = opts.Store.Backend().(eventstore.WatchCoverage)
+	if k, ok := opts.Store.Backend().(listingKeeper); ok {
+		k.KeepListings() // the mount looks every session up again at each load and each refresh
+	}
 	f.cache = viewcache.New(viewcache.Config{
 		SessionsBytes: opts.Config.Cache.SessionsBytes,
 		ViewsBytes:    opts.Config.Cache.ViewsBytes,

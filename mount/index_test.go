@@ -64,3 +64,22 @@ func TestStoreIndexKeepsRows(t *testing.T) {
 		t.Fatalf("%d sessions decoded after one changed", n)
 	}
 }
+
+// TestMountKeepsListings: a mount has a JSONL backend keep the listings its lookups read again at every
+// load and refresh (jsonl.Backend.KeepListings); a backend outside a mount lists afresh.
+func TestMountKeepsListings(t *testing.T) {
+	root := fixtures.CopyTree(t, fixtures.Path(t, "generations", "v4", "zstd-root"))
+	b, err := jsonl.Open(root, jsonl.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.KeepsListings() {
+		t.Fatal("a backend keeps listings before any mount asked it to")
+	}
+	if _, err := New(Options{Store: eventstore.New(b), Config: testConfig(t), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.KeepsListings() {
+		t.Fatal("the mount's backend does not keep its listings")
+	}
+}

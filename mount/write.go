@@ -164,8 +164,9 @@ func (f *FS) FlushAll(ctx context.Context) {
 }
 
 // Close flushes and releases every live session (after unmount); events that cannot be written are kept
-// in a sidecar beside their artifact, and the log says where.
+// in a sidecar beside their artifact, and the log says where. The index's last entries are appended too.
 func (f *FS) Close(ctx context.Context) error {
+	f.cache.Close() // the index entries of the last batch
 	err := f.opts.Store.Close(ctx)
 	if err != nil {
 		f.log.Error("flush at unmount failed", "err", err)

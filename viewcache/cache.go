@@ -101,6 +101,14 @@ func New(cfg Config) *Cache {
 	return c
 }
 
+// Close appends the index entries still in their batch to the index (at a mount's end: a later mount
+// reads them instead of decoding). The cache stays usable.
+func (c *Cache) Close() {
+	if c.index != nil {
+		c.index.flush()
+	}
+}
+
 // Decodes counts the sessions loaded.
 func (c *Cache) Decodes() int64 { return c.decodes.Load() }
 
@@ -139,8 +147,9 @@ func (c *Cache) Get(ctx context.Context, k Key) (Rendered, error) {
 			}
 		} else {
 			defer c.renders.leave(fk)
-			// the rendering of an asker whose flight ended between our miss and our join
-			if r, ok := c.kept(k, irev); ok {
+			// the rendering of an asker whose flight ended between our miss and our join: this process's,
+			// so in memory (the pack was read by the miss, and a walk's every first read passes here)
+			if r, ok := c.keptHere(k, irev); ok {
 				return r, nil
 			}
 		}
@@ -222,7 +231,13 @@ func (c *Cache) Known(k Key) bool {
 }
 
 // kept is a view's rendering at k.Revision as the LRU or the index keeps it.
-func (c *Cache) kept(k Key, irev artifactRev) (Rendered, bool) {
+func (c *Cache) kept(k Key, irev artifactRev) (Rendered, bool) { return c.keptFrom(k, irev, true) }
+
+// keptHere is kept without reading the pack for an entry the index does not hold in memory: for what
+// this process has just rendered.
+func (c *Cache) keptHere(k Key, irev artifactRev) (Rendered, bool) { return c.keptFrom(k, irev, false) }
+
+func (c *Cache) keptFrom(k Key, irev artifactRev, pack bool) (Rendered, bool) {
 	if r, ok := c.lru.view(k.Session, k.Revision, k.View); ok {
 		r.Identity = k.Revision.Identity
 		return r, true // rendered at this revision before: no need for the decoded session
@@ -230,7 +245,11 @@ func (c *Cache) kept(k Key, irev artifactRev) (Rendered, bool) {
 	if c.index == nil || irev.artifact == "" {
 		return Rendered{}, false
 	}
-	if r, ok := c.index.content(k.Session, irev, k.View); ok {
+	content := c.index.content
+	if !pack {
+		content = c.index.contentHeld
+	}
+	if r, ok := content(k.Session, irev, k.View); ok {
 		r.Revision, r.Identity = k.Revision.String(), k.Revision.Identity
 		c.lru.keep(k.Session, k.View, k.Revision, r)
 		return r, true // its bytes kept on disk at this revision

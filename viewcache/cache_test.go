@@ -21,11 +21,13 @@ func testStore(t *testing.T, n int) *eventstore.Store {
 
 // testCache is a cache over st, its index on or off, in a directory of the test's own.
 func testCache(t *testing.T, st *eventstore.Store, index bool) *Cache {
-	return New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: t.TempDir(),
+	c := New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: t.TempDir(),
 		Store: Store{Backend: st.Backend().Name(), Root: "test"},
 		Load: func(ctx context.Context, id string) (*views.Session, error) {
 			return views.Load(ctx, st, id, views.Options{})
 		}})
+	t.Cleanup(c.Close) // the last batch appended before the directory is removed (testIndex)
+	return c
 }
 
 // keyNow is the key of a view of session id at its artifact's revision now.
@@ -111,17 +113,21 @@ func TestIndexLayerOptional(t *testing.T) {
 	st := testStore(t, 1)
 	dir := t.TempDir()
 	mk := func(index bool) *Cache {
-		return New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: dir,
+		c := New(Config{SessionsBytes: 32 << 20, ViewsBytes: 16 << 20, Index: index, IndexDir: dir,
 			Store: Store{Backend: st.Backend().Name(), Root: "test"},
 			Load: func(ctx context.Context, id string) (*views.Session, error) {
 				return views.Load(ctx, st, id, views.Options{})
 			}})
+		t.Cleanup(c.Close)
+		return c
 	}
 	k := keyNow(t, st, "a", views.Events)
-	want, err := mk(true).Get(ctx, k)
+	cold := mk(true)
+	want, err := cold.Get(ctx, k)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cold.Close() // its index entry appended for the next cache over the directory
 	warm := mk(true)
 	if _, n, err := warm.Stat(ctx, k); err != nil || n != want.Size() || warm.Decodes() != 0 || warm.IndexHits() != 1 {
 		t.Fatalf("indexed stat: %d bytes (want %d), %v, %d decodes, %d hits", n, want.Size(), err, warm.Decodes(), warm.IndexHits())

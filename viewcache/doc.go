@@ -83,6 +83,11 @@
 // entry never names the stamp of a file another writer has since renamed over, and the inline bytes an
 // entry carries over from its previous record are the ones this process last wrote there.
 //
+// A process appends its records in batches (pack.go, queueRec): up to 64 records or 1 MiB in one write,
+// when the batch is full, 50 ms after its first record, before a tombstone and at the mount's end (Close).
+// It reads its own queued records from the batch's buffer; another process sees them once appended, and a
+// crash loses at most the batch, whose entries are then rendered again.
+//
 // # Compaction
 //
 // When the pack is past packCompactMin (32 MiB) and more than half of it is garbage, the writer that

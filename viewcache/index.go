@@ -217,6 +217,22 @@ func (x *index) reads(id string, rev artifactRev) bool {
 
 // entry is session id's entry at rev, from memory or from its file.
 func (x *index) entry(id string, rev artifactRev) *indexEntry {
+	if e := x.held(id, rev); e != nil || rev.artifact == "" || x.dir == "" {
+		return e
+	}
+	e := x.load(id)
+	if e == nil || e.rev != rev {
+		return nil
+	}
+	x.mu.Lock()
+	x.entries[id] = e
+	x.boundLocked()
+	x.mu.Unlock()
+	return e
+}
+
+// held is session id's entry at rev if the index holds it in memory (nil for an empty rev).
+func (x *index) held(id string, rev artifactRev) *indexEntry {
 	if rev.artifact == "" {
 		return nil
 	}
@@ -226,18 +242,7 @@ func (x *index) entry(id string, rev artifactRev) *indexEntry {
 	if e != nil && e.rev == rev {
 		return e
 	}
-	if x.dir == "" {
-		return nil
-	}
-	e = x.load(id)
-	if e == nil || e.rev != rev {
-		return nil
-	}
-	x.mu.Lock()
-	x.entries[id] = e
-	x.boundLocked()
-	x.mu.Unlock()
-	return e
+	return nil
 }
 
 // remember records in memory a view rendered in memory, of a session that reads, at revision rev: the
@@ -403,11 +408,16 @@ func (x *index) persistLocked(id string, e *indexEntry, fresh views.View, data [
 	})
 	text := e.encode(getScratch(), id, inside)
 	x.mu.Unlock()
-	rec := getScratch()
-	ok := x.pack.put(key, text, rec)
+	ok := x.pack.queueRec(key, text)
 	putScratch(text)
-	putScratch(rec)
 	return ok
+}
+
+// flush appends the entries written since the last batch to the pack (pack.queueRec).
+func (x *index) flush() {
+	if x.pack != nil {
+		x.pack.flush()
+	}
 }
 
 // hexSum is data's SHA-256 as the index writes it.

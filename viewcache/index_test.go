@@ -21,14 +21,14 @@ import (
 // changed in a header, or an entry written for another session or revision is not served.
 func TestIndexFile(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	events := []byte(strings.Repeat("{\"type\":\"x\"}\n", 1000))
 	record(t, x, "s", ar("rev1"), views.Events, events, at)
 	record(t, x, "s", ar("rev1"), views.Surface, make([]byte, 900), at)
 	record(t, x, "s", ar("rev1"), views.Status, []byte("{}"), at) // not indexed: status changes without a new revision
 
-	fresh := func() *index { return newIndex(dir, "salt") }
+	fresh := func() *index { return testIndex(t, dir, "salt") }
 	want := sha256.Sum256(events)
 	if n, mt, sum, ok := fresh().size("s", ar("rev1"), views.Events); !ok || n != int64(len(events)) || !mt.Equal(at) || sum != hex.EncodeToString(want[:]) {
 		t.Fatalf("round trip: %d %v %s %v", n, mt, sum, ok)
@@ -69,7 +69,7 @@ func TestIndexFile(t *testing.T) {
 	if _, _, _, ok := fresh().size("s", ar("rev2"), views.Events); ok {
 		t.Fatal("served at another revision")
 	}
-	if _, _, _, ok := newIndex(dir, "other store").size("s", ar("rev1"), views.Events); ok {
+	if _, _, _, ok := testIndex(t, dir, "other store").size("s", ar("rev1"), views.Events); ok {
 		t.Fatal("served for another store")
 	}
 	// the pack holds two records of s: the first with the events view, the last with both views. Cut into
@@ -104,10 +104,10 @@ func TestIndexFile(t *testing.T) {
 	}
 	// another session's entry in a record of this one's key
 	os.WriteFile(x.pack.path, nil, 0o600)
-	y := newIndex(dir, "salt")
+	y := testIndex(t, dir, "salt")
 	record(t, y, "t", ar("rev1"), views.Events, []byte("x"), at)
 	other := y.pack.body(y.key("t"))
-	if other == nil || !y.pack.put(y.key("s"), other, nil) {
+	if other == nil || !y.pack.put(y.key("s"), other) {
 		t.Fatal("could not forge the record")
 	}
 	if _, _, _, ok := fresh().size("s", ar("rev1"), views.Events); ok {
@@ -134,13 +134,14 @@ func record(t *testing.T, x *index, id string, rev artifactRev, view views.View,
 	if _, _, err := x.write(id, rev, view, mtime, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 		t.Fatal(err)
 	}
+	x.flush() // the batch appended, for the other indexes over the directory that read it
 }
 
 // TestIndexBlob: a view of blobMin bytes or more is written to its file as it is rendered and served from
 // there, never whole in memory; the file is served again only while it holds the bytes the entry names.
 func TestIndexBlob(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	line := []byte("{\"type\":\"x\",\"pad\":\"" + strings.Repeat("p", 100) + "\"}\n")
 	n := blobMin/len(line) + 1
@@ -157,6 +158,7 @@ func TestIndexBlob(t *testing.T) {
 	if !ok || err != nil || r.Blob == nil || r.Data != nil || r.Size() != int64(len(want)) {
 		t.Fatalf("write: ok %v, err %v, blob %v, data %d bytes", ok, err, r.Blob != nil, len(r.Data))
 	}
+	x.flush()
 	readBlob := func(r Rendered) []byte {
 		t.Helper()
 		got := make([]byte, r.Size())
@@ -172,7 +174,7 @@ func TestIndexBlob(t *testing.T) {
 	if r.Sum != hex.EncodeToString(sum[:]) {
 		t.Fatalf("sum %s", r.Sum)
 	}
-	fresh := func() *index { return newIndex(dir, "salt") }
+	fresh := func() *index { x.flush(); return testIndex(t, dir, "salt") } // another process, after x's batch
 	got, ok := fresh().content("s", ar("rev1"), views.Events)
 	if !ok || got.Blob == nil || !bytes.Equal(readBlob(got), want) {
 		t.Fatal("the blob does not come back from the file")
@@ -275,7 +277,7 @@ func TestIndexBlob(t *testing.T) {
 // all end up in the entry, each served with its own bytes, whichever write carried which over.
 func TestIndexConcurrentViews(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 279000000)
 	want := map[views.View][]byte{}
 	for i, v := range entryOrder {
@@ -293,7 +295,8 @@ func TestIndexConcurrentViews(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	y := newIndex(dir, "salt")
+	x.flush()
+	y := testIndex(t, dir, "salt")
 	for _, v := range entryOrder {
 		r, ok := y.content("s", ar("rev1"), v)
 		if !ok {
@@ -315,7 +318,7 @@ func TestIndexConcurrentViews(t *testing.T) {
 // pack again.
 func TestIndexBound(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.max = 16
 	at := time.Unix(1778573701, 0)
 	for i := range 100 {
@@ -340,7 +343,7 @@ func TestIndexBound(t *testing.T) {
 // it is older than staleTemp; a recent one (a live writer's) is left alone.
 func TestIndexStaleTemporaries(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	stale := filepath.Join(dir, x.key("s")+".events.tmp-123")
 	fresh := filepath.Join(filepath.Dir(x.pack.path), filepath.Base(x.pack.path)+".tmp-456")
 	for _, name := range []string{stale, fresh} {
@@ -361,4 +364,45 @@ func TestIndexStaleTemporaries(t *testing.T) {
 	if _, err := os.Stat(fresh); err != nil {
 		t.Errorf("a recent temporary file was removed: %v", err)
 	}
+}
+
+// TestIndexContentHeld: what this process rendered into the index is served from the entry it holds in
+// memory; an entry only the pack holds (another process's, or one dropped from memory) is left to content,
+// which reads the pack.
+func TestIndexContentHeld(t *testing.T) {
+	dir := t.TempDir()
+	x := testIndex(t, dir, "salt")
+	at := time.Unix(1778573701, 279000000)
+	events := []byte("{\"type\":\"x\"}\n")
+	record(t, x, "s", ar("rev1"), views.Events, events, at)
+	tests := []struct {
+		name      string
+		x         *index
+		rev       string
+		held, all bool
+	}{
+		{"rendered here", x, "rev1", true, true},
+		{"another revision", x, "rev2", false, false},
+		{"only in the pack", testIndex(t, dir, "salt"), "rev1", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok := tt.x.contentHeld("s", ar(tt.rev), views.Events)
+			if ok != tt.held || ok && !bytes.Equal(r.Data, events) {
+				t.Fatalf("held: %v %q, want %v", ok, r.Data, tt.held)
+			}
+			r, ok = tt.x.content("s", ar(tt.rev), views.Events)
+			if ok != tt.all || ok && !bytes.Equal(r.Data, events) {
+				t.Fatalf("content: %v %q, want %v", ok, r.Data, tt.all)
+			}
+		})
+	}
+}
+
+// testIndex is newIndex whose last batch is appended before the test's directories are removed: a batch
+// appended by its timer while t.TempDir's cleanup empties the directory would make the pack again there.
+func testIndex(t *testing.T, dir, salt string) *index {
+	x := newIndex(dir, salt)
+	t.Cleanup(x.flush)
+	return x
 }

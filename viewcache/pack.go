@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,11 +31,12 @@ import (
 // are served, as they did for an entry file.
 //
 // More than one process may use one index directory (two mounts of a store, a remount while the old mount
-// drains). Writers take an exclusive flock(2) on the pack for each append, so records never interleave.
-// Before appending, a writer frames what others appended since it last looked; whatever does not frame
-// (a header that does not parse, a body cut short) can only be what a writer that died mid-append left,
-// because no live writer appends without the lock, and the writer cuts it off. Readers frame without the
-// lock, stop at what does not frame and look again later: a record being appended frames once it is whole.
+// drains). Writers take an exclusive flock(2) on the pack for each append (of a batch of records:
+// queueRec), so records never interleave. Before appending, a writer frames what others appended since it
+// last looked; whatever does not frame (a header that does not parse, a body cut short) can only be what a
+// writer that died mid-append left, because no live writer appends without the lock, and the writer cuts
+// it off. Readers frame without the lock, stop at what does not frame and look again later: a record being
+// appended frames once it is whole.
 // Framing never searches past a bad record for the next header, so bytes inside a body (session text) can
 // never be taken for a record.
 //
@@ -64,10 +66,31 @@ const packFrameRead = 1 << 20
 // packCompactMin is the size below which a pack is never compacted, however much of it is garbage.
 const packCompactMin = 32 << 20
 
-// packRec is where a record's body is: at off, n bytes, in the file of generation gen.
+// packRec is where a record's body is: at off, n bytes, in the file of generation gen; or, for a record
+// this process has queued and not yet appended, in mem, the batch buffer's bytes while batch batch waits.
 type packRec struct {
 	off, n int64
 	gen    int
+	mem    []byte
+	batch  uint64
+}
+
+// Records are appended in batches (queue): a first walk appends a record a session, and each append takes
+// the pack's flock twice, a stat of its path and an fstat besides its write. A batch is appended once it
+// holds packBatchRecs records or packBatchBytes, once packBatchDelay has passed since its first record, at
+// a synchronous put (a tombstone, which must follow the records queued before it) and at flush (the
+// mount's end). Until then this process reads its queued records from memory. A batch that cannot be
+// appended is dropped: its entries are a cache, and a view whose record is missing is rendered again.
+const (
+	packBatchRecs  = 64
+	packBatchBytes = 1 << 20
+	packBatchDelay = 50 * time.Millisecond
+)
+
+// queued is a record waiting for its batch's append: its key, and the length of its header and body.
+type queued struct {
+	key   string
+	hl, n int64
 }
 
 // pack is one index directory's pack file for one store, as this process has framed it.
@@ -85,6 +108,17 @@ type pack struct {
 	end  int64 // how far f has been framed into records
 	recs map[string]packRec
 	live int64 // the bytes of the records in recs, headers included
+
+	// queue is the batch of records not yet appended, in order, framed in batchBuf as they will be in the
+	// file, and queuedRecs each key's latest of them (an empty one a tombstone). batch counts the batches:
+	// a queued record's bytes are read from batchBuf only while its batch is the one waiting, since the
+	// buffer is reused once the batch is appended. timer is the append due packBatchDelay after a batch's
+	// first record (nil: none due).
+	queue      []queued
+	queuedRecs map[string]packRec
+	batchBuf   []byte
+	batch      uint64
+	timer      *time.Timer
 
 	compacting  bool           // a compaction is running (compact)
 	retryAt     int64          // after a failed compaction, the size from which to try again
@@ -258,6 +292,14 @@ func (p *pack) lookup(key string) (packRec, bool) {
 	if _, ok := p.refreshLocked(); !ok {
 		return packRec{}, false
 	}
+	return p.recLocked(key)
+}
+
+// recLocked is key's latest record, queued or appended; the caller holds mu.
+func (p *pack) recLocked(key string) (packRec, bool) {
+	if r, ok := p.queuedRecs[key]; ok {
+		return r, r.n > 0
+	}
 	r, ok := p.recs[key]
 	return r, ok
 }
@@ -268,8 +310,7 @@ func (p *pack) lookup(key string) (packRec, bool) {
 func (p *pack) known(key string) (packRec, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	r, ok := p.recs[key]
-	return r, ok
+	return p.recLocked(key)
 }
 
 // readAt fills buf from offset off of record r's body; false when r is of a file the pack has since left,
@@ -279,6 +320,14 @@ func (p *pack) readAt(r packRec, buf []byte, off int64) bool {
 		return false
 	}
 	p.mu.RLock()
+	if r.mem != nil { // queued: its bytes are in the batch buffer while its batch waits
+		ok := r.batch == p.batch
+		if ok {
+			copy(buf, r.mem[off:])
+		}
+		p.mu.RUnlock()
+		return ok
+	}
 	defer p.mu.RUnlock()
 	if p.f == nil || r.gen != p.gen {
 		return false
@@ -302,7 +351,7 @@ func (p *pack) body(key string) []byte {
 
 // drop appends a tombstone for key, whose session is gone: a record with an empty body, after which key has
 // no entry (note), in this process and in every other that frames the pack.
-func (p *pack) drop(key string) bool { return p.put(key, nil, make([]byte, 0, packHeaderMax)) }
+func (p *pack) drop(key string) bool { return p.put(key, nil) }
 
 // keys are the keys with an entry, as the pack is now.
 func (p *pack) keys() []string {
@@ -311,31 +360,116 @@ func (p *pack) keys() []string {
 	if _, ok := p.refreshLocked(); !ok {
 		return nil
 	}
-	return slices.Collect(maps.Keys(p.recs))
+	keys := make([]string, 0, len(p.recs)+len(p.queuedRecs))
+	for k := range p.recs {
+		if _, ok := p.queuedRecs[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	for k, r := range p.queuedRecs {
+		if r.n > 0 {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
-// put appends body as key's record (scratch is a buffer to build it in); an empty body is a tombstone
+// put appends body as key's record now, after the records queued before it; an empty body is a tombstone
 // (drop). It returns false when the pack could not take it; nothing half-written is left behind then.
-func (p *pack) put(key string, body, scratch []byte) bool {
-	return p.exclusive(func(size int64) bool {
-		if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
-			if p.f.Truncate(p.end) != nil {
-				return false
-			}
-		}
-		rec := append(packHeader(scratch[:0], key, int64(len(body))), body...)
-		if n, err := p.f.WriteAt(rec, p.end); err != nil || n != len(rec) {
-			p.f.Truncate(p.end)
+func (p *pack) put(key string, body []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.enqueueLocked(key, body)
+	return p.flushLocked()
+}
+
+// queueRec queues body as key's record, appended with its batch; false when the pack cannot be opened at all.
+func (p *pack) queueRec(key string, body []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.f == nil && !p.openLocked() {
+		return false
+	}
+	p.enqueueLocked(key, body)
+	if len(p.queue) >= packBatchRecs || len(p.batchBuf) >= packBatchBytes {
+		p.flushLocked()
+	} else if p.timer == nil {
+		p.timer = time.AfterFunc(packBatchDelay, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.timer = nil
+			p.flushLocked()
+		})
+	}
+	return true
+}
+
+// enqueueLocked frames key's record into the batch; the caller holds mu.
+func (p *pack) enqueueLocked(key string, body []byte) {
+	if p.batchBuf == nil { // room for a full batch at once: growing to it copies it over and over
+		p.batchBuf = make([]byte, 0, packBatchBytes+headerMax)
+	}
+	start := len(p.batchBuf)
+	p.batchBuf = append(packHeader(p.batchBuf, key, int64(len(body))), body...)
+	hl := int64(len(p.batchBuf) - start - len(body))
+	if p.queuedRecs == nil {
+		p.queuedRecs = map[string]packRec{}
+	}
+	p.queue = append(p.queue, queued{key: key, hl: hl, n: int64(len(body))})
+	p.queuedRecs[key] = packRec{n: int64(len(body)), mem: p.batchBuf[start+int(hl) : len(p.batchBuf) : len(p.batchBuf)], batch: p.batch}
+}
+
+// flush appends the queued records; false when the pack could not take them (they are dropped then).
+func (p *pack) flush() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flushLocked()
+}
+
+// flushLocked is flush; the caller holds mu.
+func (p *pack) flushLocked() bool {
+	if len(p.queue) == 0 {
+		return true
+	}
+	defer p.dropQueueLocked() // appended, or given up
+	locked, ok := p.lockLocked()
+	if !ok {
+		return false
+	}
+	defer p.unlockLocked(locked)
+	size, ok := p.refreshLocked()
+	if !ok || p.f != locked {
+		return false
+	}
+	if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
+		if p.f.Truncate(p.end) != nil {
 			return false
 		}
-		hl := int64(len(rec) - len(body))
-		p.note(key, packRec{off: p.end + hl, n: int64(len(body)), gen: p.gen}, hl)
-		p.end += int64(len(rec))
-		if p.end > p.compactMin && p.end > 2*p.live && p.end > p.retryAt && !p.compacting {
-			p.startCompactionLocked()
-		}
-		return true
-	})
+	}
+	if n, err := p.f.WriteAt(p.batchBuf, p.end); err != nil || n != len(p.batchBuf) {
+		p.f.Truncate(p.end)
+		return false
+	}
+	for _, r := range p.queue {
+		p.note(r.key, packRec{off: p.end + r.hl, n: r.n, gen: p.gen}, r.hl)
+		p.end += r.hl + r.n
+	}
+	if p.end > p.compactMin && p.end > 2*p.live && p.end > p.retryAt && !p.compacting {
+		p.startCompactionLocked()
+	}
+	return true
+}
+
+// dropQueueLocked forgets the queued records and reuses their buffer (a new batch: readers of the old
+// one's bytes are refused); the caller holds mu.
+func (p *pack) dropQueueLocked() {
+	p.queue = p.queue[:0]
+	clear(p.queuedRecs)
+	p.batch++
+	if cap(p.batchBuf) > 2*packBatchBytes { // one huge record's buffer is not kept
+		p.batchBuf = nil
+	}
+	p.batchBuf = p.batchBuf[:0]
 }
 
 // exclusive runs fn holding mu and the pack's flock on the file the path names, framed up to its size

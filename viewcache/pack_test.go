@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func TestPackHeader(t *testing.T) {
 // served reports whether a fresh index over dir serves the events view of session id at rev with data.
 func served(t *testing.T, dir, id string, rev artifactRev, data []byte) bool {
 	t.Helper()
-	r, ok := newIndex(dir, "salt").content(id, rev, views.Events)
+	r, ok := testIndex(t, dir, "salt").content(id, rev, views.Events)
 	return ok && bytes.Equal(r.Data, data)
 }
 
@@ -78,7 +79,7 @@ func noTemporaries(t *testing.T, dir string) {
 // the next append cuts it off before writing.
 func TestPackTornTail(t *testing.T) {
 	dir := t.TempDir()
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	at := time.Unix(1778573701, 0)
 	record(t, x, "a", ar("rev1"), views.Events, []byte("a\n"), at)
 	record(t, x, "b", ar("rev1"), views.Events, []byte("b\n"), at)
@@ -100,7 +101,7 @@ func TestPackTornTail(t *testing.T) {
 	if served(t, dir, "c", ar("rev1"), nil) {
 		t.Fatal("a torn record was served")
 	}
-	y := newIndex(dir, "salt") // another process, which frames the pack first
+	y := testIndex(t, dir, "salt") // another process, which frames the pack first
 	record(t, y, "c", ar("rev1"), views.Events, []byte("c\n"), at)
 	got, _ := os.ReadFile(x.pack.path)
 	if !bytes.HasPrefix(got, whole) || bytes.Contains(got, torn) {
@@ -126,9 +127,9 @@ func TestPackTornTail(t *testing.T) {
 func TestPackCompaction(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 64 << 10
-	y := newIndex(dir, "salt")
+	y := testIndex(t, dir, "salt")
 	record(t, y, "other", ar("rev1"), views.Events, []byte("other\n"), at)
 	if !served(t, dir, "other", ar("rev1"), []byte("other\n")) {
 		t.Fatal("not served before the compaction")
@@ -180,7 +181,7 @@ func TestPackCompaction(t *testing.T) {
 func TestPackConcurrentWriters(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	writers := []*index{newIndex(dir, "salt"), newIndex(dir, "salt")}
+	writers := []*index{testIndex(t, dir, "salt"), testIndex(t, dir, "salt")}
 	var wg sync.WaitGroup
 	for w, x := range writers {
 		for g := range 4 {
@@ -200,6 +201,9 @@ func TestPackConcurrentWriters(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	for _, x := range writers {
+		x.flush()
+	}
 	framesWhole(t, writers[0].pack.path, 200)
 	for w := range writers {
 		for g := range 4 {
@@ -219,7 +223,7 @@ func TestPackConcurrentWriters(t *testing.T) {
 func TestPackReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	record(t, newIndex(dir, "salt"), "s", ar("rev1"), views.Events, []byte("s\n"), at)
+	record(t, testIndex(t, dir, "salt"), "s", ar("rev1"), views.Events, []byte("s\n"), at)
 	ro := dir
 	if os.Geteuid() == 0 {
 		ro = t.TempDir()
@@ -231,7 +235,7 @@ func TestPackReadOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	} else {
-		if err := os.Chmod(newIndex(dir, "salt").pack.path, 0o400); err != nil {
+		if err := os.Chmod(testIndex(t, dir, "salt").pack.path, 0o400); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Chmod(dir, 0o500); err != nil {
@@ -239,12 +243,12 @@ func TestPackReadOnly(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Chmod(dir, 0o700) })
 	}
-	x := newIndex(ro, "salt")
+	x := testIndex(t, ro, "salt")
 	before, _ := os.ReadFile(x.pack.path)
 	if r, ok := x.content("s", ar("rev1"), views.Events); !ok || string(r.Data) != "s\n" {
 		t.Fatal("a read-only pack was not served")
 	}
-	if x.pack.put(x.key("t"), []byte("x"), nil) {
+	if x.pack.put(x.key("t"), []byte("x")) {
 		t.Fatal("an append to a read-only pack succeeded")
 	}
 	if after, _ := os.ReadFile(x.pack.path); !bytes.Equal(before, after) || len(after) == 0 {
@@ -258,9 +262,9 @@ func TestPackReadOnly(t *testing.T) {
 func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 32 << 10
-	y := newIndex(dir, "salt") // another process
+	y := testIndex(t, dir, "salt") // another process
 	view := func(id string, rev int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("%s rev %d\n", id, rev)), 100) }
 	during := false
 	var failed []string // the hook runs on the compaction's goroutine, where t.Fatal may not
@@ -279,6 +283,8 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 				failed = append(failed, fmt.Sprintf("%s: ok %v, err %v", w.id, ok, err))
 			}
 		}
+		x.flush() // appended while the compaction copies
+		y.flush()
 	}
 	before, _ := os.Stat(x.pack.path)
 	for rev := range 3 {
@@ -320,7 +326,7 @@ func TestPackCompactionKeepsAppendsMeanwhile(t *testing.T) {
 func TestPackCompactionBacksOff(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 16 << 10
 	attempts := 0
 	x.pack.copied = func() {
@@ -356,9 +362,9 @@ func TestPackCompactionBacksOff(t *testing.T) {
 func TestIndexPurge(t *testing.T) {
 	dir := t.TempDir()
 	at := time.Unix(1778573701, 0)
-	x := newIndex(dir, "salt")
+	x := testIndex(t, dir, "salt")
 	x.pack.compactMin = 32 << 10
-	y := newIndex(dir, "salt") // another process
+	y := testIndex(t, dir, "salt") // another process
 	view := func(id string) []byte { return bytes.Repeat([]byte(id+" line\n"), 200) }
 	big := bytes.Repeat([]byte("{\"pad\":\""+strings.Repeat("p", 100)+"\"}\n"), blobMin/100+1) // a view in a file of its own
 	for k := range 8 {
@@ -420,4 +426,133 @@ func TestIndexPurge(t *testing.T) {
 		t.Error("s2, purged during the compaction, is served from the compacted pack")
 	}
 	noTemporaries(t, dir)
+}
+
+// TestPackBatches: a written entry is served at once by its own process, from memory while its batch waits;
+// another process reads it once the batch is appended — when full, after packBatchDelay, or at a flush — and
+// a tombstone follows the records queued before it.
+func TestPackBatches(t *testing.T) {
+	at := time.Unix(1778573701, 0)
+	write := func(t *testing.T, x *index, id string) {
+		t.Helper()
+		if _, ok, err := x.write(id, ar("rev1"), views.Events, at, func(w io.Writer) error { _, err := w.Write([]byte(id + "\n")); return err }); !ok || err != nil {
+			t.Fatalf("%s: ok %v, err %v", id, ok, err)
+		}
+	}
+	tests := []struct {
+		name   string
+		writes int
+		then   func(t *testing.T, x *index) // nil: the batch is appended by itself (full)
+	}{
+		{"full", packBatchRecs, nil},
+		{"flushed", 3, func(t *testing.T, x *index) { x.flush() }},
+		{"its delay passed", 3, func(t *testing.T, x *index) {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				x.pack.mu.Lock()
+				left := len(x.pack.queue)
+				x.pack.mu.Unlock()
+				if left == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d records still queued", left)
+				}
+				runtime.Gosched()
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			x := testIndex(t, dir, "salt")
+			for i := range tt.writes {
+				write(t, x, fmt.Sprint("s", i))
+			}
+			last := fmt.Sprint("s", tt.writes-1)
+			if r, ok := x.content(last, ar("rev1"), views.Events); !ok || string(r.Data) != last+"\n" {
+				t.Fatal("a queued entry is not served by its own process")
+			}
+			if tt.then != nil {
+				if served(t, dir, last, ar("rev1"), []byte(last+"\n")) {
+					t.Fatal("another process read an entry before its batch was appended")
+				}
+				tt.then(t, x)
+			}
+			for i := range tt.writes {
+				id := fmt.Sprint("s", i)
+				if !served(t, dir, id, ar("rev1"), []byte(id+"\n")) {
+					t.Fatalf("%s not served to another process", id)
+				}
+			}
+			framesWhole(t, x.pack.path, tt.writes)
+		})
+	}
+
+	t.Run("a tombstone after a queued record", func(t *testing.T) {
+		dir := t.TempDir()
+		x := testIndex(t, dir, "salt")
+		write(t, x, "gone")
+		x.purge([]string{"gone"})
+		x.flush()
+		if served(t, dir, "gone", ar("rev1"), []byte("gone\n")) {
+			t.Fatal("an entry queued before its tombstone came back")
+		}
+	})
+}
+
+// TestPackBatchDropped: a batch the pack cannot take (a pack this process may only read) is dropped, and
+// its entries are no longer served from memory.
+func TestPackBatchDropped(t *testing.T) {
+	dir := t.TempDir()
+	x := testIndex(t, dir, "salt")
+	if !x.pack.queueRec(x.key("s"), []byte("body")) {
+		t.Fatal("queued nothing")
+	}
+	if _, ok := x.pack.known(x.key("s")); !ok {
+		t.Fatal("a queued record is not known")
+	}
+	x.pack.mu.Lock()
+	ro, err := os.Open(x.pack.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.pack.f.Close()
+	x.pack.f = ro // the descriptor of a pack opened read-only
+	x.pack.mu.Unlock()
+	if x.pack.flush() {
+		t.Fatal("a batch was appended to a pack open for reading only")
+	}
+	if _, ok := x.pack.known(x.key("s")); ok {
+		t.Fatal("a dropped record is still known")
+	}
+	if info, err := os.Stat(x.pack.path); err != nil || info.Size() != 0 {
+		t.Fatalf("the pack changed: %v", err)
+	}
+}
+
+// TestPackQueuedReadAfterAppend: a queued record's bytes are read from the batch buffer only while its batch
+// waits; once appended, the buffer holds the next batch, and the record is read from the file.
+func TestPackQueuedReadAfterAppend(t *testing.T) {
+	p := newPack(filepath.Join(t.TempDir(), "p.pack"))
+	if !p.queueRec(strings.Repeat("a", packKeyLen), []byte("one")) {
+		t.Fatal("queued nothing")
+	}
+	queuedRec, ok := p.known(strings.Repeat("a", packKeyLen))
+	if !ok || queuedRec.mem == nil {
+		t.Fatalf("not known as queued: %+v", queuedRec)
+	}
+	if !p.flush() {
+		t.Fatal("flush")
+	}
+	p.queueRec(strings.Repeat("b", packKeyLen), []byte("two")) // the next batch, in the same buffer
+	buf := make([]byte, 3)
+	if p.readAt(queuedRec, buf, 0) {
+		t.Fatalf("read %q through a record of an appended batch", buf)
+	}
+	fileRec, ok := p.known(strings.Repeat("a", packKeyLen))
+	if !ok || fileRec.mem != nil || !p.readAt(fileRec, buf, 0) || string(buf) != "one" {
+		t.Fatalf("the appended record reads %q (%+v)", buf, fileRec)
+	}
+	p.flush()
 }

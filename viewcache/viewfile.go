@@ -127,7 +127,15 @@ func (x *index) keyPath(key string, view views.View) string {
 // stamp the entry saw or else the same checksum (then the new stamp is remembered). A view of blobMin bytes
 // or more comes back as a Blob over the open file.
 func (x *index) content(id string, rev artifactRev, view views.View) (Rendered, bool) {
-	e := x.entry(id, rev)
+	return x.contentOf(id, x.entry(id, rev), view)
+}
+
+// contentHeld is content from an entry the index holds in memory, reading no entry from the pack.
+func (x *index) contentHeld(id string, rev artifactRev, view views.View) (Rendered, bool) {
+	return x.contentOf(id, x.held(id, rev), view)
+}
+
+func (x *index) contentOf(id string, e *indexEntry, view views.View) (Rendered, bool) {
 	if e == nil || x.dir == "" {
 		return Rendered{}, false
 	}

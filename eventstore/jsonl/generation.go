@@ -124,9 +124,18 @@ func (s SessionFiles) any() bool { return len(s.Files) > 0 || len(s.Opposite) > 
 
 // sessionFiles reads a session directory's generation files. A directory that cannot be read holds none
 // (the listing reports the directories it cannot read).
-func (b *Backend) sessionFiles(dir string) SessionFiles {
+func (b *Backend) sessionFiles(dir string) SessionFiles { return b.filesOf(dir, dirNames(dir)) }
+
+// keptSessionFiles is sessionFiles through the backend's kept listings (dirCache): for the lookups and the
+// listing passes, which read a settled directory again and again; a write lists afresh what it changes.
+func (b *Backend) keptSessionFiles(dir string) SessionFiles {
+	return b.filesOf(dir, b.dirs.list(dir, kindNames, dirNames))
+}
+
+// filesOf sorts a session directory's names into its generation files.
+func (b *Backend) filesOf(dir string, names []string) SessionFiles {
 	s := SessionFiles{Dir: dir}
-	for _, name := range dirNames(dir) {
+	for _, name := range names {
 		g, ok := ParseGenerationName(name)
 		switch {
 		case !ok:

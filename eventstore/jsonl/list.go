@@ -98,7 +98,7 @@ func (b *Backend) entries(found []listed) []eventstore.Entry {
 				if i >= len(found) {
 					return
 				}
-				files := b.sessionFiles(found[i].dir)
+				files := b.keptSessionFiles(found[i].dir)
 				if session[i] = files.any(); session[i] {
 					out[i] = b.entry(found[i], files, &buf)
 				}

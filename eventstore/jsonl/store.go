@@ -56,6 +56,9 @@ type Backend struct {
 
 	realRoot atomic.Pointer[string] // root with symlinks resolved (resolvedRoot)
 
+	// dirs keeps the root's and the session directories' listings while they are unchanged (dircache.go)
+	dirs dirCache
+
 	// maxLine and maxFrame cap one event line and one decoded zstd frame (config [writer] max_line_bytes,
 	// max_frame_bytes; 0: no cap): a session exceeding them is refused as corrupt instead of filling memory.
 	maxLine, maxFrame int64
@@ -129,7 +132,7 @@ func OpenDefault(root string, mode, empty Compression) (*Backend, error) {
 	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("store root %s is not a directory", abs)
 	}
-	return &Backend{root: abs, mode: mode, pack: true, maxLine: DefaultMaxLineBytes, maxFrame: DefaultMaxFrameBytes,
+	return &Backend{root: abs, dirs: dirCache{root: abs}, mode: mode, pack: true, maxLine: DefaultMaxLineBytes, maxFrame: DefaultMaxFrameBytes,
 		maxSession: eventstore.DefaultMaxSessionBytes}, nil
 }
 
@@ -299,14 +302,14 @@ func (b *Backend) discover(id string) (SessionFiles, GenerationFile, error) {
 		matches []SessionFiles
 		current GenerationFile
 	)
-	for _, project := range subdirs(b.root) {
+	for _, project := range b.dirs.list(b.root, kindSubdirs, subdirs) {
 		for _, c := range []Compression{Zstd, None} {
 			flat := filepath.Join(project, seg+c.Suffix())
 			if exists(flat) {
 				return SessionFiles{}, GenerationFile{}, errors.New(flatLayoutText(flat))
 			}
 		}
-		files := b.sessionFiles(filepath.Join(project, seg))
+		files := b.keptSessionFiles(filepath.Join(project, seg))
 		if len(files.Opposite) > 0 {
 			return SessionFiles{}, GenerationFile{}, errors.New(b.mismatchText(filepath.Join(files.Dir, files.Opposite[0])))
 		}
