@@ -31,14 +31,15 @@ func readChars(t *testing.T, pid int) int64 {
 // uncachedSession mounts, read-only, a store of one plain session "s" of n events (gensession) with
 // memory budgets of 0 and a cache directory of its own: no rendering stays in memory, so whatever the
 // kernel does not hold is read from the index files or decoded (and counted in the mount's rchar). It
-// returns the store, the configuration, the mount and its events.jsonl.
-func uncachedSession(t *testing.T, n string) (store, cfg string, m *mountProc, events string) {
+// returns the store, the configuration, the cache directory, the mount and its events.jsonl.
+func uncachedSession(t *testing.T, n string) (store, cfg, cache string, m *mountProc, events string) {
 	t.Helper()
 	store, _ = emptyStore(t, "none")
 	mustRun(t, gensessionBin(t), "-mode", "none", "-id", "s", store, n)
-	cfg = writeConfig(t, "[cache]\nindex = true\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", t.TempDir())
+	cache = t.TempDir()
+	cfg = writeConfig(t, "[cache]\nindex = true\nsessions_bytes = 0\nviews_bytes = 0\ndir = %q\n", cache)
 	m = startMount(t, "--read-only", "--config", cfg, store)
-	return store, cfg, m, filepath.Join(m.dir, "sessions", "s", "events.jsonl")
+	return store, cfg, cache, m, filepath.Join(m.dir, "sessions", "s", "events.jsonl")
 }
 
 // TestKeptPageCache: a repeated open of an unchanged view keeps the kernel's page cache and reads none of
@@ -49,7 +50,7 @@ func uncachedSession(t *testing.T, n string) (store, cfg string, m *mountProc, e
 // first (fs.noFlush, for kernels before 5.16).
 func TestKeptPageCache(t *testing.T) {
 	t.Parallel()
-	store, _, m, f := uncachedSession(t, "300")
+	store, _, cache, m, f := uncachedSession(t, "300")
 	pid := m.cmd.Process.Pid
 	want := cli(t, 0, "cat", "--view", "events", store, "s")
 
@@ -66,6 +67,11 @@ func TestKeptPageCache(t *testing.T) {
 	}
 
 	// the kernel drops the file's pages: the next reads reach the mount, which serves them from the index
+	// once its batch of records is in the pack (within 50 ms of the batch's first record)
+	waitFor(t, "the view's entry in the pack", func() (bool, string) {
+		n := packEntries(t, cache)
+		return n == 1, fmt.Sprintf("%d entries", n)
+	})
 	mustRun(t, "dd", "if="+f, "iflag=nocache", "count=0", "status=none")
 	before = readChars(t, pid)
 	if got := mustRun(t, "cat", f); !bytes.Equal(got, want) {
@@ -118,7 +124,7 @@ func TestKeptPageCache(t *testing.T) {
 // index, without a decode; and once the session grows, a read gets the grown bytes, never the primed ones.
 func TestPrimedPageCache(t *testing.T) {
 	t.Parallel()
-	store, cfg, m, f := uncachedSession(t, "100")
+	store, cfg, _, m, f := uncachedSession(t, "100")
 	want := cli(t, 0, "cat", "--view", "events", store, "s")
 
 	statThenCat := func(m *mountProc, what string) {
