@@ -87,18 +87,31 @@ func v4Value(e event.Event) (event.Value, error) {
 	return e.Shallow(0, "text")
 }
 
+// streamMayMatter reports whether raw holds "tool-r", "tool-a" or `\u` anywhere. The search is anchored
+// on the rare bytes '-' and '\': a stream is full of 't's (every "type", "time" and "text"), so a search
+// for "tool-" by its first byte stopped at nearly every member name.
 func streamMayMatter(raw []byte) bool {
-	for b := raw; ; {
-		i := bytes.Index(b, []byte("tool-"))
-		if i < 0 || i+5 >= len(b) {
+	for i := 0; ; {
+		j := bytes.IndexByte(raw[i:], '-')
+		if j < 0 {
 			break
 		}
-		if c := b[i+5]; c == 'r' || c == 'a' {
+		i += j
+		if i >= 4 && i+1 < len(raw) && string(raw[i-4:i]) == "tool" && (raw[i+1] == 'r' || raw[i+1] == 'a') {
 			return true
 		}
-		b = b[i+5:]
+		i++
 	}
-	return bytes.Contains(raw, []byte(`\u`))
+	for i := 0; ; {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		if i < len(raw) && raw[i] == 'u' {
+			return true
+		}
+	}
 }
 
 // v4RowAdmission is the codec's assertV4RowAdmission over one parsed physical row.

@@ -221,19 +221,47 @@ func FuzzV4Fast(f *testing.F) {
 	})
 }
 
+// streamMayMatterRef is the plain statement of streamMayMatter's decision, which the anchored search must
+// match on every input.
+func streamMayMatterRef(raw []byte) bool {
+	return bytes.Contains(raw, []byte("tool-r")) || bytes.Contains(raw, []byte("tool-a")) ||
+		bytes.Contains(raw, []byte(`\u`))
+}
+
 // TestStreamMayMatter: a stream may name a tool-change or tool-result block when it holds "tool-r",
-// "tool-a" or a \u escape (which could spell either).
+// "tool-a" or a \u escape (which could spell either) — anywhere, escaped or not, at either edge.
 func TestStreamMayMatter(t *testing.T) {
 	for _, tt := range []struct {
 		s    string
 		want bool
 	}{
-		{`[]`, false}, {`"tool-call"`, false}, {`"tool-"`, false}, {`tool-`, false}, {`tool-tool-c`, false},
+		{``, false}, {`[]`, false}, {`"tool-call"`, false}, {`"tool-"`, false}, {`tool-`, false},
+		{`tool-tool-c`, false}, {`-`, false}, {`--`, false}, {`ool-r`, false},
+		{`tool`, false}, {`-r`, false}, {`\`, false}, {`\\`, false}, {`u\`, false}, {`"a\n"`, false},
+		{`"tool\-r"`, false}, {`"tool\u002dr"`, true}, {`to-ol-r`, false}, {`Tool-r`, false},
 		{`"tool-result"`, true}, {`"tool-addition"`, true}, {`tool-ctool-r`, true}, {`tool-tool-a`, true},
-		{`"\u0074ool"`, true}, {`"a\n"`, false}, {`"a\\u"`, true},
+		{`tool-r`, true}, {`tool-a`, true}, {`xtool-r`, true}, {`tool-rx`, true}, {`-tool-a`, true},
+		{`a-b-c-tool-a`, true}, {`tool-\n`, false}, {`tool--r`, false},
+		{`"\u0074ool"`, true}, {`"a\\u"`, true}, {`\u`, true}, {`x\u`, true}, {`\ux`, true},
+		{`\\u`, true}, {`\n\t\u`, true}, {`\n\t\`, false},
 	} {
 		if got := streamMayMatter([]byte(tt.s)); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.s, got, tt.want)
 		}
+		if ref := streamMayMatterRef([]byte(tt.s)); ref != tt.want {
+			t.Errorf("%s: the reference says %v, want %v", tt.s, ref, tt.want)
+		}
 	}
+}
+
+// FuzzStreamMayMatter: the anchored search decides exactly as the plain one.
+func FuzzStreamMayMatter(f *testing.F) {
+	for _, s := range []string{`tool-r`, `"tool-call","tool-addition"`, `\u0074`, `\\u`, `-tool-a-`, `tool-`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := streamMayMatter(b), streamMayMatterRef(b); got != want {
+			t.Fatalf("%q: %v, want %v", b, got, want)
+		}
+	})
 }
