@@ -105,9 +105,8 @@ func v4Fast(e event.Event, arena *v4Arena) (v event.Value, ok bool) {
 
 // v4Arena holds the containers of the trees v4Fast reads, in slabs that reset reuses.
 type v4Arena struct {
-	members [][]event.Member
-	values  [][]event.Value
-	m, v    int // the slab in use
+	members slabs[event.Member]
+	values  slabs[event.Value]
 	// the reducer's stacks, kept between rows
 	mstack []event.Member
 	vstack []event.Value
@@ -116,52 +115,49 @@ type v4Arena struct {
 // arenaSlab is how many members or elements a slab holds.
 const arenaSlab = 4096
 
+// slabs is one kind of container's memory: slabs of arenaSlab items, the one in use at i.
+type slabs[T any] struct {
+	s [][]T
+	i int
+}
+
 // reset makes the arena's memory free for new trees: every tree read into it must be dead.
 func (a *v4Arena) reset() {
-	for i := range a.members {
-		clear(a.members[i])
-		a.members[i] = a.members[i][:0]
+	a.members.reset()
+	a.values.reset()
+}
+
+func (sl *slabs[T]) reset() {
+	for i := range sl.s {
+		clear(sl.s[i])
+		sl.s[i] = sl.s[i][:0]
 	}
-	for i := range a.values {
-		clear(a.values[i])
-		a.values[i] = a.values[i][:0]
+	sl.i = 0
+}
+
+// take copies xs into the slabs: into the first slab from the one in use that has room, or a new one; a
+// run too long for a slab gets memory of its own.
+func (sl *slabs[T]) take(xs []T) []T {
+	n := len(xs)
+	if n > arenaSlab/4 {
+		return append([]T(nil), xs...)
 	}
-	a.m, a.v = 0, 0
+	for sl.i < len(sl.s) && cap(sl.s[sl.i])-len(sl.s[sl.i]) < n {
+		sl.i++
+	}
+	if sl.i == len(sl.s) {
+		sl.s = append(sl.s, make([]T, 0, arenaSlab))
+	}
+	s := append(sl.s[sl.i], xs...)
+	sl.s[sl.i] = s
+	return s[len(s)-n : len(s) : len(s)]
 }
 
 // takeMembers copies ms into the arena.
-func (a *v4Arena) takeMembers(ms []event.Member) []event.Member {
-	n := len(ms)
-	if n > arenaSlab/4 {
-		return append([]event.Member(nil), ms...)
-	}
-	for a.m < len(a.members) && cap(a.members[a.m])-len(a.members[a.m]) < n {
-		a.m++
-	}
-	if a.m == len(a.members) {
-		a.members = append(a.members, make([]event.Member, 0, arenaSlab))
-	}
-	s := append(a.members[a.m], ms...)
-	a.members[a.m] = s
-	return s[len(s)-n : len(s) : len(s)]
-}
+func (a *v4Arena) takeMembers(ms []event.Member) []event.Member { return a.members.take(ms) }
 
 // takeValues copies vs into the arena.
-func (a *v4Arena) takeValues(vs []event.Value) []event.Value {
-	n := len(vs)
-	if n > arenaSlab/4 {
-		return append([]event.Value(nil), vs...)
-	}
-	for a.v < len(a.values) && cap(a.values[a.v])-len(a.values[a.v]) < n {
-		a.v++
-	}
-	if a.v == len(a.values) {
-		a.values = append(a.values, make([]event.Value, 0, arenaSlab))
-	}
-	s := append(a.values[a.v], vs...)
-	a.values[a.v] = s
-	return s[len(s)-n : len(s) : len(s)]
-}
+func (a *v4Arena) takeValues(vs []event.Value) []event.Value { return a.values.take(vs) }
 
 // reducer reads the values of one canonical record by their shapes. Members and elements are collected
 // on stacks and copied out once per container: into the arena for a container the shape reads into, at
