@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +65,7 @@ func (s *Session) Transcript() ([]byte, error) {
 	if err := s.writeTranscript(w); err != nil {
 		return nil, err
 	}
-	return w.b, nil
+	return w.appendTo(make([]byte, 0, w.len())), nil
 }
 
 // TranscriptHTML renders the transcript as one HTML page.
@@ -74,6 +75,30 @@ func (s *Session) TranscriptHTML() ([]byte, error) {
 		return nil, err
 	}
 	return w.page(s.ID), nil
+}
+
+// writeTranscriptTo writes the transcript, or with html its page, to out as it is rendered: the Markdown
+// a piece at a time, the page's body (which follows its table of contents) once the walk is over. Errors
+// from out come back wrapped in *WriteError.
+func (s *Session) writeTranscriptTo(out io.Writer, html bool) error {
+	if html {
+		w := &htmlWriter{}
+		if err := s.writeTranscript(w); err != nil {
+			return err
+		}
+		if err := w.writePage(s.ID, out); err != nil {
+			return &WriteError{Err: err}
+		}
+		return nil
+	}
+	w := &mdWriter{body: body{w: out}}
+	if err := s.writeTranscript(w); err != nil {
+		return err
+	}
+	if w.spill(); w.err != nil {
+		return &WriteError{Err: w.err}
+	}
+	return nil
 }
 
 func (s *Session) writeTranscript(w transcriptWriter) error {
@@ -110,6 +135,7 @@ func (s *Session) writeTranscript(w transcriptWriter) error {
 	s.transcriptHead(w)
 	for _, e := range s.Events {
 		st.event(w, e)
+		w.done()
 	}
 	s.transcriptTail(w)
 	return nil
