@@ -49,6 +49,7 @@ type transcriptWriter interface {
 	fenced(lang string, c clip, e event.Event)
 	// done is called between events, when no heading is pending: what is written so far is final
 	done()
+	spill() // at the end: all that is written is final
 }
 
 // body is what a transcript writer has written: the part still open to a pending heading's insertion in b,
@@ -465,15 +466,6 @@ const transcriptStyle = `body{font:15px/1.5 system-ui,sans-serif;margin:0;color:
 	`h2{border-bottom:1px solid #ccc;margin-top:2em}blockquote{margin:.5em 0;padding:.3em .8em;border-left:3px solid #bbb;white-space:pre-wrap}` +
 	`pre{background:#f6f6f6;padding:.6em;overflow:auto;white-space:pre-wrap}.mark{background:#fff4d6;border-left:4px solid #d9950b;padding:.4em .8em}` +
 	`@media (max-width:50em){nav{position:static;width:auto;border:0}main{margin:0}}`
-
-// page wraps the body in a document with the table of contents.
-func (w *htmlWriter) page(id string) []byte {
-	head, tail := w.pageHead(id), w.pageTail()
-	out := make([]byte, 0, len(head)+w.len()+len(tail))
-	out = append(out, head...)
-	out = w.appendTo(out)
-	return append(out, tail...)
-}
 
 // writePage writes the page to out: the head, then the body as it is kept, then the tail.
 func (w *htmlWriter) writePage(id string, out io.Writer) error {
