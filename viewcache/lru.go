@@ -33,10 +33,11 @@ type lru struct {
 	viewBytes int64
 	maxViews  int64
 
-	// held are the renderings larger than the whole views budget, which are served and not kept: known
-	// only as long as a reader holds their bytes (an open transcript.html of a long session, 20 MB). A
+	// held are the volatile renderings larger than the whole views budget, which are served and not kept:
+	// known only as long as their bytes are alive (an open transcript.html of a long session, 20 MB). A
 	// getattr or open meanwhile shares those bytes instead of rendering the view again, which cost the
-	// mount a second page beside the first and the time of a rendering at each.
+	// mount a second page beside the first and the time of a rendering at each. (A view that is not
+	// volatile has the persistent index for that: its bytes in a file, not on the heap.)
 	held map[viewKey]heldView
 }
 
@@ -185,7 +186,7 @@ func (c *lru) view(id string, rev eventstore.Revision, view views.View) (Rendere
 	defer c.mu.Unlock()
 	v := c.views[viewKey{id, view}]
 	if v == nil || v.rev != rev || !known(rev) || v.volatile {
-		return c.heldLocked(viewKey{id, view}, rev, false, "")
+		return Rendered{}, false
 	}
 	c.viewLRU.MoveToFront(v.elem)
 	return v.r, true
@@ -197,17 +198,17 @@ func (c *lru) volatileView(id string, rev eventstore.Revision, view views.View, 
 	defer c.mu.Unlock()
 	v := c.views[viewKey{id, view}]
 	if v == nil || v.rev != rev || !known(rev) || !v.volatile || v.state != state {
-		return c.heldLocked(viewKey{id, view}, rev, true, state)
+		return c.heldLocked(viewKey{id, view}, rev, state)
 	}
 	c.viewLRU.MoveToFront(v.elem)
 	return v.r, true
 }
 
-// heldLocked returns the rendering of key at rev (and for a volatile one, state) that the LRU did not
-// keep, if a reader still holds it.
-func (c *lru) heldLocked(key viewKey, rev eventstore.Revision, volatile bool, state string) (Rendered, bool) {
+// heldLocked returns the volatile rendering of key at rev and state that the LRU did not keep, if its
+// bytes are still alive.
+func (c *lru) heldLocked(key viewKey, rev eventstore.Revision, state string) (Rendered, bool) {
 	h, ok := c.held[key]
-	if !ok || h.rev != rev || !known(rev) || h.volatile != volatile || h.state != state {
+	if !ok || h.rev != rev || !known(rev) || h.state != state {
 		return Rendered{}, false
 	}
 	data, ok := h.bytes()
@@ -220,15 +221,15 @@ func (c *lru) heldLocked(key viewKey, rev eventstore.Revision, volatile bool, st
 	return r, true
 }
 
-// holdLocked remembers v, which the LRU does not keep, for as long as a reader holds its bytes; the
-// renderings no reader holds any longer are forgotten.
+// holdLocked remembers v, a volatile rendering the LRU does not keep, for as long as its bytes are alive;
+// the renderings whose bytes are gone are forgotten.
 func (c *lru) holdLocked(v *rendered) {
 	for k, h := range c.held {
 		if h.data.Value() == nil {
 			delete(c.held, k)
 		}
 	}
-	if v.grow != nil || v.r.Blob != nil || len(v.r.Data) == 0 {
+	if !v.volatile || v.grow != nil || v.r.Blob != nil || len(v.r.Data) == 0 {
 		return
 	}
 	h := heldView{rendered: *v, data: weak.Make(unsafe.SliceData(v.r.Data)), n: len(v.r.Data)}
