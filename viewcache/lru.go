@@ -5,6 +5,8 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unsafe"
+	"weak"
 
 	"github.com/dshfs/dshfs/eventstore"
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -30,6 +32,29 @@ type lru struct {
 	viewLRU   *list.List // of *rendered
 	viewBytes int64
 	maxViews  int64
+
+	// held are the volatile renderings larger than the whole views budget, which are served and not kept:
+	// known only as long as their bytes are alive (an open transcript.html of a long session, 20 MB). A
+	// getattr or open meanwhile shares those bytes instead of rendering the view again, which cost the
+	// mount a second page beside the first and the time of a rendering at each. (A view that is not
+	// volatile has the persistent index for that: its bytes in a file, not on the heap.)
+	held map[viewKey]heldView
+}
+
+// heldView is a rendering the LRU does not keep, and a weak reference to its bytes.
+type heldView struct {
+	rendered // its r without Data
+	data     weak.Pointer[byte]
+	n        int
+}
+
+// bytes are the rendering's bytes while some reader holds them.
+func (h heldView) bytes() ([]byte, bool) {
+	p := h.data.Value()
+	if p == nil {
+		return nil, false
+	}
+	return unsafe.Slice(p, h.n), true
 }
 
 type cached struct {
@@ -66,7 +91,7 @@ type rendered struct {
 
 func newLRU(maxSessions, maxViews int64) *lru {
 	return &lru{sessions: map[string]*cached{}, sessionLRU: list.New(), maxSessions: maxSessions, verdicts: map[string]verdict{},
-		views: map[viewKey]*rendered{}, viewLRU: list.New(), maxViews: maxViews}
+		views: map[viewKey]*rendered{}, viewLRU: list.New(), maxViews: maxViews, held: map[viewKey]heldView{}}
 }
 
 // known reports whether rev names a revision at all: the zero Revision is what a session whose artifact
@@ -173,10 +198,43 @@ func (c *lru) volatileView(id string, rev eventstore.Revision, view views.View, 
 	defer c.mu.Unlock()
 	v := c.views[viewKey{id, view}]
 	if v == nil || v.rev != rev || !known(rev) || !v.volatile || v.state != state {
-		return Rendered{}, false
+		return c.heldLocked(viewKey{id, view}, rev, state)
 	}
 	c.viewLRU.MoveToFront(v.elem)
 	return v.r, true
+}
+
+// heldLocked returns the volatile rendering of key at rev and state that the LRU did not keep, if its
+// bytes are still alive.
+func (c *lru) heldLocked(key viewKey, rev eventstore.Revision, state string) (Rendered, bool) {
+	h, ok := c.held[key]
+	if !ok || h.rev != rev || !known(rev) || h.state != state {
+		return Rendered{}, false
+	}
+	data, ok := h.bytes()
+	if !ok {
+		delete(c.held, key)
+		return Rendered{}, false
+	}
+	r := h.r
+	r.Data = data
+	return r, true
+}
+
+// holdLocked remembers v, a volatile rendering the LRU does not keep, for as long as its bytes are alive;
+// the renderings whose bytes are gone are forgotten.
+func (c *lru) holdLocked(v *rendered) {
+	for k, h := range c.held {
+		if h.data.Value() == nil {
+			delete(c.held, k)
+		}
+	}
+	if !v.volatile || v.grow != nil || v.r.Blob != nil || len(v.r.Data) == 0 {
+		return
+	}
+	h := heldView{rendered: *v, data: weak.Make(unsafe.SliceData(v.r.Data)), n: len(v.r.Data)}
+	h.r.Data, h.elem = nil, nil
+	c.held[v.key] = h
 }
 
 // renderVolatile renders a volatile view of a snapshot and keeps it for state (volatileView).
@@ -220,12 +278,17 @@ func (c *lru) keepRendered(v *rendered) {
 	if old := c.views[key]; old != nil {
 		c.dropViewLocked(old)
 	}
+	delete(c.held, key)
+	if v.weight() > c.maxViews {
+		c.holdLocked(v) // a single view larger than the budget is served, not kept
+		return
+	}
 	v.elem = c.viewLRU.PushFront(v)
 	c.views[key] = v
 	c.viewBytes += v.weight()
 	for el := c.viewLRU.Back(); el != nil && c.viewBytes > c.maxViews; {
 		prev := el.Prev()
-		c.dropViewLocked(el.Value.(*rendered)) // a single view larger than the budget is served, not kept
+		c.dropViewLocked(el.Value.(*rendered))
 		el = prev
 	}
 }

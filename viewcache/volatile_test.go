@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/dshfs/dshfs/internal/storetest"
 	"github.com/dshfs/dshfs/spill"
@@ -83,5 +85,57 @@ func TestVolatileRenderedPerState(t *testing.T) {
 	}
 	if n := c.Decodes(); n != 1 {
 		t.Fatalf("%d decodes, want 1", n)
+	}
+}
+
+// TestOversizedViewSharedWhileHeld: a rendering larger than the whole views budget is not kept, but while
+// a reader holds its bytes (an open file), a stat or another reader at the same revision and state gets
+// those bytes instead of a rendering of its own; once no reader holds them, the next asker renders again,
+// and nothing of the rendering was kept meanwhile.
+func TestOversizedViewSharedWhileHeld(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Raw(t)
+	storetest.Add(t, st, "s",
+		`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}`,
+		`{"type":"user/message","seq":1,"time":2,"data":{"id":"u","role":"user","content":[{"type":"text","text":"`+strings.Repeat("a long question ", 64)+`"}],"source":{"kind":"user"}},"surfaceOp":"append"}`,
+		`{"type":"turn/end","seq":2,"time":3,"data":{"turn":1,"reason":{"kind":"completed"}}}`,
+	)
+	c := New(Config{SessionsBytes: 32 << 20, ViewsBytes: 512, Store: Store{Backend: st.Backend().Name(), Root: "test"},
+		Load: func(ctx context.Context, id string) (*views.Session, error) {
+			return views.Load(ctx, st, id, views.Options{})
+		}})
+	k := keyNow(t, st, "s", views.TranscriptHTML)
+	first, err := c.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Data) <= 512 {
+		t.Fatalf("a page of %d bytes fits the budget of 512", len(first.Data))
+	}
+	renders := c.Work().Renders
+	r, n, err := c.Stat(ctx, k)
+	if err != nil || n != int64(len(first.Data)) {
+		t.Fatalf("stat: %d bytes, %v", n, err)
+	}
+	again, err := c.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Work().Renders != renders || unsafe.SliceData(again.Data) != unsafe.SliceData(first.Data) ||
+		unsafe.SliceData(r.Data) != unsafe.SliceData(first.Data) {
+		t.Fatalf("%d renderings while the first was held, want none", c.Work().Renders-renders)
+	}
+	if c.lru.viewBytes > 512 {
+		t.Fatalf("%d bytes of views kept on a budget of 512", c.lru.viewBytes)
+	}
+	want := string(first.Data)
+	first, again, r = Rendered{}, Rendered{}, Rendered{}
+	runtime.GC()
+	got, err := c.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Work().Renders != renders+1 || string(got.Data) != want {
+		t.Fatalf("%d renderings once no reader held the page, want 1", c.Work().Renders-renders)
 	}
 }

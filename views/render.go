@@ -198,7 +198,8 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // WriteView writes the bytes Render returns to w, and on failure what Render returned with its error (a
 // refused session's header view). A view that is a list of the log's lines is written line by line
 // instead of rendered first, so `dshfs cat` of a large session does not hold its text twice (78 MB for
-// the events view of a 500k-event session), and raw.jsonl a zstd frame at a time. Errors from w come back
+// the events view of a 500k-event session), raw.jsonl a zstd frame at a time, and the transcript as it is
+// rendered (its page's body once its table of contents is known, without a copy). Errors from w come back
 // wrapped in *WriteError.
 func (s *Session) WriteView(ctx context.Context, w io.Writer, view View) error {
 	if view.Kind == KindRaw {
@@ -211,6 +212,9 @@ func (s *Session) WriteView(ctx context.Context, w io.Writer, view View) error {
 		if evs, ok, err = s.logLines(view); ok && err != nil {
 			return err
 		}
+	}
+	if s.Refusal == nil && (view.Kind == KindTranscript || view.Kind == KindTranscriptHTML) {
+		return s.writeTranscriptTo(w, view.Kind == KindTranscriptHTML)
 	}
 	if !ok {
 		b, err := s.Render(ctx, view)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -64,33 +65,94 @@ func (s *Session) Transcript() ([]byte, error) {
 	if err := s.writeTranscript(w); err != nil {
 		return nil, err
 	}
-	return w.b, nil
+	return w.appendTo(make([]byte, 0, w.len())), nil
 }
 
-// TranscriptHTML renders the transcript as one HTML page.
+// TranscriptHTML renders the transcript as one HTML page. The page's table of contents comes before its
+// body, and a page kept whole beside its body in pieces would cost twice its size (40 MB for 500k events,
+// at the very moment the page's own allocation starts a collection): so a first walk finds the contents
+// and the size, and a second writes the page into memory of exactly that size.
 func (s *Session) TranscriptHTML() ([]byte, error) {
-	w := &htmlWriter{}
-	if err := s.writeTranscript(w); err != nil {
+	st, err := s.transcriptState()
+	if err != nil {
 		return nil, err
 	}
-	return w.page(s.ID), nil
+	var size countWriter
+	first := &htmlWriter{body: body{w: &size}}
+	s.walkTranscript(first, st)
+	head, tail := first.pageHead(s.ID), first.pageTail()
+	out := appendWriter(make([]byte, 0, len(head)+int(size)+len(tail)))
+	out = append(out, head...)
+	s.walkTranscript(&htmlWriter{body: body{w: &out}}, st)
+	return append(out, tail...), nil
+}
+
+// countWriter counts what is written to it.
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
+
+// appendWriter appends what is written to it.
+type appendWriter []byte
+
+func (a *appendWriter) Write(p []byte) (int, error) {
+	*a = append(*a, p...)
+	return len(p), nil
+}
+
+// writeTranscriptTo writes the transcript, or with html its page, to out as it is rendered: the Markdown
+// a piece at a time, the page's body (which follows its table of contents) once the walk is over. Errors
+// from out come back wrapped in *WriteError.
+func (s *Session) writeTranscriptTo(out io.Writer, html bool) error {
+	if html {
+		w := &htmlWriter{}
+		if err := s.writeTranscript(w); err != nil {
+			return err
+		}
+		if err := w.writePage(s.ID, out); err != nil {
+			return &WriteError{Err: err}
+		}
+		return nil
+	}
+	w := &mdWriter{body: body{w: out}}
+	if err := s.writeTranscript(w); err != nil {
+		return err
+	}
+	if w.err != nil {
+		return &WriteError{Err: w.err}
+	}
+	return nil
 }
 
 func (s *Session) writeTranscript(w transcriptWriter) error {
+	st, err := s.transcriptState()
+	if err != nil {
+		return err
+	}
+	s.walkTranscript(w, st)
+	return nil
+}
+
+// transcriptState is what a walk of the transcript knows of the log before it starts: found once, so
+// that two walks of one snapshot (TranscriptHTML) see the same spill statuses.
+func (s *Session) transcriptState() (transcriptState, error) {
 	if s.Refusal != nil {
-		return s.Refusal
+		return transcriptState{}, s.Refusal
 	}
 	classes, err := s.classify()
 	if err != nil {
-		return err
+		return transcriptState{}, err
 	}
 	recs, prunes, err := s.Compactions()
 	if err != nil {
-		return err
+		return transcriptState{}, err
 	}
 	rows, err := s.SpillRows()
 	if err != nil {
-		return err
+		return transcriptState{}, err
 	}
 	st := transcriptState{unknown: map[int64]status.UnknownOutcome{}, records: map[int64]compaction.Record{},
 		prunes: map[int64]compaction.Prune{}, spills: map[int64][]spill.Row{},
@@ -107,12 +169,19 @@ func (s *Session) writeTranscript(w transcriptWriter) error {
 	for _, r := range rows {
 		st.spills[r.Seq] = append(st.spills[r.Seq], r)
 	}
+	return st, nil
+}
+
+// walkTranscript writes the transcript to w. st is taken by value: a walk's own progress (the section
+// it is in) starts afresh at every walk.
+func (s *Session) walkTranscript(w transcriptWriter, st transcriptState) {
 	s.transcriptHead(w)
 	for _, e := range s.Events {
 		st.event(w, e)
+		w.done()
 	}
 	s.transcriptTail(w)
-	return nil
+	w.spill()
 }
 
 func (s *Session) transcriptHead(w transcriptWriter) {

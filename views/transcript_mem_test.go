@@ -89,3 +89,74 @@ func TestHumanViewsAllocateWhatTheyShow(t *testing.T) {
 		}
 	}
 }
+
+// longSession is a session of turns turns, each a user's message, one step with the assistant's text and
+// a tool call and its result: a long log of ordinary events, whose transcript is megabytes.
+func longSession(t *testing.T, turns int) *views.Session {
+	t.Helper()
+	var lines []string
+	seq := 0
+	add := func(format string, args ...any) {
+		lines = append(lines, fmt.Sprintf(format, append([]any{seq, seq + 1}, args...)...))
+		seq++
+	}
+	for n := 1; n <= turns; n++ {
+		add(`{"type":"turn/start","seq":%d,"time":%d,"data":{"turn":%d}}`, n)
+		add(`{"type":"user/message","seq":%d,"time":%d,"data":{"id":"u%d","role":"user","content":[{"type":"text","text":"question %d, asked at some length so that the page has text to show"}],"source":{"kind":"user"}},"surfaceOp":"append"}`, n, n)
+		add(`{"type":"step/start","seq":%d,"time":%d,"data":{"turn":%d,"step":1}}`, n)
+		add(`{"type":"assistant/message","seq":%d,"time":%d,"data":{"turn":%d,"step":1,"message":{"id":"a%d","role":"assistant","content":[{"type":"text","text":"answer %d <with> \"markup\" & escapes"}],"source":{"kind":"model","provider":"p","model":"m"}},"usage":{"inputTokens":%d,"outputTokens":3}},"surfaceOp":"append"}`, n, n, n, 100+n)
+		add(`{"type":"tool/call","seq":%d,"time":%d,"data":{"turn":%d,"step":1,"callId":"c%d","name":"read","arguments":"{\"path\":\"f%d.go\"}"}}`, n, n, n)
+		add(`{"type":"tool/result","seq":%d,"time":%d,"data":{"turn":%d,"step":1,"message":{"id":"r%d","role":"user","content":[{"type":"tool-result","toolCallId":"c%d","content":[{"type":"text","text":"package f%d"}],"isError":false}],"source":{"kind":"tool","callId":"c%d"}}},"surfaceOp":"append"}`, n, n, n, n, n)
+		add(`{"type":"step/end","seq":%d,"time":%d,"data":{"turn":%d,"step":1}}`, n)
+		add(`{"type":"turn/end","seq":%d,"time":%d,"data":{"turn":%d,"reason":{"kind":"completed"}}}`, n)
+	}
+	s, err := views.Load(context.Background(), store(t, lines...), "s", views.Options{})
+	if err != nil || s.Refusal != nil {
+		t.Fatal(err, s.Refusal)
+	}
+	return s
+}
+
+// pieces records the sizes of the writes it is given.
+type pieces struct {
+	n, largest int
+	b          strings.Builder
+}
+
+func (p *pieces) Write(b []byte) (int, error) {
+	p.n++
+	p.largest = max(p.largest, len(b))
+	return p.b.Write(b)
+}
+
+// TestLongTranscriptHoldsLittleOfItself: the transcript of a long log costs memory in proportion to one
+// event's part of it, not to the whole. `dshfs cat` gets the Markdown in pieces as it is rendered (the
+// largest a small part of the whole) and the page with its body in pieces, each the same bytes a
+// rendering gives; a rendering for the view caches is exactly its own size, with no spare capacity
+// held for as long as a cache keeps it.
+func TestLongTranscriptHoldsLittleOfItself(t *testing.T) {
+	s := longSession(t, 4000)
+	for _, view := range []views.View{views.Transcript, views.TranscriptHTML} {
+		whole, err := s.Render(context.Background(), view)
+		if err != nil {
+			t.Fatal(view, err)
+		}
+		if len(whole) < 1<<20 {
+			t.Fatalf("%s: %d bytes; the log is meant to give megabytes", view, len(whole))
+		}
+		if cap(whole) != len(whole) {
+			t.Errorf("%s: rendered %d bytes into %d of memory", view, len(whole), cap(whole))
+		}
+		var p pieces
+		if err := s.WriteView(context.Background(), &p, view); err != nil {
+			t.Fatal(view, err)
+		}
+		if p.b.String() != string(whole) {
+			t.Fatalf("%s: written (%d bytes) differs from rendered (%d bytes)", view, p.b.Len(), len(whole))
+		}
+		t.Logf("%s: %d bytes in %d writes, the largest %d", view, len(whole), p.n, p.largest)
+		if p.largest > 256<<10 {
+			t.Errorf("%s: a write of %d bytes of %d: the transcript was held whole", view, p.largest, len(whole))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package views
 
 import (
 	"html"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,7 +47,70 @@ type transcriptWriter interface {
 	quote(c clip, e event.Event)                   // a message's text
 	details(summary string, c clip, e event.Event) // folded text (reasoning)
 	fenced(lang string, c clip, e event.Event)
+	// done is called between events, when no heading is pending: what is written so far is final
+	done()
+	spill() // at the end: all that is written is final
 }
+
+// body is what a transcript writer has written: the part still open to a pending heading's insertion in b,
+// and what is final either written out to w already or, without w, kept in chunks of their exact size. A
+// long log's transcript is megabytes (20 MB of page for 500k events); written out as it is made, or kept
+// without a growing buffer's spare capacity and a final copy, it costs its own size at most.
+type body struct {
+	b      []byte
+	w      io.Writer
+	chunks [][]byte
+	size   int   // the bytes of chunks
+	err    error // the first error of w; what follows is dropped
+}
+
+// bodySpill is how much a writer holds before it passes what is final on.
+const bodySpill = 64 << 10
+
+func (o *body) done() {
+	if len(o.b) >= bodySpill {
+		o.spill()
+	}
+}
+
+// spill passes what is in b on.
+func (o *body) spill() {
+	if len(o.b) == 0 {
+		return
+	}
+	if o.w != nil {
+		if o.err == nil {
+			_, o.err = o.w.Write(o.b)
+		}
+	} else {
+		o.chunks = append(o.chunks, append([]byte(nil), o.b...))
+		o.size += len(o.b)
+	}
+	o.b = o.b[:0]
+}
+
+// writeTo writes what is kept to w, each chunk let go once written.
+func (o *body) writeTo(w io.Writer) error {
+	o.spill()
+	for i, c := range o.chunks {
+		o.chunks[i] = nil
+		if _, err := w.Write(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendTo appends what is kept to out.
+func (o *body) appendTo(out []byte) []byte {
+	for _, c := range o.chunks {
+		out = append(out, c...)
+	}
+	return append(out, o.b...)
+}
+
+// len is the size of what is kept.
+func (o *body) len() int { return o.size + len(o.b) }
 
 // markPrefix starts every mark in Markdown, so that `grep -F '[!]'` finds them all.
 const markPrefix = "> **[!] "
@@ -109,7 +173,7 @@ func cutNote(c clip, e event.Event) []span {
 
 // mdWriter writes the Markdown transcript.
 type mdWriter struct {
-	b       []byte
+	body
 	pending pending
 }
 
@@ -279,7 +343,7 @@ func longestRun(s string, c byte) int {
 // htmlWriter writes the transcript as one self-contained page: inline style, no script, no fetch of
 // anything; links are relative to the session's directory, so they work over file:// on a mount.
 type htmlWriter struct {
-	b       []byte
+	body
 	pending pending
 	toc     []tocEntry // the level-2 sections, for the table of contents
 	ids     map[string]int
@@ -403,8 +467,20 @@ const transcriptStyle = `body{font:15px/1.5 system-ui,sans-serif;margin:0;color:
 	`pre{background:#f6f6f6;padding:.6em;overflow:auto;white-space:pre-wrap}.mark{background:#fff4d6;border-left:4px solid #d9950b;padding:.4em .8em}` +
 	`@media (max-width:50em){nav{position:static;width:auto;border:0}main{margin:0}}`
 
-// page wraps the body in a document with the table of contents.
-func (w *htmlWriter) page(id string) []byte {
+// writePage writes the page to out: the head, then the body as it is kept, then the tail.
+func (w *htmlWriter) writePage(id string, out io.Writer) error {
+	if _, err := out.Write(w.pageHead(id)); err != nil {
+		return err
+	}
+	if err := w.writeTo(out); err != nil {
+		return err
+	}
+	_, err := out.Write(w.pageTail())
+	return err
+}
+
+// pageHead is the page up to its body: the document's head and the table of contents.
+func (w *htmlWriter) pageHead(id string) []byte {
 	var out []byte
 	put := func(s ...string) {
 		for _, x := range s {
@@ -417,7 +493,7 @@ func (w *htmlWriter) page(id string) []byte {
 		put(`<a href="#`, t.id, `">`, htmlText(t.text), "</a>\n")
 	}
 	put("</nav>\n<main>\n")
-	out = append(out, w.b...)
-	put("</main>\n</body>\n</html>\n")
 	return out
 }
+
+func (w *htmlWriter) pageTail() []byte { return []byte("</main>\n</body>\n</html>\n") }
