@@ -195,44 +195,9 @@ func (p *parser) str() (string, error) {
 			i++
 			continue
 		}
-		// escape
-		if i+1 >= len(s) {
-			p.i = i
-			return "", p.errorf("unterminated string")
-		}
-		e := s[i+1]
-		i += 2
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			u, ok := hex4(s[i:])
-			if !ok {
-				p.i = i
-				return "", p.errorf("bad Unicode escape")
-			}
-			i += 4
-			r := rune(u)
-			if u >= 0xD800 && u <= 0xDBFF && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-				if lo, ok := hex4(s[i+2:]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-					r = 0x10000 + (rune(u)-0xD800)<<10 + (rune(lo) - 0xDC00)
-					i += 6
-				}
-			}
-			buf = appendWTF8(buf, r)
-		default:
-			p.i = i - 1
-			return "", p.errorf("bad escaped character")
+		var err error
+		if buf, i, err = p.escape(buf, i); err != nil {
+			return "", err
 		}
 	}
 }
