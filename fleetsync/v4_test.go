@@ -51,11 +51,7 @@ func harnessReads(t *testing.T, dst *postgres.Backend, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "session.v4.jsonl")
-	if err := os.WriteFile(file, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, err := harness.GetFormatsV4(t).Decode(file)
+	r, err := harness.GetFormatsV4(t).DecodeText(t, raw)
 	if err != nil {
 		t.Fatal(err)
 	}

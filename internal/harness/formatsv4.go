@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -77,4 +78,16 @@ func (f *FormatsV4) Decode(path string) (RestoredV4, error) {
 		return RestoredV4{Refusal: string(bytes.TrimPrefix(bytes.TrimSpace(out), []byte("ERROR: ")))}, nil
 	}
 	return RestoredV4{}, fmt.Errorf("decode-v4.mjs %s: %v\n%s", path, err, stderr.String())
+}
+
+// DecodeText runs decode-v4.mjs on raw, the text of a raw (uncompressed) v4 log, written out as a
+// session.v4.jsonl in a directory of t's: what a store that renders a log's text (the fleet store's
+// ReadRaw) hands the harness to read.
+func (f *FormatsV4) DecodeText(t testing.TB, raw []byte) (RestoredV4, error) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "session.v4.jsonl")
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		return RestoredV4{}, err
+	}
+	return f.Decode(file)
 }
