@@ -79,19 +79,9 @@ func TestQuickInputAgrees(t *testing.T) {
 		if _, ok := quickInput([]byte(l), seq+1, now); ok && stored.MatchString(l) {
 			t.Errorf("%s: taken at seq %d and %d", l, seq, seq+1)
 		}
-		full, ce := parseLine([]byte(l), seq, now)
-		if ce != nil {
-			t.Errorf("%s: taken without parsing, but parseLine refuses it: %v", l, ce)
+		full, ok := parsedAlike(t, w, l, q, seq, now)
+		if !ok {
 			continue
-		}
-		w.prepare(&full)
-		if full.invalid != nil {
-			t.Errorf("%s: taken without parsing, but its checks fail: %v", l, full.invalid)
-			continue
-		}
-		if string(q.ev.Raw) != string(full.ev.Raw) || q.ev.Type != full.ev.Type || q.ev.Seq != full.ev.Seq ||
-			!reflect.DeepEqual(q.packing, full.packing) || q.millis != full.millis || q.timed != full.timed {
-			t.Errorf("%s: read as %+v (packing %v), parsed as %+v (packing %v)", l, q.ev, q.packing, full.ev, full.packing)
 		}
 		for i, st := range states {
 			quick, whole := st.clone(), st.clone()
@@ -107,6 +97,28 @@ func TestQuickInputAgrees(t *testing.T) {
 			taken, fixturesTaken, len(fromFixtures), refused)
 	}
 	t.Logf("%d taken (%d of the fixtures' %d lines), %d refused", taken, fixturesTaken, len(fromFixtures), refused)
+}
+
+// parsedAlike parses line l at seq as parseLine and prepare do and reports whether the event q, which
+// quickInput took without parsing, is what that path makes of it: the same event, packing and time, every
+// check passed. It fails t (Errorf) otherwise, and returns the parsed input for the trace's comparison.
+func parsedAlike(t *testing.T, w *Session, l string, q input, seq, now int64) (input, bool) {
+	t.Helper()
+	full, ce := parseLine([]byte(l), seq, now)
+	if ce != nil {
+		t.Errorf("%s: taken without parsing, but parseLine refuses it: %v", l, ce)
+		return input{}, false
+	}
+	w.prepare(&full)
+	if full.invalid != nil {
+		t.Errorf("%s: taken without parsing, but its checks fail: %v", l, full.invalid)
+		return input{}, false
+	}
+	if string(q.ev.Raw) != string(full.ev.Raw) || q.ev.Type != full.ev.Type || q.ev.Seq != full.ev.Seq ||
+		!reflect.DeepEqual(q.packing, full.packing) || q.millis != full.millis || q.timed != full.timed {
+		t.Errorf("%s: read as %+v (packing %v), parsed as %+v (packing %v)", l, q.ev, q.packing, full.ev, full.packing)
+	}
+	return full, true
 }
 
 // TestSeedSkipsOnlyUntracedTypes: seedLiveTrace parses only the types in tracedTypes, so apply must leave

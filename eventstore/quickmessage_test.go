@@ -76,19 +76,9 @@ func TestQuickMessageInputAgrees(t *testing.T) {
 		if _, ok := quickInput([]byte(l), seq+1, now); ok {
 			t.Errorf("%s: taken at seq %d and %d", l, seq, seq+1)
 		}
-		full, ce := parseLine([]byte(l), seq, now)
-		if ce != nil {
-			t.Errorf("%s: taken without parsing, but parseLine refuses it: %v", l, ce)
+		full, ok := parsedAlike(t, w, l, q, seq, now)
+		if !ok {
 			continue
-		}
-		w.prepare(&full)
-		if full.invalid != nil {
-			t.Errorf("%s: taken without parsing, but its checks fail: %v", l, full.invalid)
-			continue
-		}
-		if string(q.ev.Raw) != string(full.ev.Raw) || q.ev.Type != full.ev.Type || q.ev.Seq != full.ev.Seq ||
-			!reflect.DeepEqual(q.packing, full.packing) || q.millis != full.millis || q.timed != full.timed {
-			t.Errorf("%s: read as %+v (packing %v), parsed as %+v (packing %v)", l, q.ev, q.packing, full.ev, full.packing)
 		}
 		for i, st := range states {
 			quick, whole := st.clone(), st.clone()
