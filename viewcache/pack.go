@@ -432,32 +432,25 @@ func (p *pack) flushLocked() bool {
 		return true
 	}
 	defer p.dropQueueLocked() // appended, or given up
-	locked, ok := p.lockLocked()
-	if !ok {
-		return false
-	}
-	defer p.unlockLocked(locked)
-	size, ok := p.refreshLocked()
-	if !ok || p.f != locked {
-		return false
-	}
-	if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
-		if p.f.Truncate(p.end) != nil {
+	return p.exclusiveLocked(func(size int64) bool {
+		if size != p.end { // what does not frame, under the lock, is a dead writer's: cut it off
+			if p.f.Truncate(p.end) != nil {
+				return false
+			}
+		}
+		if n, err := p.f.WriteAt(p.batchBuf, p.end); err != nil || n != len(p.batchBuf) {
+			p.f.Truncate(p.end)
 			return false
 		}
-	}
-	if n, err := p.f.WriteAt(p.batchBuf, p.end); err != nil || n != len(p.batchBuf) {
-		p.f.Truncate(p.end)
-		return false
-	}
-	for _, r := range p.queue {
-		p.note(r.key, packRec{off: p.end + r.hl, n: r.n, gen: p.gen}, r.hl)
-		p.end += r.hl + r.n
-	}
-	if p.end > p.compactMin && p.end > 2*p.live && p.end > p.retryAt && !p.compacting {
-		p.startCompactionLocked()
-	}
-	return true
+		for _, r := range p.queue {
+			p.note(r.key, packRec{off: p.end + r.hl, n: r.n, gen: p.gen}, r.hl)
+			p.end += r.hl + r.n
+		}
+		if p.end > p.compactMin && p.end > 2*p.live && p.end > p.retryAt && !p.compacting {
+			p.startCompactionLocked()
+		}
+		return true
+	})
 }
 
 // dropQueueLocked forgets the queued records and reuses their buffer (a new batch: readers of the old
@@ -477,6 +470,11 @@ func (p *pack) dropQueueLocked() {
 func (p *pack) exclusive(fn func(size int64) bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.exclusiveLocked(fn)
+}
+
+// exclusiveLocked is exclusive for a caller that holds mu.
+func (p *pack) exclusiveLocked(fn func(size int64) bool) bool {
 	locked, ok := p.lockLocked()
 	if !ok {
 		return false
