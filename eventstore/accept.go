@@ -1,7 +1,6 @@
 package eventstore
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,12 +16,9 @@ func (w *Session) Accept(lines [][]byte) error {
 		return err
 	}
 	defer w.st.trimLive(w)
-	err := w.lockResident(context.Background(), true)
+	err := w.lockWritable()
 	defer w.mu.Unlock()
 	if err != nil {
-		return AsCommandError(err)
-	}
-	if err := w.writableLocked(); err != nil {
 		return err
 	}
 	if max := w.st.MaxLine; max > 0 {
@@ -65,12 +61,9 @@ func (w *Session) AcceptEvents(evs []event.Event) error {
 		return err
 	}
 	defer w.st.trimLive(w)
-	err := w.lockResident(context.Background(), true)
+	err := w.lockWritable()
 	defer w.mu.Unlock()
 	if err != nil {
-		return AsCommandError(err)
-	}
-	if err := w.writableLocked(); err != nil {
 		return err
 	}
 	return w.acceptEncodedLocked(evs)

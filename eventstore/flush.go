@@ -236,12 +236,9 @@ func (w *Session) release() {
 
 // resumable refuses a resume of a session this engine holds with an open turn: its writer is alive.
 func (w *Session) resumable() error {
-	err := w.lockResident(context.Background(), true)
+	err := w.lockWritable()
 	defer w.mu.Unlock()
 	if err != nil {
-		return AsCommandError(err)
-	}
-	if err := w.writableLocked(); err != nil {
 		return err
 	}
 	if t, open := load.OpenTurn(w.events); open {

@@ -109,6 +109,15 @@ func (w *Session) shedLocked() bool {
 	return true
 }
 
+// lockWritable takes mu for a write: lockResident, then writableLocked. Like lockResident it always
+// returns with mu held; its error is the read's (as a command error) or the refusal of writes.
+func (w *Session) lockWritable() error {
+	if err := w.lockResident(context.Background(), true); err != nil {
+		return AsCommandError(err)
+	}
+	return w.writableLocked()
+}
+
 // lockResident takes mu with the log in memory: a shed log is read again from the artifact first (mu is
 // not held meanwhile; concurrent callers share one read). For a write, an engine that refuses writes is
 // not read back: the caller's writableLocked refuses. It always returns with mu held; on error the log is

@@ -242,12 +242,9 @@ func (w *Session) Transact(build func(v View) ([]event.Event, error)) ([]event.E
 		return nil, err
 	}
 	defer w.st.trimLive(w)
-	err := w.lockResident(context.Background(), true)
+	err := w.lockWritable()
 	defer w.mu.Unlock()
 	if err != nil {
-		return nil, AsCommandError(err)
-	}
-	if err := w.writableLocked(); err != nil {
 		return nil, err
 	}
 	n := len(w.events)
