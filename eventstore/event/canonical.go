@@ -106,58 +106,82 @@ func (c *canonChecker) array(depth int) bool {
 // switching to a set; event objects rarely have more than a handful.
 const smallKeys = 24
 
+// ObjectKeys checks the member names of one object, in order, as a canonical record holds them: no name
+// twice, and the array-index names first and ascending (JavaScript lists an object's integer keys first).
+// Names are raw canonical string contents, all in one buffer: a canonical string has one spelling, so raw
+// bytes compare like decoded names. The zero value is an object with no names yet. It is small (records
+// hold many objects, and each one's checker is zeroed): a name is kept as its place in the buffer.
+type ObjectKeys struct {
+	small     [smallKeys]uint64 // the first non-index names, each start<<24 | length
+	set       map[string]struct{}
+	n, named  int // names, and non-index names, seen
+	pastIndex bool
+	lastIndex uint32
+}
+
+// Add takes the object's next name, s[start:end], and reports whether the names so far are still
+// canonical. Every name of the object is in the same s.
+func (k *ObjectKeys) Add(s []byte, start, end int) bool {
+	key := s[start:end]
+	first := k.n == 0
+	k.n++
+	if idx, isIdx := arrayIndex(key); isIdx {
+		if k.pastIndex || (!first && idx <= k.lastIndex) {
+			return false
+		}
+		k.lastIndex = idx
+		return true
+	}
+	k.pastIndex = true
+	named := k.named
+	k.named++
+	if k.set == nil && len(key) >= 1<<24 {
+		k.spill(s, named) // too long to be kept as a place
+	}
+	if k.set != nil {
+		if _, dup := k.set[string(key)]; dup {
+			return false
+		}
+		k.set[string(key)] = struct{}{}
+		return true
+	}
+	for _, at := range k.small[:named] {
+		if seen := s[at>>24 : at>>24+at&(1<<24-1)]; bytes.Equal(seen, key) {
+			return false
+		}
+	}
+	if named < smallKeys {
+		k.small[named] = uint64(start)<<24 | uint64(len(key))
+		return true
+	}
+	k.spill(s, named)
+	k.set[string(key)] = struct{}{}
+	return true
+}
+
+// spill moves the first named names to a set, which checks every later name.
+func (k *ObjectKeys) spill(s []byte, named int) {
+	k.set = make(map[string]struct{}, 2*smallKeys)
+	for _, at := range k.small[:named] {
+		k.set[string(s[at>>24:at>>24+at&(1<<24-1)])] = struct{}{}
+	}
+}
+
 func (c *canonChecker) object(depth int) bool {
 	c.i++
 	if c.i < len(c.s) && c.s[c.i] == '}' {
 		c.i++
 		return true
 	}
-	var small [smallKeys][]byte // the first non-index keys, for duplicate checks
-	var set map[string]struct{}
-	n := 0     // keys seen
-	named := 0 // non-index keys seen
-	inIndexPrefix := true
-	var lastIndex uint32
+	var keys ObjectKeys
 	for {
 		if c.i >= len(c.s) || c.s[c.i] != '"' {
 			return false
 		}
-		key, ok := c.str()
-		if !ok {
+		start := c.i + 1
+		if _, ok := c.str(); !ok || !keys.Add(c.s, start, c.i-1) {
 			return false
 		}
-		// Canonical strings have exactly one spelling, so raw key bytes compare like decoded keys.
-		if idx, isIdx := arrayIndex(key); isIdx {
-			if !inIndexPrefix || (n > 0 && idx <= lastIndex) {
-				return false
-			}
-			lastIndex = idx
-		} else {
-			inIndexPrefix = false
-			if set != nil {
-				if _, dup := set[string(key)]; dup {
-					return false
-				}
-				set[string(key)] = struct{}{}
-			} else {
-				for k := 0; k < named; k++ {
-					if bytes.Equal(small[k], key) {
-						return false
-					}
-				}
-				if named < smallKeys {
-					small[named] = key
-				} else {
-					set = make(map[string]struct{}, 2*smallKeys)
-					for k := 0; k < smallKeys; k++ {
-						set[string(small[k])] = struct{}{}
-					}
-					set[string(key)] = struct{}{}
-				}
-			}
-			named++
-		}
-		n++
 		if c.i >= len(c.s) || c.s[c.i] != ':' {
 			return false
 		}
@@ -178,6 +202,19 @@ func (c *canonChecker) object(depth int) bool {
 			return false
 		}
 	}
+}
+
+// CheckValue proves the JSON value at s[i] canonical, as a part of a canonical record whose containers
+// around it nest depth deep, and returns the index just past it; -1 when it is not canonical (or not a
+// value). A reader that walks a record member by member checks the parts it does not read with it, and so
+// proves the record canonical without a pass of its own (with ObjectKeys for the names of the objects it
+// walks).
+func CheckValue(s []byte, i, depth int) int {
+	c := canonChecker{s: s, i: i}
+	if !c.value(depth) {
+		return -1
+	}
+	return c.i
 }
 
 // number accepts a number lexeme only if FormatNumber would print its value the same way.

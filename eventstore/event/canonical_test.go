@@ -3,6 +3,8 @@ package event
 import (
 	"bytes"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -202,5 +204,59 @@ func TestSkipStringAgreesWithAScan(t *testing.T) {
 		if got, want := skipString(s, 0), scan(s, 0); got != want {
 			t.Fatalf("%q: %d, want %d", s, got, want)
 		}
+	}
+}
+
+// TestObjectKeys: the names of one object are canonical when none repeats and the array-index names come
+// first, ascending — whether the object's names are few, more than it keeps in place, or too long to keep
+// as a place.
+func TestObjectKeys(t *testing.T) {
+	many := func(n int, extra ...string) []string {
+		var names []string
+		for i := range n {
+			names = append(names, "k"+strconv.Itoa(i))
+		}
+		return append(names, extra...)
+	}
+	long := strings.Repeat("x", 1<<24)
+	for _, tt := range []struct {
+		name  string
+		names []string
+		want  bool
+	}{
+		{"distinct", []string{"a", "b", "c"}, true},
+		{"repeated", []string{"a", "b", "a"}, false},
+		{"indexes first ascending", []string{"0", "2", "10", "a"}, true},
+		{"index after a name", []string{"a", "1"}, false},
+		{"indexes descending", []string{"2", "1"}, false},
+		{"index repeated", []string{"1", "1"}, false},
+		{"not an index", []string{"01", "a", "4294967295"}, true},
+		{"many distinct", many(60), true},
+		{"repeat past the kept ones", many(40, "k3"), false},
+		{"repeat of a late one", many(40, "k39"), false},
+		{"repeat at the edge", many(smallKeys, "k0"), false},
+		{"long names", []string{"a", long, "b", long[1:]}, true},
+		{"long name repeated", []string{long, "a", long}, false},
+		{"short repeated after a long one", []string{"a", long, "a"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf []byte
+			var spans [][2]int
+			for _, n := range tt.names {
+				spans = append(spans, [2]int{len(buf), len(buf) + len(n)})
+				buf = append(buf, n...)
+			}
+			var k ObjectKeys
+			got := true
+			for _, sp := range spans {
+				if !k.Add(buf, sp[0], sp[1]) {
+					got = false
+					break
+				}
+			}
+			if got != tt.want {
+				t.Fatalf("canonical: %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

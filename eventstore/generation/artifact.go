@@ -201,13 +201,29 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 		}
 		return nil
 	}
-	read := func(e event.Event, _ *v4Arena) (event.Value, error) { return rowValue(e) }
+	read := func(line []byte, _ *v4Arena) (event.Event, event.Value, error) {
+		e, err := event.ParseEvent(line)
+		if err != nil {
+			return e, event.Value{}, err
+		}
+		v, err := rowValue(e)
+		return e, v, err
+	}
 	if o.Generation == 4 {
-		read = func(e event.Event, a *v4Arena) (event.Value, error) {
-			if v, ok := v4Fast(e, a); ok { // the window's trees are dead once the decoder takes the next
-				return v, nil
+		// the window's trees are dead once the decoder takes the next
+		read = func(line []byte, a *v4Arena) (event.Event, event.Value, error) {
+			if e, v, ok := v4FastLine(line, a); ok {
+				return e, v, nil
 			}
-			return v4Value(e)
+			e, err := event.ParseEvent(line)
+			if err != nil {
+				return e, event.Value{}, err
+			}
+			if v, ok := v4Fast(e, a); ok {
+				return e, v, nil
+			}
+			v, err := v4Value(e)
+			return e, v, err
 		}
 	}
 	line, recovered := 0, 0
@@ -284,7 +300,7 @@ type parsedRow struct {
 // A window the caller has decoded (it asks for the next) is parsed into again, rows and arena: the values
 // the decoder keeps are copies of a row's, and those of the trees v4Fast read are strings of the text or
 // containers of their own (see v4Fast); a fresh window each time was a tenth of what a load allocated.
-func parseWindows(text []byte, p int, read func(event.Event, *v4Arena) (event.Value, error), workers int) (next func() []parsedRow, stop func()) {
+func parseWindows(text []byte, p int, read rowReader, workers int) (next func() []parsedRow, stop func()) {
 	free := make(chan *rowWindow, workers+2)
 	// cut takes the next window's rows (their lines, not yet parsed), nil after the last
 	cut := func() *rowWindow {
@@ -392,13 +408,15 @@ type rowWindow struct {
 	arena v4Arena
 }
 
+// rowReader parses one stored line (without its LF) into its event and the value its checks read; the
+// value's containers may come from the arena.
+type rowReader func(line []byte, arena *v4Arena) (event.Event, event.Value, error)
+
 // parseRows parses the rows of w: each row's event and the value its checks read.
-func parseRows(text []byte, w *rowWindow, read func(event.Event, *v4Arena) (event.Value, error)) {
+func parseRows(text []byte, w *rowWindow, read rowReader) {
 	for i := range w.rows {
 		r := &w.rows[i]
-		if r.ev, r.err = event.ParseEvent(text[r.start : r.end-1]); r.err == nil {
-			r.v, r.err = read(r.ev, &w.arena)
-		}
+		r.ev, r.v, r.err = read(text[r.start:r.end-1], &w.arena)
 	}
 }
 

@@ -123,6 +123,14 @@ func scanFrame(b []byte, start int) (frameInfo, error) {
 	return info, nil
 }
 
+// frameSlack is the room a frame's output buffer keeps past its end: a block's most output (128 KiB) and
+// the decoder's over-allocation, so that the decoder takes its fast path; workerBuffer is the size of a
+// worker's output buffer.
+const (
+	frameSlack   = 128<<10 + 64
+	workerBuffer = 4 << 20
+)
+
 // unframe returns the text of a compressed artifact: the plaintext of its complete frames, the header
 // frame checked to hold exactly one line. A torn final frame is left out whole (as the harness's raw
 // reads leave it out); a complete frame whose text stops inside a line is corruption. A frame whose
@@ -155,22 +163,33 @@ func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
 	if len(frames) == 0 {
 		return nil, &CorruptError{Message: "empty or header-less Zstandard session log"}
 	}
-	// Frames decode independently: a live session's (one per batch) decode on every worker, each into the
-	// worker's scratch buffer and copied out at its exact size, joined in order after. (A frame states no
-	// content size, and a buffer the decoder sized for each of a live session's tens of thousands of
-	// frames of a few hundred bytes was more than twice its text.)
+	// Frames decode independently: a live session's (one per batch) decode on every worker, each appended
+	// to the worker's own buffer and joined in order after. A frame states no content size, and the
+	// decoder runs its assembly sequence decoder only when the output has a block's room to spare
+	// (frameSlack): a buffer the size of each of a live session's tens of thousands of frames of a few
+	// hundred bytes took the slow path for every one of them.
 	plains := make([][]byte, len(frames))
 	errs := make([]error, len(frames))
 	decode := func(lo, hi int) {
-		var scratch []byte
+		var buf []byte
 		for i := lo; i < hi; i++ {
 			f := frames[i]
-			out, err := zstdDecoder().DecodeAll(b[f.start:f.end], scratch[:0])
+			if cap(buf)-len(buf) < frameSlack {
+				// the frames already decoded keep the old buffer; it is dropped once they are joined
+				buf = make([]byte, 0, max(workerBuffer, 2*frameSlack))
+			}
+			// decoded into the buffer's free end: a frame too large for it gets memory of its own, and
+			// nothing decoded before is copied along
+			free := buf[len(buf):]
+			out, err := zstdDecoder().DecodeAll(b[f.start:f.end], free)
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			plains[i], scratch = bytes.Clone(out), out
+			plains[i] = out[:len(out):len(out)]
+			if len(out) > 0 && len(out) <= cap(free) && &out[:1][0] == &free[:1][0] {
+				buf = buf[:len(buf)+len(out)]
+			}
 		}
 	}
 	workers = min(max(workers, 1), len(frames))

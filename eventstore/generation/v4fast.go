@@ -2,6 +2,7 @@ package generation
 
 import (
 	"bytes"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -94,8 +95,39 @@ func v4Fast(e event.Event, arena *v4Arena) (v event.Value, ok bool) {
 	if !found || len(e.Raw) < 2 || e.Raw[0] != '{' {
 		return event.Value{}, false
 	}
-	r := reducer{raw: e.Raw, stream: e.Type == "assistant/message", arena: arena, mstack: arena.mstack[:0], vstack: arena.vstack[:0]}
-	v, end := r.value(0, shape)
+	return reduce(e.Raw, e.Type, shape, arena, false)
+}
+
+// v4FastLine is v4Fast over a stored line, which the decoder has not canonicalized: it reads the line only
+// when the line is canonical, which the reading itself proves (the parts the shape skips are checked by
+// event.CheckValue, the names by event.ObjectKeys), and gives the event the line is. ok is false for a line
+// that is not canonical, or that v4Fast would not read: the caller canonicalizes it and reads it again.
+// The line's one pass replaces the canonical check's pass and then the reading's.
+func v4FastLine(line []byte, arena *v4Arena) (e event.Event, v event.Value, ok bool) {
+	tok, found := event.Lookup(line, "type")
+	if !found || len(tok) < 2 || tok[0] != '"' || bytes.IndexByte(tok, '\\') >= 0 {
+		return event.Event{}, event.Value{}, false
+	}
+	typ := text(tok[1 : len(tok)-1])
+	shape, found := v4Shapes[typ]
+	if !found || len(line) < 2 || line[0] != '{' {
+		return event.Event{}, event.Value{}, false
+	}
+	if v, ok = reduce(line, typ, shape, arena, true); !ok {
+		return event.Event{}, event.Value{}, false
+	}
+	seq := int64(-1) // as event.Event reads it: a non-negative safe integer, else -1
+	if s, _ := v.Get("seq"); s.Kind == event.KindNumber && s.Num >= 0 && event.IsSafeInteger(s.Num) {
+		seq = int64(s.Num)
+	}
+	return event.CanonicalEvent(line, typ, seq), v, true
+}
+
+// reduce reads raw, a record of type typ, by shape; verify proves raw canonical as it goes (else the
+// caller vouches for it).
+func reduce(raw []byte, typ string, shape *v4Shape, arena *v4Arena, verify bool) (event.Value, bool) {
+	r := reducer{raw: raw, stream: typ == "assistant/message", verify: verify, arena: arena, mstack: arena.mstack[:0], vstack: arena.vstack[:0]}
+	v, end := r.value(0, shape, 0)
 	arena.mstack, arena.vstack = r.mstack[:0], r.vstack[:0]
 	if end != len(r.raw) {
 		return event.Value{}, false
@@ -165,6 +197,7 @@ func (a *v4Arena) takeValues(vs []event.Value) []event.Value { return a.values.t
 type reducer struct {
 	raw    []byte
 	stream bool // an assistant message: a stream that could matter fails the read
+	verify bool // raw is not known to be canonical: prove it so, part by part, or fail the read
 	arena  *v4Arena
 	mstack []event.Member
 	vstack []event.Value
@@ -194,43 +227,77 @@ func (r *reducer) elements(base int, whole bool) []event.Value {
 	return out
 }
 
+// plainName reports whether a name without escapes is canonical string contents: no control character,
+// and valid UTF-8.
+func plainName(b []byte) bool {
+	for i, c := range b {
+		if c < 0x20 {
+			return false
+		}
+		if c >= 0x80 {
+			return utf8.Valid(b[i:]) && bytes.IndexFunc(b[i:], func(r rune) bool { return r < 0x20 }) < 0
+		}
+	}
+	return true
+}
+
 // text is a part of the record's bytes as a string, sharing them: they are never modified.
 func text(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// value reads the value at raw[at] by shape (nil: whole) and returns it and where it ends, -1 when it
-// will not read it (the caller parses the record instead).
-func (r *reducer) value(at int, shape *v4Shape) (event.Value, int) {
+// value reads the value at raw[at] by shape (nil: whole), inside containers nested depth deep, and returns
+// it and where it ends, -1 when it will not read it (the caller parses the record instead).
+func (r *reducer) value(at int, shape *v4Shape, depth int) (event.Value, int) {
 	raw := r.raw
 	if at >= len(raw) {
 		return event.Value{}, -1
 	}
-	switch c := raw[at]; {
+	c := raw[at]
+	if (c == '{' || c == '[') && depth >= event.MaxDepth {
+		return event.Value{}, -1 // deeper than the parser reads
+	}
+	switch {
 	case c == '{' && (shape == nil || shape.keep != nil):
-		return r.object(at, shape)
+		return r.object(at, shape, depth+1)
 	case c == '[' && (shape == nil || shape.keep == nil):
 		var elem *v4Shape
 		if shape != nil {
 			elem = shape.elem
 		}
-		return r.array(at, elem, shape != nil)
+		return r.array(at, elem, shape != nil, depth+1)
 	case c == '{' || c == '[':
-		return r.value(at, nil) // a container of the other kind than the shape's: whole
+		return r.value(at, nil, depth) // a container of the other kind than the shape's: whole
 	}
-	return r.scalar(at)
+	return r.scalar(at, depth)
+}
+
+// skip returns the end of the value at raw[at], which the reader does not read (proved canonical when
+// the reducer verifies).
+func (r *reducer) skip(at, depth int) int {
+	if r.verify {
+		return event.CheckValue(r.raw, at, depth)
+	}
+	return event.SkipValue(r.raw, at)
 }
 
 // object reads the object at raw[at]: the members shape keeps (nil: every member whole).
-func (r *reducer) object(at int, shape *v4Shape) (event.Value, int) {
+func (r *reducer) object(at int, shape *v4Shape, depth int) (event.Value, int) {
 	raw := r.raw
 	base := len(r.mstack)
 	i := at + 1
 	if i < len(raw) && raw[i] == '}' {
 		return event.Value{Kind: event.KindObject, Obj: []event.Member{}}, i + 1
 	}
+	var names *event.ObjectKeys
+	if r.verify {
+		names = new(event.ObjectKeys)
+	}
 	for i < len(raw) && raw[i] == '"' {
 		kEnd := bytes.IndexByte(raw[i+1:], '"') + i + 1
 		if kEnd <= i || kEnd+1 >= len(raw) || raw[kEnd+1] != ':' || bytes.IndexByte(raw[i+1:kEnd], '\\') >= 0 {
 			return event.Value{}, -1 // an escaped name could spell a kept one
+		}
+		if names != nil && (!plainName(raw[i+1:kEnd]) || !names.Add(raw, i+1, kEnd)) {
+			return event.Value{}, -1
 		}
 		key := text(raw[i+1 : kEnd])
 		vAt := kEnd + 2
@@ -242,7 +309,7 @@ func (r *reducer) object(at int, shape *v4Shape) (event.Value, int) {
 		var end int
 		if kept {
 			var v event.Value
-			if v, end = r.value(vAt, sub); end < 0 {
+			if v, end = r.value(vAt, sub, depth); end < 0 {
 				return event.Value{}, -1
 			}
 			for _, m := range r.mstack[base:] {
@@ -252,7 +319,7 @@ func (r *reducer) object(at int, shape *v4Shape) (event.Value, int) {
 			}
 			r.mstack = append(r.mstack, event.Member{Key: key, Value: v})
 		} else {
-			if end = event.SkipValue(raw, vAt); end < 0 {
+			if end = r.skip(vAt, depth); end < 0 {
 				return event.Value{}, -1
 			}
 			if r.stream && key == "stream" && streamMayMatter(raw[vAt:end]) {
@@ -276,7 +343,7 @@ func (r *reducer) object(at int, shape *v4Shape) (event.Value, int) {
 
 // array reads the array at raw[at], each element by elem (nil: whole); shaped says that a shape reads the
 // array (else it is kept whole).
-func (r *reducer) array(at int, elem *v4Shape, shaped bool) (event.Value, int) {
+func (r *reducer) array(at int, elem *v4Shape, shaped bool, depth int) (event.Value, int) {
 	raw := r.raw
 	base := len(r.vstack)
 	i := at + 1
@@ -284,7 +351,7 @@ func (r *reducer) array(at int, elem *v4Shape, shaped bool) (event.Value, int) {
 		return event.Value{Kind: event.KindArray, Arr: []event.Value{}}, i + 1
 	}
 	for i < len(raw) {
-		v, end := r.value(i, elem)
+		v, end := r.value(i, elem, depth)
 		if end < 0 || end >= len(raw) {
 			return event.Value{}, -1
 		}
@@ -303,9 +370,9 @@ func (r *reducer) array(at int, elem *v4Shape, shaped bool) (event.Value, int) {
 
 // scalar reads the string, number or literal at raw[at]: a string without escapes and a small integer
 // here, anything else by Parse (as the parser reads it).
-func (r *reducer) scalar(at int) (event.Value, int) {
+func (r *reducer) scalar(at, depth int) (event.Value, int) {
 	raw := r.raw
-	end := event.SkipValue(raw, at)
+	end := r.skip(at, depth)
 	if end < 0 {
 		return event.Value{}, -1
 	}

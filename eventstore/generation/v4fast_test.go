@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -69,6 +70,7 @@ func sameValue(a, b event.Value) bool {
 func checkFast(t *testing.T, line []byte, arena *v4Arena) bool {
 	t.Helper()
 	e, err := event.ParseEvent(line)
+	checkFastLine(t, line, e, err, arena)
 	if err != nil {
 		return false
 	}
@@ -87,6 +89,33 @@ func checkFast(t *testing.T, line []byte, arena *v4Arena) bool {
 		t.Fatalf("%s:\nfast  %s\nwhole %s", line, event.Stringify(v), event.Stringify(want))
 	}
 	return true
+}
+
+// checkFastLine holds v4FastLine to the canonical check and v4Fast on one stored line (e, err: what
+// ParseEvent made of it): it reads exactly the canonical lines v4Fast reads, as the same event and the same
+// tree, and declines every other line.
+func checkFastLine(t *testing.T, line []byte, e event.Event, err error, arena *v4Arena) {
+	t.Helper()
+	le, lv, ok := v4FastLine(line, arena)
+	if err != nil || !event.IsCanonical(line) {
+		if ok {
+			t.Fatalf("%q is not canonical (parse: %v), yet v4FastLine read it as %s", line, err, event.Stringify(lv))
+		}
+		return
+	}
+	want, wantOK := v4Fast(e, arena)
+	if ok != wantOK {
+		t.Fatalf("%s: v4FastLine read it %v, v4Fast %v", line, ok, wantOK)
+	}
+	if !ok {
+		return
+	}
+	if !bytes.Equal(le.Raw, e.Raw) || le.Type != e.Type || le.Seq != e.Seq {
+		t.Fatalf("%s: v4FastLine's event %q %q %d, ParseEvent's %q %q %d", line, le.Raw, le.Type, le.Seq, e.Raw, e.Type, e.Seq)
+	}
+	if !sameValue(lv, want) {
+		t.Fatalf("%s:\nline %s\nfast %s", line, event.Stringify(lv), event.Stringify(want))
+	}
 }
 
 // TestV4FastAgrees reads rows of every shape — as stored lines, which the decoder canonicalizes first — and
@@ -153,6 +182,52 @@ func TestV4FastRefusesNonCanonical(t *testing.T) {
 		if v, ok := v4Fast(event.Event{Raw: []byte(raw), Type: "turn/start"}, &v4Arena{}); ok {
 			t.Errorf("%s: read as %s", raw, event.Stringify(v))
 		}
+		if _, v, ok := v4FastLine([]byte(raw), &v4Arena{}); ok {
+			t.Errorf("%s: v4FastLine read it as %s", raw, event.Stringify(v))
+		}
+	}
+}
+
+// nonCanonicalLines are stored lines of shaped types that are not canonical in one place each: in a
+// part the shape reads, in a part it skips, in a name.
+var nonCanonicalLines = []string{
+	`{"type":"assistant/message","seq":5,"time":7,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[],"source":{"kind":"model"}},"usage":{"a":1,"a":2}}}`,
+	`{"type":"assistant/message","seq":5,"time":7,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[],"source":{"kind":"model"}},"usage":{"b":1,"1":2}}}`,
+	`{"type":"assistant/message","seq":5,"time":7,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[],"source":{"kind":"model"}},"usage":{"2":1,"1":2}}}`,
+	`{"type":"assistant/message","seq":5,"time":7,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[],"source":{"kind":"model"}},"stream":[1.0]}}`,
+	`{"type":"assistant/message","seq":5,"time":7,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[],"source":{"kind":"model"}},"stream":["\/"]}}`,
+	`{"type":"assistant/message","seq":5,"time":7,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[],"source":{"kind":"model"}},"stream":["\u0041"]}}`,
+	"{\"type\":\"assistant/message\",\"seq\":5,\"time\":7,\"data\":{\"turn\":1,\"step\":1,\"stream\":[\"\xff\"]}}",
+	"{\"type\":\"assistant/message\",\"seq\":5,\"time\":7,\"data\":{\"turn\":1,\"step\":1,\"stream\":[\"a\x01\"]}}",
+	`{"type":"assistant/message","seq":5,"time":7,"data":{"turn":1,"step":1,"stream":[ 1]}}`,
+	`{"type":"tool/call","seq":6,"time":1,"data":{"turn":1,"step":1,"callId":"c","name":"bash","arguments":"\u00e9"}}`,
+	`{"type":"tool/call","seq":6,"time":1,"data":{"turn":1,"step":1,"callId":"c","name":"bash","arguments":{"b":1,"b":1}}}`,
+	`{"type":"tool/call","seq":6,"time":1,"data":{"turn":1,"step":1,"callId":"c","name":"bash","arguments":"x","x":{"y":[true,nul]}}}`,
+	`{"type":"tool/call","seq":6,"time":1,"data":{"turn":1,"step":1,"callId":"c","name":"bash","x":1,"x":2}}`,
+	`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1E1}}`,
+	`{"type":"turn/start","seq":0,"time":1,"data":{"turn":-0}}`,
+	`{"type":"turn/start","seq":00,"time":1,"data":{"turn":1}}`,
+	`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1},"seq":1}`,
+	`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1},"1":2}`,
+	"{\"type\":\"turn/start\",\"seq\":0,\"time\":1,\"data\":{\"t\x7furn\":1},\"\x01\":1}",
+	`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}x`,
+	`{"type":"turn/start","seq":0,"time":1,"data":` + strings.Repeat("[", event.MaxDepth) + strings.Repeat("]", event.MaxDepth) + `}`,
+}
+
+// TestV4FastLineDeclinesNonCanonical: v4FastLine proves a line canonical as it reads it, in the parts its
+// shape skips as much as in those it reads, so it declines each of these (the decoder canonicalizes
+// them first); the same lines canonicalized are read.
+func TestV4FastLineDeclinesNonCanonical(t *testing.T) {
+	var arena v4Arena
+	for _, line := range nonCanonicalLines {
+		e, err := event.ParseEvent([]byte(line))
+		checkFastLine(t, []byte(line), e, err, &arena)
+		if _, v, ok := v4FastLine([]byte(line), &arena); ok {
+			t.Errorf("%q: read as %s", line, event.Stringify(v))
+		}
+		if err == nil {
+			checkFastLine(t, e.Raw, e, nil, &arena)
+		}
 	}
 }
 
@@ -196,10 +271,15 @@ func FuzzV4Fast(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, s := range nonCanonicalLines {
+		f.Add([]byte(s))
+	}
 	types := []string{"turn/start", "step/end", "assistant/message", "user/message", "tool/call", "tool/result"}
 	var arena v4Arena
 	f.Fuzz(func(t *testing.T, line []byte) {
 		e, err := event.ParseEvent(line)
+		arena.reset()
+		checkFastLine(t, line, e, err, &arena)
 		if err != nil {
 			return
 		}
