@@ -125,12 +125,14 @@ func (k *ObjectKeys) Add(s []byte, start, end int) bool {
 	key := s[start:end]
 	first := k.n == 0
 	k.n++
-	if idx, isIdx := arrayIndex(key); isIdx {
-		if k.pastIndex || (!first && idx <= k.lastIndex) {
-			return false
+	if len(key) > 0 && key[0] >= '0' && key[0] <= '9' {
+		if idx, isIdx := arrayIndex(key); isIdx {
+			if k.pastIndex || (!first && idx <= k.lastIndex) {
+				return false
+			}
+			k.lastIndex = idx
+			return true
 		}
-		k.lastIndex = idx
-		return true
 	}
 	k.pastIndex = true
 	named := k.named
@@ -145,8 +147,9 @@ func (k *ObjectKeys) Add(s []byte, start, end int) bool {
 		k.set[string(key)] = struct{}{}
 		return true
 	}
+	n := uint64(len(key))
 	for _, at := range k.small[:named] {
-		if seen := s[at>>24 : at>>24+at&(1<<24-1)]; bytes.Equal(seen, key) {
+		if at&(1<<24-1) == n && string(s[at>>24:at>>24+n]) == string(key) {
 			return false
 		}
 	}

@@ -133,8 +133,8 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if !decodes(o.Generation) {
 		return nil, &UnsupportedGenerationError{Version: o.Generation}
 	}
-	text := artifact
-	tornFrom := -1 // where the lines recovered from a torn final frame start in text
+	text := [][]byte{artifact} // in segments of whole lines, but for a raw artifact's torn tail
+	tornFrom := -1             // where the lines recovered from a torn final frame start in text
 	committedOf := func(lineEnd int) int64 { return int64(lineEnd) }
 	if o.Compressed {
 		var err error
@@ -149,18 +149,18 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 			if o.Generation >= 4 && o.TornPrefix != nil {
 				plain := o.TornPrefix(artifact[torn:])
 				if nl := bytes.LastIndexByte(plain, '\n'); nl >= 0 {
-					tornFrom = len(text)
-					text = append(text[:len(text):len(text)], plain[:nl+1]...)
+					tornFrom = textLen(text)
+					text = append(text, plain[:nl+1])
 				}
 			}
 		}
 		committedOf = func(int) int64 { return end }
 	}
-	nl := bytes.IndexByte(text, '\n')
+	nl := bytes.IndexByte(text[0], '\n')
 	if nl < 0 {
 		return nil, &CorruptError{Message: "empty or header-less session log"}
 	}
-	h, err := ParseHeader(o.Generation, text[:nl])
+	h, err := ParseHeader(o.Generation, text[0][:nl])
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,14 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	}
 	rest := newRestorer(h)
 	// one event a line, but for rows a recoverable read sets aside: sized once, not grown by doubling
-	events := make([]event.Event, 0, bytes.Count(text[nl+1:], []byte{'\n'}))
+	lines := 0
+	for i, seg := range text {
+		if i == 0 {
+			seg = seg[nl+1:]
+		}
+		lines += bytes.Count(seg, []byte{'\n'})
+	}
+	events := make([]event.Event, 0, lines)
 	var walk *v4Walk // v4: the restore walks each event as it is accepted, reading the value decoded once
 	if o.Generation == 4 {
 		walk = &v4Walk{h: h, rel: newStreamRelations(&events), last: -1, children: map[string]bool{}, stream: true}
@@ -291,22 +298,29 @@ type parsedRow struct {
 	err        error
 }
 
-// parseWindows parses the complete lines of text from p on, a window of rows at a time, and returns them
-// in order through next (nil after the last). With more than one worker, each worker parses whole windows
-// ahead of the caller, which decodes them in order: parsing is most of a load's work, decoding must run
-// in order, and the windows in flight bound the parsed values held at once. stop ends the parsing early
-// (the caller refused the artifact).
+// parseWindows parses the complete lines of text (segments of whole lines) from p on (an offset into the
+// first segment), a window of rows at a time, and returns them in order through next (nil after the last).
+// With more than one worker, each worker parses whole windows ahead of the caller, which decodes them in
+// order: parsing is most of a load's work, decoding must run in order, and the windows in flight bound the
+// parsed values held at once. stop ends the parsing early (the caller refused the artifact). A window is of
+// one segment; its rows' offsets are the text's.
 //
 // A window the caller has decoded (it asks for the next) is parsed into again, rows and arena: the values
 // the decoder keeps are copies of a row's, and those of the trees v4Fast read are strings of the text or
 // containers of their own (see v4Fast); a fresh window each time was a tenth of what a load allocated.
-func parseWindows(text []byte, p int, read rowReader, workers int) (next func() []parsedRow, stop func()) {
+func parseWindows(text [][]byte, p int, read rowReader, workers int) (next func() []parsedRow, stop func()) {
 	free := make(chan *rowWindow, workers+2)
+	seg, base := 0, 0 // the segment cut from, and its offset in the text
 	// cut takes the next window's rows (their lines, not yet parsed), nil after the last
 	cut := func() *rowWindow {
-		if p >= len(text) {
+		for seg < len(text) && p >= len(text[seg]) {
+			base += len(text[seg])
+			seg, p = seg+1, 0
+		}
+		if seg == len(text) {
 			return nil
 		}
+		b := text[seg]
 		var w *rowWindow
 		select {
 		case w = <-free:
@@ -317,16 +331,17 @@ func parseWindows(text []byte, p int, read rowReader, workers int) (next func() 
 			// a short log's window is sized by its text (a row is tens of bytes at least), not by the
 			// bound: a sync or listing restores thousands of small sessions, and a full window is over
 			// half a MiB
-			w = &rowWindow{rows: make([]parsedRow, 0, min(parseWindow, (len(text)-p)/minRowBytes+1))}
+			w = &rowWindow{rows: make([]parsedRow, 0, min(parseWindow, (len(b)-p)/minRowBytes+1))}
 		}
-		for p < len(text) && len(w.rows) < parseWindow {
-			end := bytes.IndexByte(text[p:], '\n')
+		w.text, w.base = b, base
+		for p < len(b) && len(w.rows) < parseWindow {
+			end := bytes.IndexByte(b[p:], '\n')
 			if end < 0 {
-				p = len(text) // torn tail
+				p = len(b) // torn tail
 				break
 			}
 			end += p
-			w.rows = append(w.rows, parsedRow{start: p, end: end + 1})
+			w.rows = append(w.rows, parsedRow{start: base + p, end: base + end + 1})
 			p = end + 1
 		}
 		return w
@@ -349,7 +364,7 @@ func parseWindows(text []byte, p int, read rowReader, workers int) (next func() 
 		return func() []parsedRow {
 			w := cut()
 			if w != nil {
-				parseRows(text, w, read)
+				parseRows(w, read)
 			}
 			return take(w)
 		}, func() {}
@@ -383,7 +398,7 @@ func parseWindows(text []byte, p int, read rowReader, workers int) (next func() 
 	for range workers {
 		go func() {
 			for j := range jobs {
-				parseRows(text, j.w, read)
+				parseRows(j.w, read)
 				close(j.parsed)
 			}
 		}()
@@ -402,9 +417,12 @@ func parseWindows(text []byte, p int, read rowReader, workers int) (next func() 
 		}
 }
 
-// rowWindow is a window of rows and the arena of the trees v4Fast read from them.
+// rowWindow is a window of rows, the text segment they are lines of (at offset base in the text), and
+// the arena of the trees v4Fast read from them.
 type rowWindow struct {
 	rows  []parsedRow
+	text  []byte
+	base  int
 	arena v4Arena
 }
 
@@ -413,10 +431,10 @@ type rowWindow struct {
 type rowReader func(line []byte, arena *v4Arena) (event.Event, event.Value, error)
 
 // parseRows parses the rows of w: each row's event and the value its checks read.
-func parseRows(text []byte, w *rowWindow, read rowReader) {
+func parseRows(w *rowWindow, read rowReader) {
 	for i := range w.rows {
 		r := &w.rows[i]
-		r.ev, r.v, r.err = read(text[r.start:r.end-1], &w.arena)
+		r.ev, r.v, r.err = read(w.text[r.start-w.base:r.end-1-w.base], &w.arena)
 	}
 }
 

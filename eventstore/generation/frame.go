@@ -131,12 +131,12 @@ const (
 	workerBuffer = 4 << 20
 )
 
-// unframe returns the text of a compressed artifact: the plaintext of its complete frames, the header
-// frame checked to hold exactly one line. A torn final frame is left out whole (as the harness's raw
+// unframe returns the text of a compressed artifact in segments, each a run of whole lines: the plaintext
+// of its complete frames, the header frame checked to hold exactly one line. A torn final frame is left out whole (as the harness's raw
 // reads leave it out); a complete frame whose text stops inside a line is corruption. A frame whose
 // blocks could decode to more than maxFrame bytes (0: no cap) is refused before anything is decoded: a
 // few kilobytes of RLE blocks can claim gigabytes.
-func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
+func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 	type span struct{ start, end int }
 	var frames []span
 	for p := 0; p < len(b); {
@@ -164,19 +164,22 @@ func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
 		return nil, &CorruptError{Message: "empty or header-less Zstandard session log"}
 	}
 	// Frames decode independently: a live session's (one per batch) decode on every worker, each appended
-	// to the worker's own buffer and joined in order after. A frame states no content size, and the
-	// decoder runs its assembly sequence decoder only when the output has a block's room to spare
-	// (frameSlack): a buffer the size of each of a live session's tens of thousands of frames of a few
-	// hundred bytes took the slow path for every one of them.
-	plains := make([][]byte, len(frames))
+	// to the worker's own buffer. A frame states no content size, and the decoder runs its assembly
+	// sequence decoder only when the output has a block's room to spare (frameSlack): a buffer the size of
+	// each of a live session's tens of thousands of frames of a few hundred bytes took the slow path for
+	// every one of them. The buffers are the text, in segments: joined into one, the text cost a copy of
+	// all of it and its page faults, in one thread.
+	plains := make([][]byte, len(frames)) // each with its buffer's free room past it
+	follows := make([]bool, len(frames))  // frame i's plaintext lies right after frame i-1's, in one buffer
 	errs := make([]error, len(frames))
 	decode := func(lo, hi int) {
 		var buf []byte
 		for i := lo; i < hi; i++ {
 			f := frames[i]
+			fresh := false
 			if cap(buf)-len(buf) < frameSlack {
-				// the frames already decoded keep the old buffer; it is dropped once they are joined
-				buf = make([]byte, 0, max(workerBuffer, 2*frameSlack))
+				// the frames already decoded keep the old buffer
+				buf, fresh = make([]byte, 0, max(workerBuffer, 2*frameSlack)), true
 			}
 			// decoded into the buffer's free end: a frame too large for it gets memory of its own, and
 			// nothing decoded before is copied along
@@ -186,9 +189,12 @@ func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
 				errs[i] = err
 				return
 			}
-			plains[i] = out[:len(out):len(out)]
+			plains[i] = out
 			if len(out) > 0 && len(out) <= cap(free) && &out[:1][0] == &free[:1][0] {
+				follows[i] = i > lo && !fresh && len(buf) > 0
 				buf = buf[:len(buf)+len(out)]
+			} else {
+				buf = buf[len(buf):len(buf)] // the next frame does not follow this one
 			}
 		}
 	}
@@ -207,7 +213,8 @@ func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
 		}
 		wg.Wait()
 	}
-	total := 0
+	var segs [][]byte
+	inPlace := false               // the last segment ends where the last frame's plaintext ends, in its buffer
 	for i, plain := range plains { // the first failure in the artifact's order, as a decode in order finds it
 		if errs[i] != nil {
 			return nil, &CorruptError{Message: "corrupt Zstandard session log: frame at byte " + strconv.Itoa(frames[i].start) + " failed validation"}
@@ -215,14 +222,38 @@ func unframe(b []byte, maxFrame int64, workers int) ([]byte, error) {
 		if i == 0 && (len(plain) == 0 || bytes.IndexByte(plain, '\n') != len(plain)-1) {
 			return nil, &CorruptError{Message: "corrupt Zstandard session log: first frame is not exactly one header line"}
 		}
-		total += len(plain)
+		switch n := len(segs); {
+		case len(plain) == 0:
+			inPlace = false
+		case follows[i] && inPlace:
+			segs[n-1] = segs[n-1][:len(segs[n-1])+len(plain)]
+		case n > 0 && !endsLine(segs[n-1]):
+			// a line that runs on into the next frame (the harness ends every batch's frame on a line's
+			// end, but a decoder takes any cut): its segments are joined
+			segs[n-1] = append(segs[n-1][:len(segs[n-1]):len(segs[n-1])], plain...)
+			inPlace = false
+		default:
+			segs = append(segs, plain)
+			inPlace = true
+		}
 	}
-	text := make([]byte, 0, total)
-	for _, plain := range plains {
-		text = append(text, plain...)
-	}
-	if len(text) == 0 || text[len(text)-1] != '\n' {
+	if len(segs) == 0 || !endsLine(segs[len(segs)-1]) {
 		return nil, &CorruptError{Message: "corrupt Zstandard session log: complete frame contains a torn JSONL record"}
 	}
-	return text, nil
+	for i := range segs {
+		segs[i] = segs[i][:len(segs[i]):len(segs[i])]
+	}
+	return segs, nil
+}
+
+// endsLine reports whether b ends with a line's LF.
+func endsLine(b []byte) bool { return len(b) > 0 && b[len(b)-1] == '\n' }
+
+// textLen is the length of a text held in segments.
+func textLen(segs [][]byte) int {
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	return n
 }

@@ -2,11 +2,14 @@ package generation_test
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/eventstore/generation"
@@ -107,3 +110,88 @@ func mustEvent(t *testing.T, line string) event.Event {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestV4FramesCutAnywhere decodes one v4 log framed in several ways — a frame per batch of lines, frames
+// cut inside lines (a line then runs on into the next frame, or the next several), empty frames, one
+// frame larger than a worker's buffer — on one and on two workers, and holds every decode to the raw
+// log's: the same events, byte for byte.
+func TestV4FramesCutAnywhere(t *testing.T) {
+	root := t.TempDir()
+	if err := synth.WriteV4(root, jsonl.None, "w", 30000); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := filepath.Glob(filepath.Join(root, "*", "*", "session.v4.jsonl"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("%v %v", paths, err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := generation.DecodeWith(b, generation.Options{Generation: 4, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	header := bytes.IndexByte(b, '\n') + 1
+	body := b[header:]
+	// framed cuts body at the given offsets, after a frame of the header line
+	framed := func(cuts []int) []byte {
+		out := enc.EncodeAll(b[:header], nil)
+		prev := 0
+		for _, c := range append(cuts, len(body)) {
+			out = enc.EncodeAll(body[prev:c], out)
+			prev = c
+		}
+		return out
+	}
+	var lineEnds, midLine, withEmpty []int
+	for p, line := 0, 0; p < len(body); line++ {
+		p += bytes.IndexByte(body[p:], '\n') + 1
+		if p < len(body) && line%7 == 0 {
+			lineEnds = append(lineEnds, p)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for p := 0; p < len(body); p += 1 + rng.IntN(3000) {
+		midLine = append(midLine, p)
+		if rng.IntN(5) == 0 {
+			withEmpty = append(withEmpty, p, p) // an empty frame here
+		} else {
+			withEmpty = append(withEmpty, p)
+		}
+	}
+	if len(body) < 5<<20 {
+		t.Fatalf("the log is %d bytes: too short for a frame larger than a worker's buffer", len(body))
+	}
+	for _, tt := range []struct {
+		name string
+		cuts []int
+	}{
+		{"batches of lines", lineEnds},
+		{"inside lines", midLine},
+		{"empty frames", withEmpty},
+		{"one frame", nil},
+		{"a large frame among small ones", append(append([]int{}, lineEnds[:3]...), lineEnds[len(lineEnds)-3:]...)},
+	} {
+		art := framed(tt.cuts)
+		for _, workers := range []int{1, 2} {
+			got, err := generation.DecodeWith(art, generation.Options{Generation: 4, Compressed: true, Workers: workers})
+			if err != nil {
+				t.Fatalf("%s, %d workers: %v", tt.name, workers, err)
+			}
+			if len(got.Events) != len(want.Events) {
+				t.Fatalf("%s, %d workers: %d events, want %d", tt.name, workers, len(got.Events), len(want.Events))
+			}
+			for i := range want.Events {
+				if !bytes.Equal(got.Events[i].Raw, want.Events[i].Raw) {
+					t.Fatalf("%s, %d workers: event %d\n%s\nwant\n%s", tt.name, workers, i, got.Events[i].Raw, want.Events[i].Raw)
+				}
+			}
+		}
+	}
+}
