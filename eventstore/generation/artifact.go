@@ -324,8 +324,7 @@ func parseWindows(text [][]byte, p int, read rowReader, workers int) (next func(
 		var w *rowWindow
 		select {
 		case w = <-free:
-			clear(w.rows[:cap(w.rows)])
-			w.rows = w.rows[:0]
+			w.rows = w.rows[:0] // each row is written whole again
 			w.arena.reset()
 		default:
 			// a short log's window is sized by its text (a row is tens of bytes at least), not by the

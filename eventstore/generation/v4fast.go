@@ -159,9 +159,10 @@ func (a *v4Arena) reset() {
 	a.values.reset()
 }
 
+// reset empties the slabs without clearing them: what they held is overwritten as they fill again, and a
+// window's arena dies with the decode (clearing was a twentieth of reading a row).
 func (sl *slabs[T]) reset() {
 	for i := range sl.s {
-		clear(sl.s[i])
 		sl.s[i] = sl.s[i][:0]
 	}
 	sl.i = 0
@@ -210,8 +211,7 @@ func (r *reducer) members(base int, whole bool) []event.Member {
 	} else {
 		out = r.arena.takeMembers(r.mstack[base:])
 	}
-	clear(r.mstack[base:])
-	r.mstack = r.mstack[:base]
+	r.mstack = r.mstack[:base] // not cleared, as the arena is not (reset)
 	return out
 }
 
@@ -222,7 +222,6 @@ func (r *reducer) elements(base int, whole bool) []event.Value {
 	} else {
 		out = r.arena.takeValues(r.vstack[base:])
 	}
-	clear(r.vstack[base:])
 	r.vstack = r.vstack[:base]
 	return out
 }
