@@ -196,8 +196,10 @@ func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 		}
 		return s.inspectPrefix(id, p)
 	}
-	// The checks run on their own goroutine over what the backend has decoded so far. Their result
-	// counts only when the load succeeds: a load error comes first, as when the checks follow the load.
+	// The checks run on their own goroutine over what the backend has decoded so far, once that is
+	// enough to be worth it (overlapEvents); a small session is checked after its load, on this goroutine.
+	// Their result counts only when the load succeeds: a load error comes first, as when the checks follow
+	// the load.
 	feed := load.NewProgress()
 	sc := s.surfaceChecker()
 	type checked struct {
@@ -205,22 +207,52 @@ func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 		err             error
 	}
 	res := make(chan checked, 1)
-	go func() {
+	check := func() {
 		events, closers, err := inspectFeed(id, feed, sc, s.Tuning)
 		res <- checked{events, closers, err}
-	}()
-	p, err := pb.LoadStoredProgress(ctx, id, feed)
+	}
+	sink := &overlapSink{Progress: feed, start: func() { go check() }}
+	p, err := pb.LoadStoredProgress(ctx, id, sink)
 	if err != nil || p.Generation != 0 {
 		feed.Abort()
-		<-res
+		if sink.started {
+			<-res
+		}
 		if err != nil {
 			return nil, err
 		}
 		return laterInspection(p), nil
 	}
 	feed.Finish(p.Header, p.Path, p.Events, p.RowMembers)
+	if !sink.started {
+		check()
+	}
 	r := <-res
 	return inspection(id, p, sc, r.events, r.closers, r.err)
+}
+
+// overlapEvents is how many decoded events make it worth checking a load while it runs: below it, the
+// goroutine the checks would start on costs more (its stack grows for them) than the overlap saves.
+const overlapEvents = 4096
+
+// overlapSink is the load's progress sink: it starts the checks (start, on their own goroutine) once the
+// backend has reported overlapEvents events. started is read once the backend has returned.
+type overlapSink struct {
+	*load.Progress
+	start   func()
+	started bool
+	once    sync.Once
+}
+
+// Events is ProgressSink.Events.
+func (s *overlapSink) Events(events []event.Event, rows []uint64) {
+	s.Progress.Events(events, rows)
+	if len(events) >= overlapEvents {
+		s.once.Do(func() {
+			s.started = true
+			s.start()
+		})
+	}
 }
 
 func (s *Store) surfaceChecker() load.Surface {

@@ -88,38 +88,72 @@ func (c *logCheck) advance(events []event.Event) {
 // A block is parsed as soon as the feed has delivered its events, so with a progressive backend the
 // checks run while the rest of the log is decoded.
 func (c *logCheck) run() error {
-	next := make(chan parsedBlock, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		defer close(next)
-		for lo := 0; ; lo += checkBlock {
-			events, rows, done, err := c.feed.wait(lo + checkBlock)
-			if err == nil && lo >= len(events) {
-				return // done: the whole list is parsed
-			}
-			b := parsedBlock{err: err}
-			if err == nil {
-				b = c.parse(events, rows, lo, min(len(events), lo+checkBlock))
-			}
-			select {
-			case next <- b:
-			case <-stop:
-				return
-			}
-			if b.err != nil || done && b.hi == len(events) {
-				return // nothing after a parse error can be reported
-			}
+	// produce parses the block from lo on, once the load has decoded it: ok is false when the list ended
+	// before lo, last is set when nothing can follow the block (the list's end, or a parse error: nothing
+	// after one can be reported)
+	produce := func(lo int) (b parsedBlock, ok, last bool) {
+		events, rows, done, err := c.feed.wait(lo + checkBlock)
+		if err == nil && lo >= len(events) {
+			return b, false, true
 		}
-	}()
-	for b := range next {
+		b.err = err
+		if err == nil {
+			b = c.parse(events, rows, lo, min(len(events), lo+checkBlock))
+		}
+		return b, true, b.err != nil || done && b.hi == len(events)
+	}
+	// consume runs the passes over a block; false: a parse error ended the checks
+	consume := func(b parsedBlock) bool {
 		c.passes(b)
 		if c.failed == passParse {
-			return c.err
+			return false
 		}
 		select {
 		case c.spare <- b:
 		default:
+		}
+		return true
+	}
+	if c.feed.finished() {
+		// the load is over (a small session's is, before its checks start): there is no overlap to
+		// gain, and a goroutine of the parse's own grew a stack for it on every small load
+		for lo := 0; ; lo += checkBlock {
+			b, ok, last := produce(lo)
+			if !ok {
+				break
+			}
+			if !consume(b) {
+				return c.err
+			}
+			if last {
+				break
+			}
+		}
+	} else {
+		next := make(chan parsedBlock, 1)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			defer close(next)
+			for lo := 0; ; lo += checkBlock {
+				b, ok, last := produce(lo)
+				if !ok {
+					return
+				}
+				select {
+				case next <- b:
+				case <-stop:
+					return
+				}
+				if last {
+					return
+				}
+			}
+		}()
+		for b := range next {
+			if !consume(b) {
+				return c.err
+			}
 		}
 	}
 	c.advance(c.feed.current()) // the whole list: the loop ended at its end

@@ -92,6 +92,13 @@ func (p *Progress) wait(hi int) (events []event.Event, rows []uint64, done bool,
 	return p.events, p.rows, p.done, nil
 }
 
+// finished reports whether the load is over: done, or aborted.
+func (p *Progress) finished() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done || p.aborted
+}
+
 // current is the list reported so far.
 func (p *Progress) current() []event.Event {
 	p.mu.Lock()
