@@ -185,8 +185,8 @@ func modTime(events []event.Event, artifact time.Time, t eventstore.Tuning) time
 	t.Parallel(len(events), 1<<15, func(lo, hi int) error {
 		var part int64 = -1
 		for _, e := range events[lo:hi] {
-			if raw, ok := e.Member("time"); ok {
-				if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > part {
+			if raw, ok := e.Time(); ok {
+				if ms, ok := millis(raw); ok && ms > part {
 					part = ms
 				}
 			}
@@ -200,6 +200,24 @@ func modTime(events []event.Event, artifact time.Time, t eventstore.Tuning) time
 		return time.UnixMilli(newest)
 	}
 	return artifact
+}
+
+// millis reads a time member's canonical token as whole milliseconds: digits only (a safe integer has at
+// most 16), else whatever strconv makes of it (which allocates: it was most of reading a small log's times).
+func millis(tok []byte) (int64, bool) {
+	if len(tok) == 0 || len(tok) > 16 {
+		ms, err := strconv.ParseInt(string(tok), 10, 64)
+		return ms, err == nil
+	}
+	var n int64
+	for _, c := range tok {
+		if c < '0' || c > '9' {
+			ms, err := strconv.ParseInt(string(tok), 10, 64)
+			return ms, err == nil
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.Entry {

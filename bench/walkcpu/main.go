@@ -6,7 +6,8 @@
 //
 //	go run ./bench/walkcpu STORE INDEXDIR
 //
-// With WALKCPU_PROFILE set, a CPU profile of the walk is written there.
+// With WALKCPU_PROFILE set, a CPU profile of the walk is written there; with WALKCPU_MEMPROFILE, a profile
+// of what it allocated.
 package main
 
 import (
@@ -65,6 +66,16 @@ func main() {
 	}
 	wall := time.Since(start)
 	pprof.StopCPUProfile()
+	if path := os.Getenv("WALKCPU_MEMPROFILE"); path != "" {
+		out, err := os.Create(path)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(out, 0); err != nil {
+			fail(err)
+		}
+		out.Close()
+	}
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	runtime.ReadMemStats(&m1)
 	user := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano())

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 )
@@ -284,4 +285,45 @@ func (e Event) Envelope() (Value, error) {
 		i = vEnd + 1
 	}
 	return out, nil
+}
+
+// Time returns the raw bytes of the record's "time" member, as Member("time") does. The harness writes
+// every record as {"type":T,"seq":N,"time":M,...}; that envelope is read straight through (a log's views
+// read every event's time, and a member lookup skipped the names and values before it one by one), and
+// any other layout is looked up.
+func (e Event) Time() ([]byte, bool) {
+	const typeHead, seqHead, timeHead = `{"type":"`, `","seq":`, `,"time":`
+	raw := e.Raw
+	if !bytes.HasPrefix(raw, []byte(typeHead)) {
+		return e.Member("time")
+	}
+	i := len(typeHead)
+	q := bytes.IndexByte(raw[i:], '"')
+	if q < 0 || raw[i+q-1] == '\\' { // an escaped quote, or one that only looks escaped: looked up
+		return e.Member("time")
+	}
+	i += q
+	if !bytes.HasPrefix(raw[i:], []byte(seqHead)) {
+		return e.Member("time")
+	}
+	i += len(seqHead)
+	i += digits(raw[i:])
+	if !bytes.HasPrefix(raw[i:], []byte(timeHead)) {
+		return e.Member("time")
+	}
+	i += len(timeHead)
+	n := digits(raw[i:])
+	if n == 0 || i+n >= len(raw) || (raw[i+n] != ',' && raw[i+n] != '}') {
+		return e.Member("time")
+	}
+	return raw[i : i+n], true
+}
+
+// digits is how many ASCII digits b starts with.
+func digits(b []byte) int {
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	return n
 }

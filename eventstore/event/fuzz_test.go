@@ -110,3 +110,30 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEventTime: Time reads the time member exactly as a lookup does, on any canonical record (the
+// fixture lines and the harness's envelope with every kind of type and seq spelling among the seeds).
+func FuzzEventTime(f *testing.F) {
+	fuzzSeeds(f)
+	for _, s := range []string{
+		`{"type":"a","seq":1,"time":2,"data":{}}`, `{"type":"a\"","seq":1,"time":2}`, `{"type":"a\\","seq":1,"time":2}`,
+		`{"type":"","seq":1,"time":2}`, `{"type":"a","seq":-1,"time":2}`, `{"type":"a","seq":1,"time":-2}`,
+		`{"type":"a","seq":1,"time":1e+21}`, `{"type":"a","seq":1.5,"time":2}`, `{"type":"a","seq":1,"time":2.5}`,
+		`{"type":"a","seq":1,"time":"2"}`, `{"type":"a","seq":1}`, `{"type":"a","time":3,"seq":1}`,
+		`{"type":"a","seq":1,"time":2,"time":3}`, `{"type":"a","seq":1,"time":20}`, `[1]`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		raw, err := Canonical(b)
+		if err != nil {
+			return
+		}
+		e := Event{Raw: raw}
+		got, gotOK := e.Time()
+		want, wantOK := e.Member("time")
+		if gotOK != wantOK || !bytes.Equal(got, want) {
+			t.Fatalf("%s: Time %q %v, lookup %q %v", raw, got, gotOK, want, wantOK)
+		}
+	})
+}
