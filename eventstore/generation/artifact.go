@@ -133,6 +133,11 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	if !decodes(o.Generation) {
 		return nil, &UnsupportedGenerationError{Version: o.Generation}
 	}
+	if len(artifact) < parallelMin {
+		// one parse window's text at most: no worker has anything to do beside the decoder, and the
+		// goroutines cost more than the decode of a small session
+		o.Workers = 1
+	}
 	text := [][]byte{artifact} // in segments of whole lines, but for a raw artifact's torn tail
 	tornFrom := -1             // where the lines recovered from a torn final frame start in text
 	committedOf := func(lineEnd int) int64 { return int64(lineEnd) }
@@ -283,6 +288,9 @@ func DecodeWith(artifact []byte, o Options) (*Artifact, error) {
 	return &Artifact{Header: h, InheritedEventCount: cut, Events: events, Committed: committed, TornRecovered: recovered, v4: rel, walk: walk}, nil
 }
 
+// parallelMin is the artifact size below which a decode runs on the caller's goroutine alone.
+const parallelMin = 64 << 10
+
 // parseWindow is how many rows are parsed before they are decoded; minRowBytes sizes a window of a short
 // text (the shortest row the codec admits is longer: a type, seq, time and data).
 const (
@@ -327,10 +335,23 @@ func parseWindows(text [][]byte, p int, read rowReader, workers int) (next func(
 			w.rows = w.rows[:0] // each row is written whole again
 			w.arena.reset()
 		default:
-			// a short log's window is sized by its text (a row is tens of bytes at least), not by the
-			// bound: a sync or listing restores thousands of small sessions, and a full window is over
-			// half a MiB
-			w = &rowWindow{rows: make([]parsedRow, 0, min(parseWindow, (len(b)-p)/minRowBytes+1))}
+			if workers <= 1 {
+				if pw, ok := windowPool.Get().(*rowWindow); ok {
+					w = pw
+					break
+				}
+			}
+			// a short log's window is sized by its lines, not by the bound: a sync, a listing or a
+			// first grep restores thousands of small sessions, and a full window is over half a MiB
+			rows := parseWindow
+			if len(b)-p < parseWindow*minRowBytes {
+				rows = bytes.Count(b[p:], []byte{'\n'}) + 1
+			}
+			w = &rowWindow{rows: make([]parsedRow, 0, rows)}
+			// a row's tree takes a few containers' members and elements: a small log's arena starts
+			// small (and grows by doubling)
+			w.arena.members.first = min(arenaSlab, 8*rows)
+			w.arena.values.first = min(arenaSlab, 8*rows)
 		}
 		w.text, w.base = b, base
 		for p < len(b) && len(w.rows) < parseWindow {
@@ -360,13 +381,35 @@ func parseWindows(text [][]byte, p int, read rowReader, workers int) (next func(
 		return w.rows
 	}
 	if workers <= 1 {
+		// one window at a time on the caller's goroutine: a small log's, whose windows (their rows and
+		// arena) go to the next small log's decode once this one is over
+		var pooled sync.Once
 		return func() []parsedRow {
-			w := cut()
-			if w != nil {
-				parseRows(w, read)
+				w := cut()
+				if w != nil {
+					parseRows(w, read)
+				}
+				return take(w)
+			}, func() {
+				pooled.Do(func() {
+					pool := func(w *rowWindow) {
+						if w != nil {
+							w.release()
+							windowPool.Put(w)
+						}
+					}
+					pool(held)
+					held = nil
+					for {
+						select {
+						case w := <-free:
+							pool(w)
+						default:
+							return
+						}
+					}
+				})
 			}
-			return take(w)
-		}, func() {}
 	}
 	// the windows go to the workers as they are cut, and to the caller in the same order, each once its
 	// worker has parsed it
@@ -414,6 +457,19 @@ func parseWindows(text [][]byte, p int, read rowReader, workers int) (next func(
 			// the workers end once the windows already cut are parsed; none is the caller's any more
 			once.Do(func() { close(done) })
 		}
+}
+
+// windowPool keeps the windows of small logs' decodes (parsed one window at a time) for the next: a walk
+// over a store of small v4 sessions decodes thousands, and their windows were most of what it allocated.
+// Nothing a decode returns refers to a window: its events' bytes are the text's, and what its checks keep
+// of a tree is a copy, or a container allocated on its own (v4Fast).
+var windowPool sync.Pool
+
+// release readies a window for another decode: it keeps no row, tree or text of this one alive.
+func (w *rowWindow) release() {
+	clear(w.rows)
+	w.rows, w.text = w.rows[:0], nil
+	w.arena.clear()
 }
 
 // rowWindow is a window of rows, the text segment they are lines of (at offset base in the text), and

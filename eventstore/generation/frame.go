@@ -125,10 +125,12 @@ func scanFrame(b []byte, start int) (frameInfo, error) {
 
 // frameSlack is the room a frame's output buffer keeps past its end: a block's most output (128 KiB) and
 // the decoder's over-allocation, so that the decoder takes its fast path; workerBuffer is the size of a
-// worker's output buffer.
+// worker's output buffer, when its frames' text is that large; textGuess is how many times its compressed
+// size a log's text is taken to be, when a buffer is sized for it (session logs compress 2–4 times).
 const (
 	frameSlack   = 128<<10 + 64
 	workerBuffer = 4 << 20
+	textGuess    = 4
 )
 
 // unframe returns the text of a compressed artifact in segments, each a run of whole lines: the plaintext
@@ -173,13 +175,19 @@ func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 	follows := make([]bool, len(frames))  // frame i's plaintext lies right after frame i-1's, in one buffer
 	errs := make([]error, len(frames))
 	decode := func(lo, hi int) {
+		// A small artifact's worker takes one buffer of about its text's size (the decoder's slow path
+		// costs little on a few frames, and a whole workerBuffer for each of a walk's thousands of small
+		// sessions was most of what the walk allocated); a large one's takes buffers of workerBuffer with
+		// a block's room to spare, one after the other.
+		size := min(workerBuffer, max(textGuess*(frames[hi-1].end-frames[lo].start), 4<<10))
+		large := size == workerBuffer
 		var buf []byte
 		for i := lo; i < hi; i++ {
 			f := frames[i]
 			fresh := false
-			if cap(buf)-len(buf) < frameSlack {
+			if buf == nil || large && cap(buf)-len(buf) < frameSlack {
 				// the frames already decoded keep the old buffer
-				buf, fresh = make([]byte, 0, max(workerBuffer, 2*frameSlack)), true
+				buf, fresh = make([]byte, 0, size), true
 			}
 			// decoded into the buffer's free end: a frame too large for it gets memory of its own, and
 			// nothing decoded before is copied along

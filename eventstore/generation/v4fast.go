@@ -149,14 +149,32 @@ const arenaSlab = 4096
 
 // slabs is one kind of container's memory: slabs of arenaSlab items, the one in use at i.
 type slabs[T any] struct {
-	s [][]T
-	i int
+	s     [][]T
+	i     int
+	first int // the first slab's size; 0: arenaSlab
 }
 
 // reset makes the arena's memory free for new trees: every tree read into it must be dead.
 func (a *v4Arena) reset() {
 	a.members.reset()
 	a.values.reset()
+}
+
+// clear empties the arena and clears what it held, so that it keeps nothing of its trees alive (for an
+// arena that waits for another decode).
+func (a *v4Arena) clear() {
+	a.members.clear()
+	a.values.clear()
+	clear(a.mstack[:cap(a.mstack)])
+	clear(a.vstack[:cap(a.vstack)])
+	a.mstack, a.vstack = a.mstack[:0], a.vstack[:0]
+}
+
+func (sl *slabs[T]) clear() {
+	for i := range sl.s {
+		clear(sl.s[i])
+	}
+	sl.reset()
 }
 
 // reset empties the slabs without clearing them: what they held is overwritten as they fill again, and a
@@ -179,7 +197,15 @@ func (sl *slabs[T]) take(xs []T) []T {
 		sl.i++
 	}
 	if sl.i == len(sl.s) {
-		sl.s = append(sl.s, make([]T, 0, arenaSlab))
+		// the first slab of a small log's arena holds what it needs; each next one twice the last, to
+		// arenaSlab (an arena of whole slabs was most of what a small v4 session's load allocated)
+		size := arenaSlab
+		if k := len(sl.s); k > 0 {
+			size = min(arenaSlab, 2*cap(sl.s[k-1]))
+		} else if sl.first > 0 {
+			size = min(arenaSlab, max(sl.first, n))
+		}
+		sl.s = append(sl.s, make([]T, 0, size))
 	}
 	s := append(sl.s[sl.i], xs...)
 	sl.s[sl.i] = s
