@@ -42,17 +42,20 @@ measure() {
 # col N LINE...: the median of field N of the lines
 col() { local n=$1; shift; printf '%s\n' "$@" | awk -v n="$n" '{print $n}' | median; }
 
-# many_sessions SESSIONS PER: sets MANY to a zstd root of SESSIONS sessions of >= PER events each, generated
-# with gensession once and cached under $WORK
+# many_sessions SESSIONS PER [GEN]: sets MANY to a zstd root of SESSIONS sessions of >= PER events each, of
+# format generation GEN (default 0; 4: v4 sessions, whose turn is 11 events where v0's is 46), generated with
+# gensession once and cached under $WORK
 many_sessions() {
+  local gen=${3:-0}
   MANY="$WORK/many-$1-$2"
+  [ "$gen" = 0 ] || MANY="$MANY-v$gen"
   if [ ! -f "$MANY/.complete" ]; then
     echo "== generating $1 sessions of >= $2 events into $MANY (once; cached)"
     rm -rf "$MANY"; mkdir -p "$MANY"
     # one session first, so the parallel writers find the project directory in place
-    "$WORK/gensession" -mode zstd -id s00000 "$MANY" "$2"
+    "$WORK/gensession" -mode zstd -generation "$gen" -id s00000 "$MANY" "$2"
     # many sessions a process: a process start costs about 20 ms of page faults on these VMs
-    seq -f 's%05g' 1 $(($1 - 1)) | xargs -P "$(nproc)" -n 500 "$WORK/gensession" -mode zstd "$MANY" "$2"
+    seq -f 's%05g' 1 $(($1 - 1)) | xargs -P "$(nproc)" -n 500 "$WORK/gensession" -mode zstd -generation "$gen" "$MANY" "$2"
     touch "$MANY/.complete"
   fi
 }

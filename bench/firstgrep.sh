@@ -12,11 +12,14 @@
 # /proc/PID/stat) during the grep is reported too: on a shared machine it moves less than the wall time.
 # Then bench/walkcpu (the mount's read path of every events.jsonl without FUSE, one P, the page cache warm)
 # gives each build's CPU time and allocation for the same work, RUNS alternating runs.
-# Env: SESSIONS PER RUNS PATTERN BENCH_DIR BASE (a revision to build and measure beside the work tree).
+# With GEN=4 the store holds v4 sessions of the same turns (PER then defaults to 24: two v4 turns, as the v0
+# default is two v0 turns).
+# Env: SESSIONS PER GEN RUNS PATTERN BENCH_DIR BASE (a revision to build and measure beside the work tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SESSIONS=${SESSIONS:-10000}
-PER=${PER:-50}
+GEN=${GEN:-0}
+if [ "$GEN" = 4 ]; then PER=${PER:-24}; else PER=${PER:-50}; fi
 RUNS=${RUNS:-5}
 PATTERN=${PATTERN:-FAIL: TestC}
 WORK=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}
@@ -44,18 +47,18 @@ XDG="$WORK/xdg"
 MNT="$WORK/mnt-firstgrep"
 trap unmount_all EXIT
 
-many_sessions "$SESSIONS" "$PER"
-MIRROR="$WORK/many-$SESSIONS-$PER.mirror" # the same mirror as bench/mount.sh's
+many_sessions "$SESSIONS" "$PER" "$GEN"
+MIRROR="$MANY.mirror" # for v0, the same mirror as bench/mount.sh's
 if [ ! -f "$MIRROR/.complete" ]; then
   echo "== decompressing every artifact into $MIRROR (once; cached)"
   rm -rf "$MIRROR"
   mkdir -p "$MIRROR"
   export MIRROR
-  find "$MANY" -name session.jsonl.zstd -print0 | xargs -0 -P "$(nproc)" -n 200 sh -c \
+  find "$MANY" -name 'session*.jsonl.zstd' -print0 | xargs -0 -P "$(nproc)" -n 200 sh -c \
     'for f do d="$MIRROR/$(basename "$(dirname "$f")")"; mkdir -p "$d"; zstd -d -q -c "$f" >"$d/events.jsonl" || exit 255; done' sh
   touch "$MIRROR/.complete"
 fi
-NSESS=$(find "$MANY" -name session.jsonl.zstd | wc -l)
+NSESS=$(find "$MANY" -name 'session*.jsonl.zstd' | wc -l)
 
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f\n", (b-a)/1e9}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2fx", a/b}'; }
@@ -81,9 +84,9 @@ mount_run() {
   echo "$w $(awk -v a="$t0" -v b="$(ticks "$MPID")" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.2f", (b-a)/hz}')"
   unmount_store "$MNT"
 }
-unzstd_all() { find "$MANY" -name session.jsonl.zstd -print0 | xargs -0 zstd -d -q -c >/dev/null; }
+unzstd_all() { find "$MANY" -name 'session*.jsonl.zstd' -print0 | xargs -0 zstd -d -q -c >/dev/null; }
 
-echo "first grep -l over $NSESS sessions: RUNS=$RUNS, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "first grep -l over $NSESS v$GEN sessions: RUNS=$RUNS, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 m=() mc=() b=() bc=() d=() z=()
 for i in $(seq "$RUNS"); do
   read -r w c < <(mount_run "$WORK/dshfs"); m+=("$w"); mc+=("$c")

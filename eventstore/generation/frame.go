@@ -134,10 +134,10 @@ const (
 )
 
 // unframe returns the text of a compressed artifact in segments, each a run of whole lines: the plaintext
-// of its complete frames, the header frame checked to hold exactly one line. A torn final frame is left out whole (as the harness's raw
-// reads leave it out); a complete frame whose text stops inside a line is corruption. A frame whose
-// blocks could decode to more than maxFrame bytes (0: no cap) is refused before anything is decoded: a
-// few kilobytes of RLE blocks can claim gigabytes.
+// of its complete frames, the header frame checked to hold exactly one line. A torn final frame is left
+// out whole (as the harness's raw reads leave it out); a complete frame whose text stops inside a line is
+// corruption. A frame whose blocks could decode to more than maxFrame bytes (0: no cap) is refused
+// before anything is decoded: a few kilobytes of RLE blocks can claim gigabytes.
 func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 	type span struct{ start, end int }
 	var frames []span

@@ -126,7 +126,8 @@ func v4FastLine(line []byte, arena *v4Arena) (e event.Event, v event.Value, ok b
 // reduce reads raw, a record of type typ, by shape; verify proves raw canonical as it goes (else the
 // caller vouches for it).
 func reduce(raw []byte, typ string, shape *v4Shape, arena *v4Arena, verify bool) (event.Value, bool) {
-	r := reducer{raw: raw, stream: typ == "assistant/message", verify: verify, arena: arena, mstack: arena.mstack[:0], vstack: arena.vstack[:0]}
+	r := reducer{raw: raw, stream: typ == "assistant/message", verify: verify, arena: arena,
+		mstack: arena.mstack[:0], vstack: arena.vstack[:0]}
 	v, end := r.value(0, shape, 0)
 	arena.mstack, arena.vstack = r.mstack[:0], r.vstack[:0]
 	if end != len(r.raw) {
