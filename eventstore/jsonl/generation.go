@@ -207,7 +207,11 @@ func (b *Backend) checkGeneration(files SessionFiles, g GenerationFile) error {
 // checkLaterHeader applies the harness's check that a later generation's header states its file name's
 // version.
 func (b *Backend) checkLaterHeader(files SessionFiles, g GenerationFile) error {
-	path := files.Path(g)
+	return b.laterHeaderAt(files.Path(g), g)
+}
+
+// laterHeaderAt is checkLaterHeader of the artifact at path, read for its header alone.
+func (b *Backend) laterHeaderAt(path string, g GenerationFile) error {
 	rec, err := b.headerRecord(path)
 	if err != nil {
 		return err
