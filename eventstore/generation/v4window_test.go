@@ -24,18 +24,7 @@ import (
 // assistant message came from a window parsed over since — each decode refuses it exactly as that walk
 // does.
 func TestV4DecodeAcrossWindows(t *testing.T) {
-	root := t.TempDir()
-	if err := synth.WriteV4(root, jsonl.None, "w", 20000); err != nil {
-		t.Fatal(err)
-	}
-	paths, err := filepath.Glob(filepath.Join(root, "*", "*", "session.v4.jsonl"))
-	if err != nil || len(paths) != 1 {
-		t.Fatalf("%v %v", paths, err)
-	}
-	b, err := os.ReadFile(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := synthV4(t, 20000)
 	lines := bytes.SplitAfter(b, []byte("\n"))
 	decode := func(text []byte, workers int) (*generation.Artifact, error) {
 		return generation.DecodeWith(text, generation.Options{Generation: 4, Recovery: generation.Recoverable, Workers: workers})
@@ -111,13 +100,11 @@ func mustEvent(t *testing.T, line string) event.Event {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// TestV4FramesCutAnywhere decodes one v4 log framed in several ways — a frame per batch of lines, frames
-// cut inside lines (a line then runs on into the next frame, or the next several), empty frames, one
-// frame larger than a worker's buffer — on one and on two workers, and holds every decode to the raw
-// log's: the same events, byte for byte.
-func TestV4FramesCutAnywhere(t *testing.T) {
+// synthV4 is the raw text of a synthetic v4 log of about n events.
+func synthV4(t *testing.T, n int) []byte {
+	t.Helper()
 	root := t.TempDir()
-	if err := synth.WriteV4(root, jsonl.None, "w", 30000); err != nil {
+	if err := synth.WriteV4(root, jsonl.None, "w", n); err != nil {
 		t.Fatal(err)
 	}
 	paths, err := filepath.Glob(filepath.Join(root, "*", "*", "session.v4.jsonl"))
@@ -128,6 +115,15 @@ func TestV4FramesCutAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// TestV4FramesCutAnywhere decodes one v4 log framed in several ways — a frame per batch of lines, frames
+// cut inside lines (a line then runs on into the next frame, or the next several), empty frames, one
+// frame larger than a worker's buffer — on one and on two workers, and holds every decode to the raw
+// log's: the same events, byte for byte.
+func TestV4FramesCutAnywhere(t *testing.T) {
+	b := synthV4(t, 30000)
 	want, err := generation.DecodeWith(b, generation.Options{Generation: 4, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
