@@ -202,8 +202,8 @@ func modTime(events []event.Event, artifact time.Time, t eventstore.Tuning) time
 	return artifact
 }
 
-// millis reads a time member's canonical token as whole milliseconds: digits only (a safe integer has at
-// most 16), else whatever strconv makes of it (which allocates: it was most of reading a small log's times).
+// millis reads a time member's canonical token as whole milliseconds: digits (a safe integer has at most
+// 16) straight from the bytes, any other spelling as strconv reads it.
 func millis(tok []byte) (int64, bool) {
 	if len(tok) == 0 || len(tok) > 16 {
 		ms, err := strconv.ParseInt(string(tok), 10, 64)

@@ -19,7 +19,7 @@ func readsGeneration(g Generation) bool {
 	return g == ReadGeneration || (g >= 2 && g <= generation.Latest)
 }
 
-// loadLater reads the artifact of a session whose current generation is g (2 or 3).
+// loadLater reads the artifact of a session whose current generation is g (2, 3 or 4).
 func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, eventstore.Artifact, error) {
 	// The harness checks that the header states the file name's version before anything else of the file
 	// (checkLaterHeader). The header is read here from the artifact's bytes, read once: opening the file a
