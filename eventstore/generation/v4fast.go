@@ -179,7 +179,8 @@ func (sl *slabs[T]) clear() {
 }
 
 // reset empties the slabs without clearing them: what they held is overwritten as they fill again, and a
-// window's arena dies with the decode (clearing was a twentieth of reading a row).
+// window's arena dies with the decode, or is cleared before a pool keeps it (clearing at every window was a
+// twentieth of reading a row).
 func (sl *slabs[T]) reset() {
 	for i := range sl.s {
 		sl.s[i] = sl.s[i][:0]
