@@ -248,8 +248,14 @@ func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 	if len(segs) == 0 || !endsLine(segs[len(segs)-1]) {
 		return nil, &CorruptError{Message: "corrupt Zstandard session log: complete frame contains a torn JSONL record"}
 	}
-	for i := range segs {
-		segs[i] = segs[i][:len(segs[i]):len(segs[i])]
+	for i, seg := range segs {
+		if cap(seg)-len(seg) > len(seg)/2 {
+			// a buffer guessed too large, or the last of a worker's: the text is kept as long as its
+			// session is, so it is kept at its size (a small log's text is a copy of a few kilobytes)
+			segs[i] = bytes.Clone(seg)
+		} else {
+			segs[i] = seg[:len(seg):len(seg)]
+		}
 	}
 	return segs, nil
 }
