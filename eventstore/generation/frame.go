@@ -126,12 +126,18 @@ func scanFrame(b []byte, start int) (frameInfo, error) {
 // frameSlack is the room a frame's output buffer keeps past its end: a block's most output (128 KiB) and
 // the decoder's over-allocation, so that the decoder takes its fast path; workerBuffer is the size of a
 // worker's output buffer, when its frames' text is that large; textGuess is how many times its compressed
-// size a log's text is taken to be, when a buffer is sized for it (session logs compress 2–4 times).
+// size a log's text is taken to be (session logs compress 2–4 times); smallScratch's buffers, which a
+// small artifact's frames decode into, hold such a text with the room to spare.
 const (
 	frameSlack   = 128<<10 + 64
 	workerBuffer = 4 << 20
 	textGuess    = 4
 )
+
+var smallScratch = sync.Pool{New: func() any {
+	b := make([]byte, 0, 2*frameSlack+256<<10)
+	return &b
+}}
 
 // unframe returns the text of a compressed artifact in segments, each a run of whole lines: the plaintext
 // of its complete frames, the header frame checked to hold exactly one line. A torn final frame is left
@@ -173,21 +179,31 @@ func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 	// all of it and its page faults, in one thread.
 	plains := make([][]byte, len(frames)) // each with its buffer's free room past it
 	follows := make([]bool, len(frames))  // frame i's plaintext lies right after frame i-1's, in one buffer
+	at := make([]int, len(frames))        // where a small artifact's frame lies in its worker's scratch
 	errs := make([]error, len(frames))
 	decode := func(lo, hi int) {
-		// A small artifact's worker takes one buffer of about its text's size (the decoder's slow path
-		// costs little on a few frames, and a whole workerBuffer for each of a walk's thousands of small
-		// sessions was most of what the walk allocated); a large one's takes buffers of workerBuffer with
-		// a block's room to spare, one after the other.
-		size := min(workerBuffer, max(textGuess*(frames[hi-1].end-frames[lo].start), 4<<10))
-		large := size == workerBuffer
+		// A large artifact's worker takes buffers of workerBuffer with a block's room to spare, one after
+		// the other. A small one's decodes into a pooled scratch buffer with that room, copied out at the
+		// text's size at the end: a workerBuffer for each of a walk's thousands of small sessions was most
+		// of what the walk allocated, and a buffer of the text's size keeps the decoder off its fast path.
+		large := textGuess*(frames[hi-1].end-frames[lo].start) >= workerBuffer
 		var buf []byte
+		var scratch *[]byte
+		if !large {
+			scratch = smallScratch.Get().(*[]byte)
+			buf = (*scratch)[:0]
+			defer func() {
+				*scratch = buf[:0]
+				smallScratch.Put(scratch)
+			}()
+		}
+		prevInPlace := false
 		for i := lo; i < hi; i++ {
 			f := frames[i]
 			fresh := false
-			if buf == nil || large && cap(buf)-len(buf) < frameSlack {
+			if large && cap(buf)-len(buf) < frameSlack {
 				// the frames already decoded keep the old buffer
-				buf, fresh = make([]byte, 0, size), true
+				buf, fresh = make([]byte, 0, workerBuffer), true
 			}
 			// decoded into the buffer's free end: a frame too large for it gets memory of its own, and
 			// nothing decoded before is copied along
@@ -197,12 +213,23 @@ func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 				errs[i] = err
 				return
 			}
-			plains[i] = out
-			if len(out) > 0 && len(out) <= cap(free) && &out[:1][0] == &free[:1][0] {
-				follows[i] = i > lo && !fresh && len(buf) > 0
+			plains[i], at[i] = out, -1
+			inPlace := len(out) > 0 && len(out) <= cap(free) && &out[:1][0] == &free[:1][0]
+			if inPlace {
+				follows[i] = prevInPlace && !fresh
+				at[i] = len(buf)
 				buf = buf[:len(buf)+len(out)]
-			} else {
-				buf = buf[len(buf):len(buf)] // the next frame does not follow this one
+			}
+			prevInPlace = inPlace
+		}
+		if scratch != nil {
+			// the frames decoded in the scratch buffer, moved to memory of their own at its size
+			text := make([]byte, len(buf))
+			copy(text, buf)
+			for i := lo; i < hi; i++ {
+				if at[i] >= 0 {
+					plains[i] = text[at[i] : at[i]+len(plains[i]) : len(text)]
+				}
 			}
 		}
 	}
