@@ -191,3 +191,52 @@ func TestV4FramesCutAnywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestV4PooledWindowsKeepNothing decodes many small v4 logs one after the other — each on the caller's
+// goroutine, in windows a pool hands from one decode to the next — and only then asks each decode's kept
+// walk to take the row that follows its log, and a changed copy of that row, as a fresh walk of the same
+// events does. A walk that kept a tree of a pooled window would read what a later decode wrote there.
+func TestV4PooledWindowsKeepNothing(t *testing.T) {
+	b := synthV4(t, 150)
+	if len(b) >= 64<<10 {
+		t.Fatalf("the log is %d bytes: too large to decode as a small log", len(b))
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	type decoded struct {
+		a    *generation.Artifact
+		next string
+	}
+	var all []decoded
+	for k := 2; k < len(lines)-1; k++ {
+		a, err := generation.DecodeWith(bytes.Join(lines[:k], nil), generation.Options{Generation: 4, Recovery: generation.Recoverable, Workers: 2})
+		if err != nil {
+			t.Fatalf("the first %d lines: %v", k, err)
+		}
+		all = append(all, decoded{a, strings.TrimSuffix(string(lines[k]), "\n")})
+	}
+	changes := 0
+	for _, d := range all {
+		candidates := []string{d.next}
+		switch {
+		case strings.Contains(d.next, `"type":"tool/call"`):
+			candidates = append(candidates, strings.Replace(d.next, `"name":"bash"`, `"name":"sh"`, 1))
+		case strings.Contains(d.next, `"type":"tool/result"`):
+			candidates = append(candidates, strings.Replace(d.next, `"toolCallId":"call-`, `"toolCallId":"cull-`, 1))
+		}
+		changes += len(candidates) - 1
+		for _, c := range candidates {
+			next := []event.Event{mustEvent(t, c)}
+			_, kept := d.a.CheckerFor(d.a.Events).Check(d.a.Events, next)
+			_, walked := generation.CheckV4Append(d.a.Header, d.a.InheritedEventCount, d.a.Events, next)
+			if (kept == nil) != (walked == nil) || (kept != nil && kept.Error() != walked.Error()) {
+				t.Fatalf("after %d events, %s: kept walk %v, fresh walk %v", len(d.a.Events), c, kept, walked)
+			}
+			if c == d.next && kept != nil {
+				t.Fatalf("after %d events, the row the harness wrote next is refused: %v", len(d.a.Events), kept)
+			}
+		}
+	}
+	if changes < 10 {
+		t.Fatalf("only %d tool calls and results followed a prefix", changes)
+	}
+}
