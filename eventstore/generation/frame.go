@@ -173,10 +173,10 @@ func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 	}
 	// Frames decode independently: a live session's (one per batch) decode on every worker, each appended
 	// to the worker's own buffer. A frame states no content size, and the decoder runs its assembly
-	// sequence decoder only when the output has a block's room to spare (frameSlack): a buffer the size of
-	// each of a live session's tens of thousands of frames of a few hundred bytes took the slow path for
-	// every one of them. The buffers are the text, in segments: joined into one, the text cost a copy of
-	// all of it and its page faults, in one thread.
+	// sequence decoder only when the output has a block's room to spare (frameSlack), so a buffer the size
+	// of each of a live session's tens of thousands of frames of a few hundred bytes would take the slow
+	// path for every one of them. The buffers are the text, in segments: joining them into one would copy
+	// all of it, and fault in its pages, on one thread.
 	plains := make([][]byte, len(frames)) // each with its buffer's free room past it
 	follows := make([]bool, len(frames))  // frame i's plaintext lies right after frame i-1's, in one buffer
 	at := make([]int, len(frames))        // where a small artifact's frame lies in its worker's scratch
@@ -184,8 +184,9 @@ func unframe(b []byte, maxFrame int64, workers int) ([][]byte, error) {
 	decode := func(lo, hi int) {
 		// A large artifact's worker takes buffers of workerBuffer with a block's room to spare, one after
 		// the other. A small one's decodes into a pooled scratch buffer with that room, copied out at the
-		// text's size at the end: a workerBuffer for each of a walk's thousands of small sessions was most
-		// of what the walk allocated, and a buffer of the text's size keeps the decoder off its fast path.
+		// text's size at the end: a walk decodes thousands of small sessions, for which a workerBuffer each
+		// would be most of what it allocates, and a buffer of the text's size keeps the decoder off its
+		// fast path.
 		large := textGuess*(frames[hi-1].end-frames[lo].start) >= workerBuffer
 		var buf []byte
 		var scratch *[]byte
