@@ -428,6 +428,12 @@ func rawKeyEquals(raw []byte, key string) bool {
 	return string(dec) == key
 }
 
+// CanonicalString is the string that the contents (between the quotes) of a canonical string token
+// stand for, as Parse decodes it: a reader that has proved a token canonical decodes it without Parse.
+func CanonicalString(body []byte) string {
+	return string(unescapeCanonical(make([]byte, 0, len(body)), body))
+}
+
 // unescapeCanonical decodes the escapes a canonical string may contain.
 func unescapeCanonical(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); i++ {

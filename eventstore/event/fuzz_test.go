@@ -137,3 +137,21 @@ func FuzzEventTime(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCanonicalString: the contents of a canonical string token decode, by CanonicalString, to the string
+// Parse reads from the token (escapes, control characters and lone surrogates among the seeds).
+func FuzzCanonicalString(f *testing.F) {
+	for _, s := range []string{`"a"`, `"a\"b\\c\n\t\r\b\f"`, `"\u0001\u001f"`, `"\ud800x"`, `"x\udfff"`, `"é😀"`, `""`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := Parse(b)
+		if err != nil || v.Kind != KindString {
+			return
+		}
+		tok := Stringify(v)
+		if got := CanonicalString(tok[1 : len(tok)-1]); got != v.Str {
+			t.Fatalf("%s: CanonicalString %q, Parse %q", tok, got, v.Str)
+		}
+	})
+}

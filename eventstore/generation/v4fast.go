@@ -395,8 +395,8 @@ func (r *reducer) array(at int, elem *v4Shape, shaped bool, depth int) (event.Va
 	return event.Value{}, -1
 }
 
-// scalar reads the string, number or literal at raw[at]: a string without escapes and a small integer
-// here, anything else by Parse (as the parser reads it).
+// scalar reads the string, number or literal at raw[at]: a string and a small integer here, anything
+// else by Parse (as the parser reads it).
 func (r *reducer) scalar(at, depth int) (event.Value, int) {
 	raw := r.raw
 	end := r.skip(at, depth)
@@ -410,9 +410,7 @@ func (r *reducer) scalar(at, depth int) (event.Value, int) {
 		if bytes.IndexByte(body, '\\') < 0 {
 			return event.String(text(body)), end
 		}
-		if s, ok := unescape(body); ok {
-			return event.String(s), end
-		}
+		return event.String(event.CanonicalString(body)), end // raw is canonical, or proved so (skip)
 	case c >= '1' && c <= '9' && len(tok) <= 15 || string(tok) == "0":
 		// below 10^15 an integer is exact, and canonical digits start with 1 to 9
 		var n int64
@@ -438,40 +436,4 @@ func (r *reducer) scalar(at, depth int) (event.Value, int) {
 		return event.Value{}, -1
 	}
 	return v, end
-}
-
-// unescape decodes a canonical string's body that holds the escapes of quotes, backslashes and the named
-// control characters (tool arguments and outputs hold them); ok is false for a \u escape, which Parse
-// decodes (a lone surrogate's WTF-8 included).
-func unescape(body []byte) (string, bool) {
-	out := make([]byte, 0, len(body))
-	for {
-		i := bytes.IndexByte(body, '\\')
-		if i < 0 {
-			out = append(out, body...)
-			break
-		}
-		if i+1 >= len(body) {
-			return "", false
-		}
-		out = append(out, body[:i]...)
-		switch c := body[i+1]; c {
-		case '"', '\\':
-			out = append(out, c)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		default:
-			return "", false
-		}
-		body = body[i+2:]
-	}
-	return text(out), true // out is never modified
 }
