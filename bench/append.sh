@@ -7,9 +7,12 @@
 # against the harness's own Session.append + flush every 1,000 events on the same N events in the same run
 # (../shared/interop/appendrate.mjs). MODE=zstd (default) or raw; RUNS (default 3) runs of each, medians.
 # The events are a bench/gensession session's own (stored seqs and times kept), so both writers append
-# exactly the same bytes. MIXES (default "20 2") are the event mixes measured, as gensession's -chunks: 20
-# streams 35 text chunks a turn (three quarters of the events are chunks), 2 streams 3 (a fifth are chunks,
-# a third messages, tool calls and results); every round measures every mix. With BASE_REV (a revision), that
+# exactly the same bytes. MIXES (default "20 2 real") are the event mixes measured: a number is
+# gensession's -chunks (20 streams 35 text chunks a turn: three quarters of the events are chunks; 2 streams
+# 3: a fifth are chunks, a third messages, tool calls and results); "real" is the turns the harness wrote in
+# ../shared/fixtures/golden/upstream replayed round-robin by bench/replayturns (reasoning and tool-call
+# deltas, block brackets, inbox splices, titles, request headers, hooks, approvals, as agents write them).
+# Every round measures every mix. With BASE_REV (a revision), that
 # revision's build is measured beside the work tree's in every round too. Not run by CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,20 +20,23 @@ N=${1:-100000}
 BASE=${BASE:-500000}
 RUNS=${RUNS:-3}
 MODE=${MODE:-zstd}
-MIXES=${MIXES:-20 2}
+MIXES=${MIXES:-20 2 real}
 TOP=${BENCH_DIR:-${TMPDIR:-/tmp}/dshfs-bench}/append-$MODE
 WORK=$TOP
 mkdir -p "$WORK"
 . bench/common.sh
 bench_setup appendrate.mjs
-BIN=$TOP # dshfs, gensession and the driver, shared by the mixes
+BIN=$TOP # dshfs, gensession, replayturns and the driver, shared by the mixes
+go build -o "$BIN/replayturns" ./bench/replayturns
 BASE=${BASE_REV:-} bench_base # bench_base reads a revision from BASE, which here is a length
 compression=zstd; gmode=zstd
 if [ "$MODE" = raw ]; then compression=none; gmode=none; fi
 
 # mix_dir K: the working directory of the mix of K chunks a first step (the default mix keeps the one it
 # always had, with its cached streams and stores)
-mix_dir() { if [ "$1" = 20 ]; then echo "$TOP"; else echo "$TOP-chunks$1"; fi; }
+mix_dir() { case $1 in 20) echo "$TOP" ;; real) echo "$TOP-real" ;; *) echo "$TOP-chunks$1" ;; esac; }
+# mix_name K: how the output names mix K
+mix_name() { if [ "$1" = real ]; then echo "real turns replayed"; else echo "-chunks $1"; fi; }
 
 # prepare_mix K: the event stream of mix K, its chunks of 1,000 lines and the long session's store, in
 # mix_dir K
@@ -39,7 +45,9 @@ prepare_mix() {
   WORK=$(mix_dir "$k")
   mkdir -p "$WORK"
   # the event stream: one generated session of BASE+N events
-  if [ ! -s "$WORK/all.jsonl" ]; then
+  if [ "$k" = real ]; then
+    "$BIN/replayturns" ../shared/fixtures/golden/upstream $((BASE + N)) > "$WORK/all.jsonl"
+  elif [ ! -s "$WORK/all.jsonl" ]; then
     rm -rf "$WORK/src"
     "$BIN/gensession" -mode "$gmode" -chunks "$k" -id src "$WORK/src" $((BASE + N))
     "$BIN/dshfs" cat --view events "$WORK/src" src > "$WORK/all.jsonl"
@@ -61,7 +69,7 @@ prepare_mix() {
     "$BIN/dshfs" create --config "$WORK/dshfs.toml" --cwd /srv/bench "$WORK/long-store" s >/dev/null
     "$BIN/dshfs" append --config "$WORK/dshfs.toml" "$WORK/long-store" s "$WORK/base.jsonl" >/dev/null
   fi
-  echo "mix -chunks $k: $(grep -c '^{"type":"assistant/chunk"' "$WORK/fresh.jsonl" || true) of the $N events appended are assistant/chunk," \
+  echo "mix $(mix_name "$k"): $(grep -c '^{"type":"assistant/chunk"' "$WORK/fresh.jsonl" || true) of the $N events appended are assistant/chunk," \
     "$(grep -cE '^\{"type":"(user/message|assistant/message|tool/call|tool/result)"' "$WORK/fresh.jsonl" || true) messages, tool calls and results"
 }
 for k in $MIXES; do prepare_mix "$k"; done
@@ -135,7 +143,7 @@ for k in $MIXES; do
   fresh=$(printf "%s" "${fresh_runs[$k]}" | cut -d' ' -f1 | median)
   long=$(printf "%s" "${long_runs[$k]}" | cut -d' ' -f1 | median)
   long_open=$(printf "%s" "${long_runs[$k]}" | cut -d' ' -f2 | median)
-  echo "-- mix -chunks $k"
+  echo "-- mix $(mix_name "$k")"
   echo "harness Session.append + flush (fresh session): $harness events/s"
   echo "dshfs append + ctl flush, fresh session:         $fresh events/s ($(awk -v a="$fresh" -v b="$harness" 'BEGIN{printf "%.2f", a/b}')x the harness)"
   echo "dshfs append + ctl flush, after $(cat "$WORK/base") events:   $long events/s ($(awk -v a="$long" -v b="$harness" 'BEGIN{printf "%.2f", a/b}')x the harness); opening it took ${long_open}s"
