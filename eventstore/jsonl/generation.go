@@ -212,7 +212,7 @@ func (b *Backend) checkLaterHeader(files SessionFiles, g GenerationFile) error {
 
 // laterHeaderAt is checkLaterHeader of the artifact at path, read for its header alone.
 func (b *Backend) laterHeaderAt(path string, g GenerationFile) error {
-	rec, err := b.headerRecord(path)
+	rec, err := b.headerRecord(path, nil)
 	if err != nil {
 		return err
 	}

@@ -31,8 +31,7 @@ func (b *Backend) loadLater(path string, g GenerationFile) (*eventstore.Prefix, 
 		}
 		return nil, art, err
 	}
-	var scratch []byte
-	head, err := b.readHeader(bytes.NewReader(buf).Read, &scratch)
+	head, _, err := b.headerIn(buf, true)
 	if err == nil {
 		err = laterVersionRefusal(head, g, path)
 	}

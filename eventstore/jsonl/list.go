@@ -177,7 +177,7 @@ func (b *Backend) entry(l listed, files SessionFiles, buf *[]byte) eventstore.En
 	if g.Gen == ReadGeneration {
 		e = b.readEntry(e, art, id, decoded, buf)
 	} else {
-		e = b.generationEntry(e, files, g)
+		e = b.generationEntry(e, files, g, buf)
 	}
 	var ge *GenerationError
 	if e.Refusal != nil && !errors.As(e.Refusal, &ge) {
@@ -193,9 +193,10 @@ func (b *Backend) entry(l listed, files SessionFiles, buf *[]byte) eventstore.En
 }
 
 // generationEntry lists a session whose current generation is not the one this package reads: its first
-// line verbatim (header.json of a refused session) and checkGeneration's verdict.
-func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g GenerationFile) eventstore.Entry {
-	rec, err := b.headerRecord(e.Path)
+// line verbatim (header.json of a refused session) and checkGeneration's verdict. buf is the listing's
+// scratch for reading headers.
+func (b *Backend) generationEntry(e eventstore.Entry, files SessionFiles, g GenerationFile, buf *[]byte) eventstore.Entry {
+	rec, err := b.headerRecord(e.Path, buf)
 	if err == nil {
 		if v, err := event.Parse(bytes.TrimSuffix(rec, []byte("\n"))); err == nil && v.Kind == event.KindObject {
 			e.HeaderLine = bytes.Clone(bytes.TrimSuffix(rec, []byte("\n")))
@@ -269,17 +270,17 @@ const headerReadSize = 8192
 // or one that changed in between, goes the careful way.
 func (b *Backend) listedHeader(l artifactFile, buf *[]byte) ([]byte, error) {
 	if !l.direct() {
-		return b.headerRecord(l.path)
+		return b.headerRecord(l.path, buf)
 	}
 	fd, err := unix.Open(l.path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return b.headerRecord(l.path) // says why, or reads what replaced it
+		return b.headerRecord(l.path, buf) // says why, or reads what replaced it
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	was, _ := l.lstat.Sys().(*syscall.Stat_t)
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || was == nil || st.Ino != was.Ino || st.Dev != was.Dev {
-		return b.headerRecord(l.path)
+		return b.headerRecord(l.path, buf)
 	}
 	return b.readHeader(func(p []byte) (int, error) {
 		for {
@@ -298,15 +299,18 @@ func (b *Backend) listedHeader(l artifactFile, buf *[]byte) ([]byte, error) {
 }
 
 // headerRecord reads the first record (raw: through the first LF; zstd: the first frame, decoded) without
-// reading the rest of the artifact.
-func (b *Backend) headerRecord(path string) ([]byte, error) {
+// reading the rest of the artifact. scratch is readHeader's (a listing passes one for all its headers),
+// or nil.
+func (b *Backend) headerRecord(path string, scratch *[]byte) ([]byte, error) {
 	f, _, err := b.openArtifact(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var scratch []byte
-	return b.readHeader(f.Read, &scratch)
+	if scratch == nil {
+		scratch = new([]byte)
+	}
+	return b.readHeader(f.Read, scratch)
 }
 
 // readHeader reads through read until it has the first record, and returns a copy of it of its own (the
@@ -325,41 +329,58 @@ func (b *Backend) readHeader(read func([]byte) (int, error), scratch *[]byte) ([
 		}
 		n, err := read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if b.mode == None {
-			if nl := bytes.IndexByte(buf, '\n'); nl >= 0 {
-				return exactCopy(buf[:nl+1]), nil
-			}
-		} else if n > 0 {
-			frames, _, serr := ScanFrames(buf, 1)
-			if serr != nil {
-				return nil, serr
-			}
-			if len(frames) == 1 {
-				plain, derr := decodeFrame(buf, frames[0], b.maxFrame)
-				if derr != nil {
-					return nil, errors.New("corrupt Zstandard session log: header frame failed validation")
-				}
-				if err := checkHeaderFrame(plain); err != nil {
-					return nil, err
-				}
-				return plain, nil
-			}
+		if n == 0 && err == nil {
+			continue
 		}
-		limit, name := b.maxLine, "max_line_bytes"
-		if b.mode == Zstd {
-			limit, name = b.maxFrame, "max_frame_bytes"
-		}
-		if limit > 0 && int64(len(buf)) > limit+1 {
-			// no header record ends within any sane size: stop reading instead of buffering the file
-			return nil, fmt.Errorf("corrupt session log: the header record is not complete within %s (%d bytes)", name, limit)
-		}
-		if err != nil {
-			if b.mode == Zstd {
-				return nil, errZstdHeaderless
+		head, done, herr := b.headerIn(buf, err != nil)
+		if done {
+			if herr == nil && b.mode == None {
+				head = exactCopy(head)
 			}
-			return nil, errHeaderless
+			return head, herr
 		}
 	}
+}
+
+// headerIn finds the first record in the first bytes of an artifact (all of it when eof): raw, the line
+// through its LF, within buf; zstd, the first frame, decoded into memory of its own. done is false when
+// buf holds no whole record yet and more bytes could complete it.
+func (b *Backend) headerIn(buf []byte, eof bool) (head []byte, done bool, err error) {
+	if b.mode == None {
+		if nl := bytes.IndexByte(buf, '\n'); nl >= 0 {
+			return buf[:nl+1], true, nil
+		}
+	} else if len(buf) > 0 {
+		frames, _, serr := ScanFrames(buf, 1)
+		if serr != nil {
+			return nil, true, serr
+		}
+		if len(frames) == 1 {
+			plain, derr := decodeFrame(buf, frames[0], b.maxFrame)
+			if derr != nil {
+				return nil, true, errors.New("corrupt Zstandard session log: header frame failed validation")
+			}
+			if err := checkHeaderFrame(plain); err != nil {
+				return nil, true, err
+			}
+			return plain, true, nil
+		}
+	}
+	limit, name := b.maxLine, "max_line_bytes"
+	if b.mode == Zstd {
+		limit, name = b.maxFrame, "max_frame_bytes"
+	}
+	if limit > 0 && int64(len(buf)) > limit+1 {
+		// no header record ends within any sane size: stop reading instead of buffering the file
+		return nil, true, fmt.Errorf("corrupt session log: the header record is not complete within %s (%d bytes)", name, limit)
+	}
+	if eof {
+		if b.mode == Zstd {
+			return nil, true, errZstdHeaderless
+		}
+		return nil, true, errHeaderless
+	}
+	return nil, false, nil
 }
 
 // subdirs lists the directories (not symlinks to them, as the harness's Dirent check) in dir, sorted.
