@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -324,9 +325,11 @@ func TestRawLongLineBounded(t *testing.T) {
 	}
 }
 
-// TestPredecodeLineList: a piece's line list has room for its lines and no more, up to 256 entries (a
-// small session's piece would otherwise allocate 256), and never more for a piece of empty lines.
+// TestPredecodeLineList: a piece's line list, made anew (chunkLines empty), has room for its lines and no
+// more, up to 256 entries (a small session's piece would otherwise allocate 256), and never more for a
+// piece of empty lines. A released list is reused whatever its room.
 func TestPredecodeLineList(t *testing.T) {
+	defer func(old *sync.Pool) { chunkLines = old }(chunkLines)
 	line := `{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}` + "\n"
 	for _, tc := range []struct {
 		plain   string
@@ -340,10 +343,11 @@ func TestPredecodeLineList(t *testing.T) {
 		{strings.Repeat(line, 1000), 1000, 1024 + 256, 1000},
 		{strings.Repeat("\n", 100000), 100000, 256, 2},
 	} {
+		chunkLines = &sync.Pool{New: func() any { return new([]decodedLine) }}
 		c := predecode([]byte(tc.plain), true)
 		if len(c.lines) != tc.entries || cap(c.lines) > tc.maxCap {
 			t.Errorf("%d lines: %d entries (want %d), room for %d (want at most %d)", tc.lines, len(c.lines), tc.entries, cap(c.lines), tc.maxCap)
 		}
-		c.releaseEvents()
+		c.release()
 	}
 }

@@ -44,8 +44,10 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress ev
 		p, art, err = b.loadRaw(path)
 	} else {
 		var buf []byte
-		if buf, art, err = b.readArtifact(path); err == nil {
-			p, err = b.scanZstd(buf, path, progress)
+		var mem *offHeap
+		if buf, art, mem, err = b.readDecodeOnly(path); err == nil {
+			p, err = b.scanZstd(buf, path, progress, mem)
+			mem.free()
 		}
 	}
 	if err != nil {

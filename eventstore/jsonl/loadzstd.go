@@ -118,7 +118,7 @@ func (b *Backend) decodeStreamed(buf []byte, f Frame) chunk {
 		lines += bytes.Count(text, []byte{'\n'})
 		d := predecode(text, true) // owned: text is reused below
 		if err := budget.Add(*d.events); err != nil {
-			d.releaseEvents()
+			d.release()
 			return err
 		}
 		acc.add(d)
@@ -126,7 +126,7 @@ func (b *Backend) decodeStreamed(buf []byte, f Frame) chunk {
 		return nil
 	})
 	if err != nil {
-		acc.releaseEvents()
+		acc.release()
 		return chunk{events: chunkEvents.Get().(*[]event.Event), err: err}
 	}
 	acc.tail = bytes.Clone(carry)
@@ -135,8 +135,9 @@ func (b *Backend) decodeStreamed(buf []byte, f Frame) chunk {
 }
 
 // scanZstd scans a zstd artifact's frames, reporting the header and the events to progress (nil: none)
-// as it goes (eventstore.ProgressiveBackend).
-func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.ProgressSink) (*eventstore.Prefix, error) {
+// as it goes (eventstore.ProgressiveBackend). When buf is mem's (not nil), the pages of the frames
+// scanned go back as the scan passes them; nothing it returns aliases buf.
+func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.ProgressSink, mem *offHeap) (*eventstore.Prefix, error) {
 	frames, tornStart, err := ScanFrames(buf, 0)
 	if err != nil {
 		return nil, err
@@ -171,6 +172,10 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 		if err := s.writeChunk(c); err != nil {
 			return err
 		}
+		if done < len(pieces) {
+			// every piece before this one is decoded, and the workers read only later pieces' frames
+			mem.releaseBefore(pieces[done][0].Start)
+		}
 		if progress != nil {
 			// the scanner only ever appends: a gap or a bad line ends the list there, and growing it
 			// copies into a new array (scanner.grow)
@@ -187,7 +192,11 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 	p := &eventstore.Prefix{Header: h}
 	if tornStart >= 0 {
 		complete := len(s.Events)
-		if err := s.write(DecodeTornPrefix(buf[tornStart:])); err != nil {
+		torn := buf[tornStart:]
+		if mem != nil {
+			torn = bytes.Clone(torn) // the lines it decodes may alias it, and the mapping goes
+		}
+		if err := s.write(DecodeTornPrefix(torn)); err != nil {
 			return nil, err
 		}
 		p.Torn = &eventstore.Torn{TruncateTo: tornStart, Bytes: int64(len(buf)) - tornStart, Recovered: len(s.Events) - complete}
