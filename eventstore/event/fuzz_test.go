@@ -68,6 +68,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
+		checkPacked(t, raw, nil)
 		evs, err := DecodeRecord(raw)
 		if err != nil {
 			var me *MalformedRowError

@@ -308,9 +308,36 @@ func (r ChunkRun) Expand() []Event {
 // AppendExpand is Expand appending the member events to dst: a decoder putting many rows into one list
 // builds no list per row.
 func (r ChunkRun) AppendExpand(dst []Event) []Event {
-	// Every member shares the data prefix; build it once.
 	var prefixBuf [160]byte
-	prefix := append(prefixBuf[:0], `,"data":{"turn":`...)
+	prefix := r.memberPrefix(prefixBuf[:0])
+
+	// One allocation for all the members' records (they live and die with the session together); a record
+	// that outgrows its share (a text with many characters to escape) moves out on its own. The 64 bytes
+	// are the envelope around prefix and text: the type, a seq and a time of up to 16 digits each, the
+	// quotes and the closing braces.
+	n := r.members()
+	size := 0
+	for k := range n {
+		size += len(prefix) + r.textBytes(k) + 64
+	}
+	arena := make([]byte, size)
+	t := r.Time0
+	for k := range n {
+		if k > 0 {
+			t += r.DT[k-1]
+		}
+		share := len(prefix) + r.textBytes(k) + 64
+		buf := r.appendMember(arena[:0:share], prefix, k, t)
+		arena = arena[share:]
+		dst = append(dst, Event{Raw: buf, Type: "assistant/chunk", Seq: seqFromInt(int64(r.Seq0 + float64(k)))})
+	}
+	return dst
+}
+
+// memberPrefix appends what every member's record holds after its time: the data up to the payload
+// string, the chunk in the harness's key order for the tag.
+func (r ChunkRun) memberPrefix(prefix []byte) []byte {
+	prefix = append(prefix, `,"data":{"turn":`...)
 	prefix = AppendStringify(prefix, r.Turn)
 	prefix = append(prefix, `,"step":`...)
 	prefix = AppendStringify(prefix, r.Step)
@@ -336,40 +363,22 @@ func (r ChunkRun) AppendExpand(dst []Event) []Event {
 	} else {
 		prefix = append(prefix, `,"text":`...)
 	}
+	return prefix
+}
 
-	// One allocation for all the members' records (they live and die with the session together); a record
-	// that outgrows its share (a text with many characters to escape) moves out on its own. The 64 bytes
-	// are the envelope around prefix and text: the type, a seq and a time of up to 16 digits each, the
-	// quotes and the closing braces.
-	n := r.members()
-	size := 0
-	for k := range n {
-		size += len(prefix) + r.textBytes(k) + 64
+// appendMember appends member k's record, whose time is t, to buf.
+func (r ChunkRun) appendMember(buf, prefix []byte, k int, t float64) []byte {
+	buf = append(buf, `{"type":"assistant/chunk","seq":`...)
+	buf = AppendNumber(buf, r.Seq0+float64(k))
+	buf = append(buf, `,"time":`...)
+	buf = AppendNumber(buf, t)
+	buf = append(buf, prefix...)
+	if r.quoted != nil {
+		buf = append(buf, r.quoted[k]...)
+	} else {
+		buf = AppendQuote(buf, r.Members[k])
 	}
-	arena := make([]byte, size)
-	t := r.Time0
-	for k := range n {
-		if k > 0 {
-			t += r.DT[k-1]
-		}
-		seq := r.Seq0 + float64(k)
-		share := len(prefix) + r.textBytes(k) + 64
-		buf := arena[:0:share]
-		arena = arena[share:]
-		buf = append(buf, `{"type":"assistant/chunk","seq":`...)
-		buf = AppendNumber(buf, seq)
-		buf = append(buf, `,"time":`...)
-		buf = AppendNumber(buf, t)
-		buf = append(buf, prefix...)
-		if r.quoted != nil {
-			buf = append(buf, r.quoted[k]...)
-		} else {
-			buf = AppendQuote(buf, r.Members[k])
-		}
-		buf = append(buf, '}', '}', '}')
-		dst = append(dst, Event{Raw: buf, Type: "assistant/chunk", Seq: seqFromInt(int64(seq))})
-	}
-	return dst
+	return append(buf, '}', '}', '}')
 }
 
 // textBytes is the size of member k's text, as stored (a token includes its quotes).

@@ -495,6 +495,9 @@ func TestFastRowAgreesWithExpandRow(t *testing.T) {
 			t.Errorf("fast path accepts a row the general path refuses (%v): %s", gerr, raw)
 			continue
 		}
+		if !checkPacked(t, raw, &sc) {
+			t.Errorf("a row the fast path reads is not kept packed: %s", raw)
+		}
 		got := run.Expand()
 		if len(got) != len(general) {
 			t.Errorf("%s: %d events fast, %d general", raw, len(got), len(general))
