@@ -132,9 +132,12 @@ type Prefix struct {
 	// validated, with a seq that is a non-negative safe integer (event.DecodeStored): the load checks then
 	// know its envelope without scanning it. Nil, or shorter than Events, where a backend does not say.
 	RowMembers []uint64
-	Artifact   Artifact // the state the bytes were read at
-	Path       string
-	Torn       *Torn // nil when the artifact ends on a committed boundary
+	// Packed are the chunk rows a load kept packed, when its sink asked for them (PackedSink): their
+	// members are Events' hollow events (event.PackedRow). Empty: every event has its record.
+	Packed   []event.PackedRow
+	Artifact Artifact // the state the bytes were read at
+	Path     string
+	Torn     *Torn // nil when the artifact ends on a committed boundary
 	// Generation is the artifact's format generation: 0 for the v0 log this package validates, 2, 3 or 4
 	// for a later one, whose events the backend decoded and validated with the harness's codec (package
 	// eventstore/generation): Inspect then applies no v0 check to them, and plans v4's repair for v4.

@@ -112,9 +112,16 @@ type Budget struct {
 }
 
 // Add counts evs and refuses, with a *TooLargeError, once their total passes the limit.
-func (b *Budget) Add(evs []event.Event) error {
+func (b *Budget) Add(evs []event.Event) error { return b.AddPacked(evs, nil) }
+
+// AddPacked is Add for a list whose rows kept packed are rows: a hollow member costs what its record
+// would (event.PackedRow.Bytes), so a session's budget does not depend on how its load keeps it.
+func (b *Budget) AddPacked(evs []event.Event, rows []event.PackedRow) error {
 	for i := range evs {
 		b.cost += int64(len(evs[i].Raw)) + EventOverhead
+	}
+	for i := range rows {
+		b.cost += rows[i].Bytes
 	}
 	b.events += len(evs)
 	if b.Limit > 0 && b.cost > b.Limit {

@@ -29,6 +29,9 @@ type PrefixScan struct {
 	// Stream keeps nothing but the scan's place (Next, Line, Issue): Events and Rows stay empty. A scan
 	// that hands each kept line on as it goes (a sync copying a log into another store) sets it.
 	Stream bool
+	// Packed are the chunk rows kept packed (TakePacked), in order: their members are Events' hollow
+	// events (Prefix.Packed)
+	Packed []event.PackedRow
 }
 
 // Take takes the next stored line: the events it decodes to (row: the members of a chunk row), or why it
@@ -36,6 +39,16 @@ type PrefixScan struct {
 // committed, or the budget's refusal: the load fails with it. The caller may grow Events beforehand (a
 // line's events are appended to it).
 func (p *PrefixScan) Take(events []event.Event, row bool, decodeErr error) (kept bool, err error) {
+	return p.take(events, row, decodeErr, nil)
+}
+
+// TakePacked is Take for a chunk row kept packed: events are its hollow members (event.AppendStoredPacked),
+// and a kept row joins Packed, its First the index of its first member in Events.
+func (p *PrefixScan) TakePacked(events []event.Event, row event.PackedRow) (kept bool, err error) {
+	return p.take(events, true, nil, &row)
+}
+
+func (p *PrefixScan) take(events []event.Event, row bool, decodeErr error, packed *event.PackedRow) (kept bool, err error) {
 	p.Line++
 	if decodeErr != nil {
 		if p.Issue == nil {
@@ -58,13 +71,21 @@ func (p *PrefixScan) Take(events []event.Event, row bool, decodeErr error) (kept
 			return false, nil
 		}
 	}
-	if err := p.Budget.Add(events); err != nil {
+	var rows []event.PackedRow
+	if packed != nil {
+		packed.First = int(p.Next)
+		rows = []event.PackedRow{*packed}
+	}
+	if err := p.Budget.AddPacked(events, rows); err != nil {
 		return false, err
 	}
 	if !p.Stream {
 		p.Events = append(p.Events, events...)
 		if row { // every member passed the seq check: its seq is its index, a non-negative safe integer
 			p.Rows = markRowMembers(p.Rows, int(p.Next), int(p.Next)+len(events))
+		}
+		if packed != nil {
+			p.Packed = append(p.Packed, *packed)
 		}
 	}
 	p.Next += int64(len(events))

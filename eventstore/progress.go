@@ -30,3 +30,17 @@ type ProgressSink interface {
 }
 
 var _ ProgressSink = (*load.Progress)(nil)
+
+// PackedSink is a ProgressSink that takes a list with chunk rows kept packed (Prefix.Packed): it reads of
+// a row's members only what a hollow event holds, their type and seq (the load checks and the surface
+// fold, which know row members by RowMembers). A backend may keep rows packed for such a sink only.
+type PackedSink interface {
+	ProgressSink
+	Packed() bool
+}
+
+// WantsPacked reports whether a load reporting to sink may keep chunk rows packed.
+func WantsPacked(sink ProgressSink) bool {
+	ps, ok := sink.(PackedSink)
+	return ok && ps.Packed()
+}

@@ -184,10 +184,25 @@ type Inspection struct {
 	Prefix  *Prefix
 	// Folder is the surface fold over Events (nil only in this package's tests, whose surface check is a stand-in).
 	Folder *surface.Folder
+	// Packed are the chunk rows kept packed (InspectPacked only): their members are Events' hollow events.
+	Packed []event.PackedRow
 }
 
 // Inspect is the harness's inspect(): the validated stored log plus the synthetic closers, in memory only.
 func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
+	return s.inspect(ctx, id, false)
+}
+
+// InspectPacked is Inspect keeping the chunk rows a backend can keep packed so (Inspection.Packed), for a
+// reader that takes the members' records only through event.ExpandPacked, AppendPackedLines or
+// Materialize: it spares the expansion of the rows, most of a large log's memory, until a view needs it.
+func (s *Store) InspectPacked(ctx context.Context, id string) (*Inspection, error) {
+	return s.inspect(ctx, id, true)
+}
+
+// inspect is Inspect, keeping rows packed when packed is set. The load keeps them packed either way (the
+// checks read a member's type and seq only); for Inspect they are expanded once the checks are done.
+func (s *Store) inspect(ctx context.Context, id string, packed bool) (*Inspection, error) {
 	pb, ok := s.b.(ProgressiveBackend)
 	if !ok {
 		p, err := s.b.LoadStored(ctx, id)
@@ -223,12 +238,32 @@ func (s *Store) Inspect(ctx context.Context, id string) (*Inspection, error) {
 		}
 		return laterInspection(p), nil
 	}
-	feed.Finish(p.Header, p.Path, p.Events, p.RowMembers)
+	feed.FinishPacked(p.Header, p.Path, p.Events, p.RowMembers, p.Packed)
 	if !sink.started {
 		check()
 	}
 	r := <-res
+	if r.err == nil && len(p.Packed) > 0 && !packed {
+		if err := expandPacked(p, r.events); err != nil {
+			return nil, err
+		}
+	}
 	return inspection(id, p, sc, r.events, r.closers, r.err)
+}
+
+// expandPacked gives the members of p's packed rows their records in p's events and in events (the checks'
+// list, a copy of p's when an upgrade changed an event), and leaves p with none packed.
+func expandPacked(p *Prefix, events []event.Event) error {
+	if err := event.MaterializeInPlace(events, p.Packed); err != nil {
+		return err
+	}
+	if len(p.Events) > 0 && len(events) > 0 && &p.Events[0] != &events[0] {
+		if err := event.MaterializeInPlace(p.Events, p.Packed); err != nil {
+			return err
+		}
+	}
+	p.Packed = nil
+	return nil
 }
 
 // overlapEvents is how many decoded events make it worth checking a load while it runs: below it, the
@@ -243,6 +278,9 @@ type overlapSink struct {
 	started bool
 	once    sync.Once
 }
+
+// Packed is PackedSink.Packed: the load checks read only the type and seq of a chunk row's member.
+func (s *overlapSink) Packed() bool { return true }
 
 // Events is ProgressSink.Events.
 func (s *overlapSink) Events(events []event.Event, rows []uint64) {
@@ -299,7 +337,7 @@ func inspection(id string, p *Prefix, sc load.Surface, events, closers []event.E
 		all = make([]event.Event, 0, len(events)+len(closers))
 		all = append(append(all, events...), closers...)
 	}
-	ins := &Inspection{Header: p.Header, Events: all, Closers: closers, Prefix: p}
+	ins := &Inspection{Header: p.Header, Events: all, Closers: closers, Prefix: p, Packed: p.Packed}
 	ins.Folder, _ = sc.(*surface.Folder)
 	return ins, nil
 }

@@ -344,7 +344,7 @@ func TestPredecodeLineList(t *testing.T) {
 		{strings.Repeat("\n", 100000), 100000, 256, 2},
 	} {
 		chunkLines = &sync.Pool{New: func() any { return new([]decodedLine) }}
-		c := predecode([]byte(tc.plain), true)
+		c := predecode([]byte(tc.plain), true, false)
 		if len(c.lines) != tc.entries || cap(c.lines) > tc.maxCap {
 			t.Errorf("%d lines: %d entries (want %d), room for %d (want at most %d)", tc.lines, len(c.lines), tc.entries, cap(c.lines), tc.maxCap)
 		}

@@ -138,7 +138,7 @@ func TestRawScanBoundedMemory(t *testing.T) {
 	const size = 256 << 20
 	r := &newlines{n: size, prefix: []byte(headerLine("s") + "\n")}
 	runtime.GC()
-	p, err := b.scanRaw(r, 0)
+	p, err := b.scanRaw(r, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

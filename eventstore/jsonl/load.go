@@ -41,7 +41,7 @@ func (b *Backend) LoadStoredProgress(ctx context.Context, id string, progress ev
 	if g.Gen != ReadGeneration {
 		p, art, err = b.loadLater(path, g)
 	} else if b.mode == None {
-		p, art, err = b.loadRaw(path)
+		p, art, err = b.loadRaw(path, eventstore.WantsPacked(progress))
 	} else {
 		var buf []byte
 		var mem *offHeap
@@ -71,10 +71,10 @@ const rawChunk = 8 << 20
 
 // loadRaw scans a raw transcript as it is read, between two equal fstats of the open file (stableRead),
 // so that the prefix and the artifact's revision belong together.
-func (b *Backend) loadRaw(path string) (*eventstore.Prefix, eventstore.Artifact, error) {
+func (b *Backend) loadRaw(path string, packed bool) (*eventstore.Prefix, eventstore.Artifact, error) {
 	var p *eventstore.Prefix
 	art, err := b.stableRead(path, func(f *os.File, info os.FileInfo) (err error) {
-		p, err = b.scanRaw(f, info.Size())
+		p, err = b.scanRaw(f, info.Size(), packed)
 		return err
 	})
 	return p, art, err
@@ -84,7 +84,8 @@ func (b *Backend) loadRaw(path string) (*eventstore.Prefix, eventstore.Artifact,
 // chunk, each chunk's lines decoded in parallel. A line over max_line_bytes is corruption (found as soon as
 // it is that long, without buffering the rest of it); the bytes after the last LF are the torn tail. size
 // is the transcript's size as stat'ed (0: unknown), which the event list is sized from (scanner.grow).
-func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
+// With packed set, chunk rows are kept packed (eventstore.PackedSink).
+func (b *Backend) scanRaw(r io.Reader, size int64, packed bool) (*eventstore.Prefix, error) {
 	var (
 		carry []byte // read, not yet consumed: an incomplete line at the end of the last chunk
 		total int64
@@ -148,7 +149,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 			}
 			line += bytes.Count(complete, []byte{'\n'})
 			parts := splitLines(complete, pieces)
-			if err := decodeParallel(workers, len(parts), func(i int) chunk { return predecode(parts[i], false) }, func(c chunk) error {
+			if err := decodeParallel(workers, len(parts), func(i int) chunk { return predecode(parts[i], false, packed) }, func(c chunk) error {
 				if size > 0 {
 					s.share = float64(s.input+int64(c.size)) / float64(size)
 				}
@@ -181,7 +182,7 @@ func (b *Backend) scanRaw(r io.Reader, size int64) (*eventstore.Prefix, error) {
 			return nil, err
 		}
 	}
-	p := &eventstore.Prefix{Header: h, Events: s.list(), RowMembers: s.Rows}
+	p := &eventstore.Prefix{Header: h, Events: s.list(), RowMembers: s.Rows, Packed: s.Packed}
 	if s.committed < total {
 		p.Torn = &eventstore.Torn{TruncateTo: s.committed, Bytes: total - s.committed}
 	}

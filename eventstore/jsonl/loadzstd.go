@@ -65,10 +65,10 @@ func framePieces(b []byte, frames []Frame, min int64, maxText uint64) [][]Frame 
 // decodePiece decodes a piece's frames, checks their lines frame by frame, and predecodes their text as
 // one chunk. A frame that fails ends the piece: the chunk holds the frames before it and the failure, so
 // that the scanner applies those first, as it would frame by frame.
-func (b *Backend) decodePiece(buf []byte, piece []Frame) chunk {
+func (b *Backend) decodePiece(buf []byte, piece []Frame, packed bool) chunk {
 	if len(piece) == 1 {
 		if _, bound, err := checkFrame(buf, piece[0], b.maxFrame); err == nil && bound >= zstdPieceText {
-			return b.decodeStreamed(buf, piece[0])
+			return b.decodeStreamed(buf, piece[0], packed)
 		}
 	}
 	scratch := frameScratch.Get().(*[]byte)
@@ -86,7 +86,7 @@ func (b *Backend) decodePiece(buf []byte, piece []Frame) chunk {
 			break
 		}
 	}
-	c := predecode(out, true) // the events keep only copies: the scratch buffer goes back to the pool
+	c := predecode(out, true, packed) // the events keep only copies: the scratch buffer goes back to the pool
 	putScratch(scratch, out)
 	c.err = failed
 	return c
@@ -96,7 +96,7 @@ func (b *Backend) decodePiece(buf []byte, piece []Frame) chunk {
 // (streamFrame) and each run of complete lines predecoded as it arrives, so what the chunk costs is its
 // events and at most one incomplete line (bounded by max_line_bytes), never the frame's whole text. A
 // frame of 200 MB of empty lines then costs a megabyte, where decoding it whole cost its size twice over.
-func (b *Backend) decodeStreamed(buf []byte, f Frame) chunk {
+func (b *Backend) decodeStreamed(buf []byte, f Frame, packed bool) chunk {
 	acc := chunk{events: chunkEvents.Get().(*[]event.Event)}
 	// the frame's events are held here before the scanner counts them: count them here too
 	budget := eventstore.Budget{Limit: b.maxSession}
@@ -116,8 +116,8 @@ func (b *Backend) decodeStreamed(buf []byte, f Frame) chunk {
 			return err
 		}
 		lines += bytes.Count(text, []byte{'\n'})
-		d := predecode(text, true) // owned: text is reused below
-		if err := budget.Add(*d.events); err != nil {
+		d := predecode(text, true, packed) // owned: text is reused below
+		if err := budget.AddPacked(*d.events, d.rows); err != nil {
 			d.release()
 			return err
 		}
@@ -161,10 +161,11 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 	if progress != nil {
 		progress.Header(h, path)
 	}
+	packed := eventstore.WantsPacked(progress)
 	pieces := framePieces(buf, frames[1:], zstdPieceBytes, zstdPieceText)
 	done := 0
 	err = decodeParallel(b.tuning.N(), len(pieces), func(i int) chunk {
-		return b.decodePiece(buf, pieces[i])
+		return b.decodePiece(buf, pieces[i], packed)
 	}, func(c chunk) error {
 		last := pieces[done]
 		s.share = float64(last[len(last)-1].End) / float64(len(buf))
@@ -201,6 +202,6 @@ func (b *Backend) scanZstd(buf []byte, path string, progress eventstore.Progress
 		}
 		p.Torn = &eventstore.Torn{TruncateTo: tornStart, Bytes: int64(len(buf)) - tornStart, Recovered: len(s.Events) - complete}
 	}
-	p.Events, p.RowMembers = s.list(), s.Rows
+	p.Events, p.RowMembers, p.Packed = s.list(), s.Rows, s.Packed
 	return p, nil
 }

@@ -68,6 +68,15 @@ func (s *scanner) apply(decoded []event.Event, row bool, err error, end int64) e
 	return err
 }
 
+// applyPacked is apply for a chunk row kept packed: decoded are its hollow members.
+func (s *scanner) applyPacked(decoded []event.Event, row event.PackedRow, end int64) error {
+	kept, err := s.TakePacked(decoded, row)
+	if kept {
+		s.committed = end
+	}
+	return err
+}
+
 // decodeLine parses one complete record and expands a packed chunk row. Canonical lines alias the input
 // without copying, so write's callers hand over buffers they never reuse (whole files, decoded frames).
 func decodeLine(line []byte) (events []event.Event, row bool, err error) {
@@ -90,11 +99,14 @@ type chunk struct {
 	// the previous chunk ends there, and then lines[0], decoded without the fragment, is wrong
 	head []byte
 	tail []byte // the incomplete record after the last LF
+	// rows are the chunk rows kept packed (predecode's packed), in order, First counting the chunk's events
+	rows []event.PackedRow
 }
 
 type decodedLine struct {
 	events int  // how many of the chunk's events are this line's
 	row    bool // the line was a chunk row (event.DecodeStored)
+	packed bool // the row is kept packed: its events are hollow, and the chunk's next row is it
 	err    error
 	end    int // offset just after the line's LF (for a run of failures: after the run's last line)
 	// count is how many consecutive unparsable lines the entry stands for (1 for a parsed line): a file of
@@ -109,6 +121,10 @@ var errUnparsable = errors.New("unparsable line")
 // chunkEvents recycles the chunks' event lists: each is copied into the session's list and dropped, and
 // a list per line (or per row) was an allocation for every line of a load.
 var chunkEvents = sync.Pool{New: func() any { return new([]event.Event) }}
+
+// rowScratch recycles predecode's row reader state: a small session's load is one piece, and a first walk
+// loads thousands.
+var rowScratch = sync.Pool{New: func() any { return new(event.RowScratch) }}
 
 // maxPooledEvents bounds the lists chunkEvents keeps: a piece of tiny rows can expand to millions of
 // events, and the pool would hold that list's memory until the collector empties it.
@@ -131,6 +147,7 @@ func newLines(n int) []decodedLine {
 // release returns a chunk's event list to chunkEvents, cleared so that it keeps no plaintext alive, and
 // its line list to chunkLines.
 func (c *chunk) release() {
+	c.rows = nil
 	if c.lines != nil && cap(c.lines) <= maxPooledEvents {
 		clear(c.lines[:cap(c.lines)])
 		l := c.lines[:0]
@@ -151,10 +168,11 @@ func (c *chunk) release() {
 // predecode splits plain into lines and decodes each; it is pure, so chunks can be decoded in parallel.
 //
 // With own set, the events keep no reference to plain, which the caller may reuse: the bytes of every line
-// that is not a chunk row are copied into one buffer of their exact size. A row's bytes are not kept at
-// all, since its events are built afresh.
+// that is not a chunk row (and of every row kept packed) are copied into one buffer of their exact size. An
+// expanded row's bytes are not kept at all, since its events are built afresh.
 // Without own, the events alias plain, which must then never change.
-func predecode(plain []byte, own bool) chunk {
+// With packed set, the rows the fast reader takes are kept packed (event.AppendStoredPacked).
+func predecode(plain []byte, own, packed bool) chunk {
 	// Not sized by the LFs: a megabyte of empty lines is one run, not a million entries allocated (and
 	// cleared) up front; append grows the list for the lines that parse. But not beyond them either: a
 	// small session's one piece has a few dozen lines, and 256 entries for it were most of what its
@@ -162,7 +180,8 @@ func predecode(plain []byte, own bool) chunk {
 	c := chunk{size: len(plain), lines: newLines(min(256, bytes.Count(plain, []byte{'\n'})))}
 	c.events = chunkEvents.Get().(*[]event.Event)
 	evs := *c.events
-	var sc event.RowScratch
+	sc := rowScratch.Get().(*event.RowScratch)
+	defer rowScratch.Put(sc)
 	pos := 0
 	for {
 		nl := bytes.IndexByte(plain[pos:], '\n')
@@ -173,15 +192,22 @@ func predecode(plain []byte, own bool) chunk {
 			c.head = plain[:nl]
 		}
 		before := len(evs)
-		row := false
+		row, kept := false, false
 		err := errUnparsable
 		if nl > 0 { // an empty line never parses: no need to ask
 			var canon []byte
 			if canon, err = event.Canonical(plain[pos : pos+nl]); err == nil {
-				evs, row, err = event.AppendStored(evs, canon, &sc)
+				if packed {
+					var pr event.PackedRow
+					if evs, row, pr, kept, err = event.AppendStoredPacked(evs, canon, sc); err == nil && kept {
+						c.rows = append(c.rows, pr)
+					}
+				} else {
+					evs, row, err = event.AppendStored(evs, canon, sc)
+				}
 			}
 			if err != nil {
-				evs, err = evs[:before], errUnparsable
+				evs, err, kept = evs[:before], errUnparsable, false
 			}
 		}
 		// a run of failures merges, except into the first line: writeChunk may have to replace that one
@@ -189,7 +215,7 @@ func predecode(plain []byte, own bool) chunk {
 			c.lines[n-1].count++
 			c.lines[n-1].end = pos + nl + 1
 		} else {
-			c.lines = append(c.lines, decodedLine{len(evs) - before, row, err, pos + nl + 1, 1})
+			c.lines = append(c.lines, decodedLine{len(evs) - before, row, kept, err, pos + nl + 1, 1})
 		}
 		pos += nl + 1
 	}
@@ -208,6 +234,10 @@ func (c *chunk) add(d chunk) {
 	if len(c.lines) == 0 && c.size == 0 {
 		c.head = d.head
 	}
+	for _, r := range d.rows {
+		r.First += len(*c.events)
+		c.rows = append(c.rows, r)
+	}
 	for _, l := range d.lines {
 		l.end += c.size
 		// a run of failures merges across the seam too, except into the first line (see predecode)
@@ -223,7 +253,7 @@ func (c *chunk) add(d chunk) {
 	d.release()
 }
 
-// own moves the events that alias plain into one buffer of their exact size.
+// own moves the events and packed rows that alias plain into one buffer of their exact size.
 func (c *chunk) own(plain []byte) {
 	evs := *c.events
 	kept := 0
@@ -232,12 +262,25 @@ func (c *chunk) own(plain []byte) {
 			kept += len(evs[i].Raw)
 		}
 	}
+	for i := range c.rows {
+		if aliases(c.rows[i].Raw, plain) {
+			kept += len(c.rows[i].Raw)
+		}
+	}
 	buf := make([]byte, 0, kept)
+	move := func(raw []byte) []byte {
+		at := len(buf)
+		buf = append(buf, raw...)
+		return buf[at:len(buf):len(buf)]
+	}
 	for i := range evs {
 		if raw := evs[i].Raw; aliases(raw, plain) {
-			at := len(buf)
-			buf = append(buf, raw...)
-			evs[i].Raw = buf[at:len(buf):len(buf)]
+			evs[i].Raw = move(raw)
+		}
+	}
+	for i := range c.rows {
+		if raw := c.rows[i].Raw; aliases(raw, plain) {
+			c.rows[i].Raw = move(raw)
 		}
 	}
 }
@@ -258,7 +301,7 @@ func (s *scanner) writeChunk(c chunk) error {
 	defer c.release()
 	start := s.input
 	s.input += int64(c.size)
-	evs, lines := *c.events, c.lines
+	evs, lines, rows := *c.events, c.lines, c.rows
 	if need := len(s.Events) + len(evs); need > cap(s.Events) {
 		s.grow(need)
 	}
@@ -268,10 +311,20 @@ func (s *scanner) writeChunk(c chunk) error {
 		if err := s.consume(line, start+int64(lines[0].end)); err != nil {
 			return err
 		}
+		if lines[0].packed {
+			rows = rows[1:]
+		}
 		evs, lines = evs[lines[0].events:], lines[1:]
 	}
 	for _, l := range lines {
-		if err := s.apply(evs[:l.events], l.row, l.err, start+int64(l.end)); err != nil {
+		var err error
+		if l.packed {
+			err = s.applyPacked(evs[:l.events], rows[0], start+int64(l.end))
+			rows = rows[1:]
+		} else {
+			err = s.apply(evs[:l.events], l.row, l.err, start+int64(l.end))
+		}
+		if err != nil {
 			return err
 		}
 		evs = evs[l.events:]

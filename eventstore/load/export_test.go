@@ -75,7 +75,10 @@ func planClosers(events []event.Event, recs []event.Value) ([]event.Event, error
 	if err != nil {
 		return nil, err
 	}
-	return s.closers(events)
+	if len(events) == 0 {
+		return s.closers(nil)
+	}
+	return s.closers(&events[len(events)-1])
 }
 
 // PlanClosers is interruptedTurnClosers with its failure mode: the error is the *TypeError the harness

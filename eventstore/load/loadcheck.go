@@ -486,7 +486,15 @@ func (c *logCheck) events() []event.Event { return c.out[:len(c.out):len(c.out)]
 // the header, the closers' seed checks), with a stored event's seed error ranking after the header's.
 func (c *logCheck) closers() ([]event.Event, error) {
 	events := c.events()
-	closers, err := c.turns.closers(events)
+	var final *event.Event
+	if n := len(events); n > 0 {
+		last, err := c.feed.record(events, n-1)
+		if err != nil {
+			return nil, err
+		}
+		final = &last
+	}
+	closers, err := c.turns.closers(final)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package load
 
 import (
 	"errors"
+	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/dshfs/dshfs/eventstore/event"
@@ -16,10 +18,11 @@ type Progress struct {
 
 	header  *event.Header
 	path    string
-	events  []event.Event // a prefix of the load's final list
-	rows    []uint64      // the row members (eventstore.Prefix.RowMembers), final in the words below len(events)/64
-	done    bool          // the load succeeded: events and rows are the whole list
-	aborted bool          // the load failed: nothing more comes
+	events  []event.Event     // a prefix of the load's final list
+	rows    []uint64          // the row members (eventstore.Prefix.RowMembers), final in the words below len(events)/64
+	packed  []event.PackedRow // the rows kept packed (eventstore.Prefix.Packed), once done
+	done    bool              // the load succeeded: events and rows are the whole list
+	aborted bool              // the load failed: nothing more comes
 }
 
 // NewProgress is a Progress no load has reported to yet.
@@ -47,10 +50,37 @@ func (p *Progress) Events(events []event.Event, rows []uint64) {
 
 // Finish reports the load's result: the whole list, its header, its artifact's path and its row members.
 func (p *Progress) Finish(h event.Header, path string, events []event.Event, rows []uint64) {
+	p.FinishPacked(h, path, events, rows, nil)
+}
+
+// FinishPacked is Finish for a list with chunk rows kept packed (eventstore.Prefix.Packed).
+func (p *Progress) FinishPacked(h event.Header, path string, events []event.Event, rows []uint64, packed []event.PackedRow) {
 	p.mu.Lock()
-	p.header, p.path, p.events, p.rows, p.done = &h, path, events, rows, true
+	p.header, p.path, p.events, p.rows, p.packed, p.done = &h, path, events, rows, packed, true
 	p.mu.Unlock()
 	p.cond.Broadcast()
+}
+
+// record is event i of events (the finished list, or the checks' copy of it) with its record: a hollow
+// member of a packed row is expanded from the row. The checks read no member's record but the log's last
+// event's, whose seq and time the repair's closers take.
+func (p *Progress) record(events []event.Event, i int) (event.Event, error) {
+	e := events[i]
+	if !e.IsHollow() {
+		return e, nil
+	}
+	p.mu.Lock()
+	packed := p.packed
+	p.mu.Unlock()
+	k := sort.Search(len(packed), func(k int) bool { return packed[k].First+packed[k].Members > i })
+	if k == len(packed) || packed[k].First > i {
+		return event.Event{}, errors.New("load: event " + strconv.Itoa(i) + " has no record and no packed row")
+	}
+	members, err := event.ExpandPacked(nil, packed[k], nil)
+	if err != nil {
+		return event.Event{}, err
+	}
+	return members[i-packed[k].First], nil
 }
 
 // Abort reports that the load failed; the checks stop.

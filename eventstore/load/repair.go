@@ -246,12 +246,13 @@ func (s *turnScan) endStep() {
 // open reports whether the scan ended inside a turn (the harness's `openTurn !== null`).
 func (s *turnScan) open() bool { return !s.openTurn.null }
 
-// closers are the events that balance the scanned log (events, the log the scan walked).
-func (s *turnScan) closers(events []event.Event) ([]event.Event, error) {
-	if !s.open() || len(events) == 0 {
+// closers are the events that balance the scanned log, whose last event is final (none: an empty log).
+// Only the last event's record is read of the log: its seq and time.
+func (s *turnScan) closers(final *event.Event) ([]event.Event, error) {
+	if !s.open() || final == nil {
 		return nil, nil
 	}
-	last, err := events[len(events)-1].Record()
+	last, err := final.Record()
 	if err != nil {
 		return nil, err
 	}
