@@ -216,7 +216,7 @@ func describe(ctx context.Context, dest, source string, files map[string]copied,
 			m.Sessions = append(m.Sessions, s)
 			continue
 		}
-		s.Events = int64(len(sess.Events))
+		s.Events = int64(sess.EventCount())
 		s.DurableSeq = s.Events - 1
 		rows, err := sess.SpillRows()
 		if err != nil {

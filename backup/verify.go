@@ -193,10 +193,10 @@ func verifySession(ctx context.Context, st *eventstore.Store, e eventstore.Entry
 	if s.Refusal != "" {
 		add(s.ID, "events", "the backup recorded the session as refused (%s), but it reads", s.Refusal)
 	}
-	if int64(len(sess.Events)) != s.Events {
-		add(s.ID, "events", "holds %d events, the manifest says %d", len(sess.Events), s.Events)
+	if int64(sess.EventCount()) != s.Events {
+		add(s.ID, "events", "holds %d events, the manifest says %d", sess.EventCount(), s.Events)
 	}
-	for i, ev := range sess.Events {
+	for i, ev := range sess.Events() {
 		if ev.Seq != int64(i) {
 			add(s.ID, "events", "event %d has seq %s: seqs are not contiguous from 0", i, ev.SeqText())
 			break
@@ -211,7 +211,7 @@ func verifySession(ctx context.Context, st *eventstore.Store, e eventstore.Entry
 			add(s.ID, string(v.Kind), "%s cannot be derived: %v", v, err)
 		}
 	}
-	return int64(len(sess.Events))
+	return int64(sess.EventCount())
 }
 
 func exists(path string) bool {

@@ -154,7 +154,7 @@ func (c *Cache) live(ctx context.Context, k Key) (r Rendered, ok bool, err error
 			// the writer failed part way: the rendering no longer matches its reach, so it is not used again
 			c.lru.dropGrowing(k.Session, k.View)
 		}
-		if ok || (g.reach.Of(e.sess) && g.reach.Events() > len(e.sess.Events)) {
+		if ok || (g.reach.Of(e.sess) && g.reach.Events() > e.sess.EventCount()) {
 			// an older snapshot than the rendering (a reader that asked before the last batch), or a failed
 			// extension: rendered whole, apart from the growing rendering, which stays for the next batch
 			data, err := e.sess.Render(ctx, k.View)

@@ -146,10 +146,10 @@ func (c *lru) get(ctx context.Context, id string, rev eventstore.Revision, load 
 			c.verdicts[id] = verdict{rev: rev, refusal: sess.Refusal}
 		}
 		e.mtime = sess.ModTime()
-		if prev != nil && sess.Lineage != nil && prev.Lineage == sess.Lineage && len(prev.Events) <= len(sess.Events) {
+		if prev != nil && sess.Lineage != nil && prev.Lineage == sess.Lineage && prev.EventCount() <= sess.EventCount() {
 			// a later snapshot of the same live engine: only its new events are counted, and its status
 			// scans only them (a batch appended to a large live session must not cost a walk over all of it)
-			e.size = prevSize + eventsSize(sess.Events[len(prev.Events):])
+			e.size = prevSize + eventsSize(sess.Events()[prev.EventCount():])
 			sess.Continue(prev)
 		} else {
 			e.size = estimate(sess)
@@ -391,16 +391,21 @@ func (c *lru) evictSessionsLocked(keep *cached) {
 // estimate is the memory a decoded snapshot holds: its event bytes twice (decoded frame buffers are sized
 // ahead, expanded chunk rows own their bytes, projections keep slices) plus the per-event structures.
 // Measured against the live heap of a mount holding 10k cached sessions, counting the bytes once
-// undercounted by about a third.
+// undercounted by about a third. A snapshot whose chunk rows are packed is counted as expanded, which any
+// view but the events view makes it.
 func estimate(s *views.Session) int64 {
-	return 4096 + eventsSize(s.Events)
+	n, bytes := s.RecordBytes()
+	return 4096 + 2*bytes + eventOverhead*int64(n)
 }
+
+// eventOverhead is estimate's cost of an event beside its bytes.
+const eventOverhead = 96
 
 // eventsSize is estimate's share of events.
 func eventsSize(events []event.Event) int64 {
 	var n int64
 	for _, e := range events {
-		n += 2*int64(len(e.Raw)) + 96
+		n += 2*int64(len(e.Raw)) + eventOverhead
 	}
 	return n
 }

@@ -52,7 +52,7 @@ func (s *Session) Reach(view View) (Reach, bool) {
 	if !Growable(view) || s.Lineage == nil || s.Refusal != nil || s.Generation != 0 {
 		return Reach{}, false
 	}
-	return Reach{lineage: s.Lineage, events: len(s.Events)}, true
+	return Reach{lineage: s.Lineage, events: len(s.Events())}, true
 }
 
 // Extend writes to w what view gains from the rendering that reached from to this snapshot, and returns
@@ -63,10 +63,10 @@ func (s *Session) Reach(view View) (Reach, bool) {
 // the view whole. It reads only the events after from.
 func (s *Session) Extend(w io.Writer, view View, from Reach) (next Reach, ok bool, err error) {
 	next, ok = s.Reach(view)
-	if !ok || from.lineage != s.Lineage || from.events > len(s.Events) {
+	if !ok || from.lineage != s.Lineage || from.events > len(s.Events()) {
 		return Reach{}, false, nil
 	}
-	added := s.Events[from.events:]
+	added := s.Events()[from.events:]
 	var out [][]byte // the lines to add, decided before anything is written
 	switch view {
 	case Events:
@@ -101,11 +101,11 @@ func (s *Session) Extend(w io.Writer, view View, from Reach) (next Reach, ok boo
 		// turn gains the events it holds past from (none once it has ended)
 		var evs []event.Event
 		found := false
-		if !s.withTurns(func(ts *eventstore.TurnScan) { evs, found = ts.TurnEvents(s.Events, view.N) }) || !found || len(evs) == 0 {
+		if !s.withTurns(func(ts *eventstore.TurnScan) { evs, found = ts.TurnEvents(s.Events(), view.N) }) || !found || len(evs) == 0 {
 			return Reach{}, false, nil
 		}
 		lo := int(evs[0].Seq)
-		if lo < 0 || lo > from.events || s.Events[lo].Seq != evs[0].Seq {
+		if lo < 0 || lo > from.events || s.Events()[lo].Seq != evs[0].Seq {
 			return Reach{}, false, nil // the turn began after the rendering (which then failed), or seqs are not indexes
 		}
 		for _, e := range evs[min(from.events-lo, len(evs)):] {
@@ -159,7 +159,7 @@ type carry struct {
 // (status.json), instead of scanning its whole log again; nothing happens for snapshots of different
 // lineages.
 func (s *Session) Continue(prev *Session) {
-	if prev == nil || s.Lineage == nil || prev.Lineage != s.Lineage || len(prev.Events) > len(s.Events) {
+	if prev == nil || s.Lineage == nil || prev.Lineage != s.Lineage || len(prev.Events()) > len(s.Events()) {
 		return
 	}
 	s.carry = prev.carryOf()
@@ -185,11 +185,11 @@ func (s *Session) statusScan(in *status.StatusInput) (unlock func(), ok bool) {
 	}
 	c := s.carryOf()
 	c.mu.Lock()
-	if c.scan.Len() > len(s.Events) {
+	if c.scan.Len() > len(s.Events()) {
 		c.mu.Unlock()
 		return nil, false
 	}
-	added := s.Events[c.scan.Len():]
+	added := s.Events()[c.scan.Len():]
 	for _, e := range added {
 		if changesCompactions(e) {
 			c.activeOK = false
@@ -225,10 +225,10 @@ func (s *Session) withTurns(fn func(*eventstore.TurnScan)) bool {
 	c := s.carryOf()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.turns.Len() > len(s.Events) {
+	if c.turns.Len() > len(s.Events()) {
 		return false
 	}
-	c.turns.Add(s.Events[c.turns.Len():])
+	c.turns.Add(s.Events()[c.turns.Len():])
 	fn(&c.turns)
 	return true
 }

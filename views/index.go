@@ -63,13 +63,13 @@ func IndexRowOf(s *Session, dir string) IndexRow {
 	case len(s.Closers) > 0 || s.Torn != nil:
 		r.State = "needs repair"
 	}
-	r.Events = len(s.Events)
-	for _, e := range s.Events {
+	r.Events = s.EventCount()
+	for _, e := range s.events { // types only: a packed row's members need not expand
 		if e.Type == "turn/start" {
 			r.Turns++
 		}
 	}
-	r.Unknown = len(status.UnknownOutcomes(s.Events))
+	r.Unknown = len(status.UnknownOutcomes(s.Events()))
 	if recs, _, err := s.Compactions(); err == nil {
 		r.Compactions = len(recs)
 	}

@@ -67,8 +67,8 @@ type Item struct {
 func (s *Session) Items(d Dir) ([]Item, error) {
 	switch d {
 	case DirEvents:
-		out := make([]Item, len(s.Events))
-		for i, e := range s.Events {
+		out := make([]Item, s.EventCount())
+		for i, e := range s.events { // names need types only: packed rows stay packed
 			out[i] = eventItem(EventName(int64(i), e.Type), int64(i))
 		}
 		return out, nil
@@ -79,7 +79,7 @@ func (s *Session) Items(d Dir) ([]Item, error) {
 		}
 		out := make([]Item, len(fold.Nodes))
 		for pos, seq := range fold.Nodes {
-			out[pos] = eventItem(fmt.Sprintf("%010d-%s", pos, EventName(seq, s.Events[seq].Type)), seq)
+			out[pos] = eventItem(fmt.Sprintf("%010d-%s", pos, EventName(seq, s.events[seq].Type)), seq)
 		}
 		return out, nil
 	case DirShadowed:
@@ -140,7 +140,7 @@ func (s *Session) turnItems() []Item {
 	var out []Item
 	var turns []eventstore.Turn
 	if !s.withTurns(func(ts *eventstore.TurnScan) { turns = ts.Turns() }) {
-		turns = eventstore.Turns(s.Events)
+		turns = eventstore.Turns(s.Events())
 	}
 	for _, turn := range turns {
 		if turn.N < 0 || seen[turn.N] {
@@ -159,14 +159,14 @@ func (s *Session) Find(d Dir, name string) (Item, bool, error) {
 	switch d {
 	case DirEvents:
 		seq, ok := parseSeqName(name)
-		if !ok || seq >= int64(len(s.Events)) || EventName(seq, s.Events[seq].Type) != name {
+		if !ok || seq >= int64(s.EventCount()) || EventName(seq, s.events[seq].Type) != name {
 			return Item{}, false, nil
 		}
 		return eventItem(name, seq), true, nil
 	case DirTrace:
 		// Lookup accepts the trace of any seq of the log, listed or not (docs/tree.md)
 		seq, ok := parseSeqName(name)
-		if !ok || name != fmt.Sprintf("%010d.json", seq) || seq >= int64(len(s.Events)) {
+		if !ok || name != fmt.Sprintf("%010d.json", seq) || seq >= int64(s.EventCount()) {
 			return Item{}, false, nil
 		}
 		return traceItem(seq), true, nil

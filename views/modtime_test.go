@@ -44,7 +44,7 @@ func TestModTime(t *testing.T) {
 		{"first of a large log", log(100_000, 0, "9000"), time.UnixMilli(9000)},
 		{"a fraction is skipped", log(100_000, 5, "9999.5"), time.UnixMilli(1006)},
 	} {
-		if got := modTime(c.events, artifact, eventstore.Tuning{}); !got.Equal(c.want) {
+		if got := modTime(c.events, nil, artifact, eventstore.Tuning{}); !got.Equal(c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

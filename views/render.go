@@ -40,6 +40,14 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 	if s.Refusal != nil {
 		return nil, s.Refusal
 	}
+	if view.Kind == KindEvents && len(s.packed) > 0 {
+		n, size := s.RecordBytes()
+		buf := bytes.NewBuffer(make([]byte, 0, size+int64(n)))
+		if err := s.writePackedEvents(buf); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
 	if evs, ok, err := s.logLines(view); ok {
 		if err != nil {
 			return nil, err
@@ -60,7 +68,7 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 		// (docs/formats.md#v4): its own events, not the fold's v0 reading of them
 		src := s.semantic()
 		if s.Generation >= 4 {
-			src = s.Events
+			src = s.Events()
 		}
 		msgs, err := surface.DeriveMessages(src, fold)
 		if err != nil {
@@ -106,10 +114,10 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 	case KindUsageSVG:
 		return s.UsageSVG()
 	case KindEvent:
-		if n < 0 || n >= int64(len(s.Events)) {
+		if n < 0 || n >= int64(s.EventCount()) {
 			return nil, fmt.Errorf("%w: event %d", ErrNotFound, n)
 		}
-		return append(bytes.Clone(s.Events[n].Raw), '\n'), nil
+		return append(bytes.Clone(s.eventAt(int(n)).Raw), '\n'), nil
 	case KindTrace:
 		tr, err := s.Tracer()
 		if err != nil {
@@ -133,7 +141,7 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 func (s *Session) logLines(view View) (evs []event.Event, ok bool, err error) {
 	switch view.Kind {
 	case KindEvents:
-		return s.Events, true, nil
+		return s.Events(), true, nil
 	case KindSurface:
 		fold, err := s.Fold()
 		if err != nil {
@@ -146,8 +154,8 @@ func (s *Session) logLines(view View) (evs []event.Event, ok bool, err error) {
 	case KindTurn:
 		var evs []event.Event
 		found := false
-		if !s.withTurns(func(ts *eventstore.TurnScan) { evs, found = ts.TurnEvents(s.Events, view.N) }) {
-			evs, found = eventstore.TurnEvents(s.Events, view.N)
+		if !s.withTurns(func(ts *eventstore.TurnScan) { evs, found = ts.TurnEvents(s.Events(), view.N) }) {
+			evs, found = eventstore.TurnEvents(s.Events(), view.N)
 		}
 		if !found {
 			return nil, true, fmt.Errorf("%w: turn %d", ErrNotFound, view.N)
@@ -205,6 +213,9 @@ func (s *Session) WriteView(ctx context.Context, w io.Writer, view View) error {
 	if view.Kind == KindRaw {
 		return s.store.WriteRaw(ctx, s.ID, w) // a zstd artifact's text a frame at a time
 	}
+	if view.Kind == KindEvents && s.Refusal == nil && len(s.packed) > 0 {
+		return s.writePackedEvents(w)
+	}
 	var evs []event.Event
 	ok := false
 	if s.Refusal == nil {
@@ -247,7 +258,7 @@ func (s *Session) Shadowed() ([]event.Event, error) {
 	var out []event.Event
 	for seq, c := range classes {
 		if c == surface.Shadowed {
-			out = append(out, s.Events[seq])
+			out = append(out, s.eventAt(seq))
 		}
 	}
 	return out, nil
@@ -271,7 +282,7 @@ func (s *Session) SpillRows() ([]spill.Row, error) {
 // locators are the spill locators the session's events cite (found once: they depend on the events alone,
 // while what each resolves to is looked up at every SpillRows).
 func (s *Session) locators() []spill.Locator {
-	s.locOnce.Do(func() { s.locs = spill.Extract(s.Events) })
+	s.locOnce.Do(func() { s.locs = spill.Extract(s.Events()) })
 	return s.locs
 }
 
@@ -299,7 +310,7 @@ func (s *Session) SpillRoots() *spill.Roots {
 // snapshot's (statusScan).
 func (s *Session) Status() []byte {
 	in := status.StatusInput{ID: s.ID, Backend: s.Backend, Location: s.Location, Header: s.Header,
-		Revision: s.Revision, Events: s.Events, Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal,
+		Revision: s.Revision, Events: s.Events(), Closers: s.Closers, Torn: s.Torn, Refusal: s.Refusal,
 		Live: s.Live, Pending: s.Pending}
 	in.LastCommand, in.LastError, _ = s.store.Results(s.ID)
 	in.Custody = s.custody()
@@ -346,7 +357,7 @@ func (s *Session) activeCompaction() event.Value {
 func (s *Session) pick(seqs []int64) []event.Event {
 	out := make([]event.Event, 0, len(seqs))
 	for _, q := range seqs {
-		out = append(out, s.Events[q])
+		out = append(out, s.eventAt(int(q)))
 	}
 	return out
 }

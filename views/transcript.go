@@ -156,8 +156,8 @@ func (s *Session) transcriptState() (transcriptState, error) {
 	}
 	st := transcriptState{unknown: map[int64]status.UnknownOutcome{}, records: map[int64]compaction.Record{},
 		prunes: map[int64]compaction.Prune{}, spills: map[int64][]spill.Row{},
-		classes: classes, events: s.Events, seedLength: s.forkSeed()}
-	for _, u := range status.UnknownOutcomes(s.Events) {
+		classes: classes, events: s.Events(), seedLength: s.forkSeed()}
+	for _, u := range status.UnknownOutcomes(s.Events()) {
 		st.unknown[u.CallSeq] = u
 	}
 	for _, r := range recs {
@@ -176,7 +176,7 @@ func (s *Session) transcriptState() (transcriptState, error) {
 // it is in) starts afresh at every walk.
 func (s *Session) walkTranscript(w transcriptWriter, st transcriptState) {
 	s.transcriptHead(w)
-	for _, e := range s.Events {
+	for _, e := range s.Events() {
 		st.event(w, e)
 		w.done()
 	}
@@ -204,12 +204,12 @@ func (s *Session) transcriptHead(w transcriptWriter) {
 		}
 	}
 	turns := 0
-	for _, e := range s.Events {
+	for _, e := range s.Events() {
 		if e.Type == "turn/start" {
 			turns++
 		}
 	}
-	items = append(items, []span{txt(strconv.Itoa(len(s.Events)) + " events, " + strconv.Itoa(turns) + " turns")})
+	items = append(items, []span{txt(strconv.Itoa(len(s.Events())) + " events, " + strconv.Itoa(turns) + " turns")})
 	if s.Pending > 0 {
 		items = append(items, []span{txt(strconv.Itoa(s.Pending) + " events accepted and not yet durable (this mount writes the session)")})
 	}

@@ -78,7 +78,7 @@ func TestTranscriptGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s/%s: %v", name, e.ID, err)
 			}
-			checkHTML(t, e.ID, page, got, len(s.Events))
+			checkHTML(t, e.ID, page, got, len(s.Events()))
 			// the demo's spill file lies in the test's own directory, which its locator names
 			for ext, b := range map[string][]byte{".md": got, ".html": page} {
 				b = bytes.ReplaceAll(b, []byte(demoDir), []byte("DEMO"))
@@ -143,7 +143,7 @@ func checkMarkdown(t *testing.T, id string, md []byte, s *views.Session) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, e := range s.Events {
+	for _, e := range s.Events() {
 		if e.Type == "turn/start" {
 			m := regexp.MustCompile(`"turn":(\d+)`).FindSubmatch(e.Raw)
 			want = append(want, "Turn "+string(m[1]))

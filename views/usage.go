@@ -57,7 +57,7 @@ func (s *Session) Usage() ([]StepUsage, []UsageMarker, error) {
 	for _, p := range prunes {
 		markers = append(markers, UsageMarker{Seq: p.Seq, Label: "prune"})
 	}
-	for _, e := range s.Events {
+	for _, e := range s.Events() {
 		switch e.Type {
 		case "request/context", "step/start", "step/end", "assistant/message", "turn/end", "session/end-seed":
 		case "assistant/chunk":
@@ -187,7 +187,7 @@ func (s *Session) UsageSVG() ([]byte, error) {
 		height             = 540.0
 	)
 	plotW := width - left - right
-	lastSeq := int64(len(s.Events) - 1)
+	lastSeq := int64(s.EventCount() - 1)
 	if lastSeq < 1 {
 		lastSeq = 1
 	}

@@ -48,12 +48,17 @@ type Session struct {
 	Identity   string        // the artifact's storage identity (eventstore.Artifact.Identity); "" when unknown
 	Header     *event.Header // nil when the header itself was refused
 	HeaderLine []byte        // a refused session's first line, when it is a JSON object
-	Events     []event.Event // the list every view is computed from
-	Closers    []event.Event // the repair a resume would commit
-	Torn       *eventstore.Torn
-	Refusal    error // why the session cannot be shown; only header, status and raw work then
-	Live       bool  // this process writes the session (its engine is the source of the snapshot)
-	Pending    int   // the last Pending events are accepted but not durable yet
+	// events is the list every view is computed from (Events): hollow where a chunk row is kept packed
+	// (packed), as a load keeps them for the views (eventstore.Store.InspectPacked)
+	events    []event.Event
+	packed    []event.PackedRow
+	wholeOnce sync.Once
+	whole     []event.Event // events with every member's record, made on first use (Events)
+	Closers   []event.Event // the repair a resume would commit
+	Torn      *eventstore.Torn
+	Refusal   error // why the session cannot be shown; only header, status and raw work then
+	Live      bool  // this process writes the session (its engine is the source of the snapshot)
+	Pending   int   // the last Pending events are accepted but not durable yet
 	// Lineage names the live engine a snapshot came from (nil for any other): the engine's event list
 	// only grows, so a later snapshot of the same lineage holds this one's events as its prefix, and a
 	// rendering of this one can be extended (Extend) instead of rendered again.
@@ -102,7 +107,7 @@ type Session struct {
 // do not exist or cannot be read at all.
 func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*Session, error) {
 	s := &Session{ID: id, Backend: st.Backend().Name(), store: st, opts: opts}
-	ins, err := st.Inspect(ctx, id)
+	ins, err := st.InspectPacked(ctx, id)
 	if err != nil {
 		if eventstore.IsNotFound(err) || unfinished(ctx, err) {
 			return nil, err
@@ -127,18 +132,70 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	s.Header, s.Location, s.Revision, s.Identity, s.Torn, s.Closers = &h, st.Location(p.Path), p.Artifact.Token, p.Artifact.Identity, p.Torn, ins.Closers
 	s.Generation = p.Generation
 	if opts.Inspect {
-		s.Events = ins.Events
+		s.events = ins.Events
 	} else {
-		s.Events = ins.Events[:len(ins.Events)-len(ins.Closers)]
+		s.events = ins.Events[:len(ins.Events)-len(ins.Closers)]
 	}
-	events, artifact, tuning := s.Events, p.Artifact.ModTime, st.Tuning
-	s.mtime = sync.OnceValue(func() time.Time { return modTime(events, artifact, tuning) })
+	s.packed = ins.Packed
+	events, packed, artifact, tuning := s.events, s.packed, p.Artifact.ModTime, st.Tuning
+	s.mtime = sync.OnceValue(func() time.Time { return modTime(events, packed, artifact, tuning) })
 	if f := ins.Folder; f != nil && (opts.Inspect || len(ins.Closers) == 0) {
 		// the validation already folded exactly these events: keep its result instead of folding again
 		res := f.Result()
 		s.foldOnce.Do(func() { s.fold = res })
 	}
 	return s, nil
+}
+
+// Events is the session's event list, every event with its record: a chunk row the load kept packed is
+// expanded on first use (once per snapshot). The events view and the mtime read the packed rows without
+// it.
+func (s *Session) Events() []event.Event {
+	if len(s.packed) == 0 {
+		return s.events
+	}
+	s.wholeOnce.Do(func() {
+		whole, err := event.Materialize(s.events, s.packed)
+		if err != nil {
+			// the rows were read by the same reader when the session was loaded, and their bytes are
+			// the load's own: a row that no longer reads is memory gone wrong, not a session's fault
+			panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
+		}
+		s.whole = whole
+	})
+	return s.whole
+}
+
+// eventAt is s.Events()[i], expanding no more than its row when the list is not expanded yet (a view of one
+// event, or of a few picked out of a long log).
+func (s *Session) eventAt(i int) event.Event {
+	if e := s.events[i]; !e.IsHollow() {
+		return e
+	}
+	k := s.rowAt(i)
+	if k < 0 {
+		panic("views: event " + strconv.Itoa(i) + " of session " + s.ID + " is hollow outside every packed row")
+	}
+	members, err := event.ExpandPacked(nil, s.packed[k], nil)
+	if err != nil {
+		panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
+	}
+	return members[i-s.packed[k].First]
+}
+
+// EventCount is len(s.Events()), without expanding packed rows.
+func (s *Session) EventCount() int { return len(s.events) }
+
+// RecordBytes is how many events the session holds and the size of their records, packed rows counted
+// as expanded, without expanding them (a cache's estimate of what the snapshot may come to hold).
+func (s *Session) RecordBytes() (events int, bytes int64) {
+	for i := range s.events {
+		bytes += int64(len(s.events[i].Raw))
+	}
+	for i := range s.packed {
+		bytes += s.packed[i].Bytes
+	}
+	return len(s.events), bytes
 }
 
 // FromEntry is the snapshot of a session the listing already refused, without reading it again.
@@ -152,7 +209,7 @@ func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session 
 func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) *Session {
 	h := snap.Header
 	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: st.Location(snap.Path), Revision: snap.Revision.Artifact, Identity: snap.Revision.Identity,
-		mtime: fixedTime(snap.ModTime), Header: &h, Events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
+		mtime: fixedTime(snap.ModTime), Header: &h, events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
 		store: st, opts: opts}
 	if snap.Generation >= 3 {
 		// the engine of a later generation keeps no fold: the projections fold its surface view
@@ -179,12 +236,18 @@ func fixedTime(t time.Time) func() time.Time { return func() time.Time { return 
 //
 // It reads a member of every event, scattered over the whole session (a tenth of a second for 500k
 // events, most of it cache misses), so large logs are split over the store's workers (t).
-func modTime(events []event.Event, artifact time.Time, t eventstore.Tuning) time.Time {
+func modTime(events []event.Event, packed []event.PackedRow, artifact time.Time, t eventstore.Tuning) time.Time {
 	var mu sync.Mutex
 	var newest int64 = -1
+	for _, r := range packed { // the times of a packed row's hollow members
+		newest = max(newest, r.Newest)
+	}
 	t.Parallel(len(events), 1<<15, func(lo, hi int) error {
 		var part int64 = -1
 		for _, e := range events[lo:hi] {
+			if e.IsHollow() {
+				continue // its time is its row's (packed)
+			}
 			if raw, ok := e.Time(); ok {
 				if ms, ok := millis(raw); ok && ms > part {
 					part = ms
@@ -237,11 +300,11 @@ func entryOf(ctx context.Context, st *eventstore.Store, id string) *eventstore.E
 // or for a v3 log the view of it the harness's release folds.
 func (s *Session) semantic() []event.Event {
 	if s.Generation < 3 {
-		return s.Events
+		return s.Events()
 	}
 	s.surfaceOnce.Do(func() {
-		if s.surfaceEvents, s.surfaceErr = generation.SurfaceView(s.Generation, s.Events); s.surfaceErr != nil {
-			s.surfaceEvents = s.Events // Fold reports surfaceErr first
+		if s.surfaceEvents, s.surfaceErr = generation.SurfaceView(s.Generation, s.Events()); s.surfaceErr != nil {
+			s.surfaceEvents = s.Events() // Fold reports surfaceErr first
 		}
 	})
 	return s.surfaceEvents

@@ -76,7 +76,7 @@ func TestDemoStore(t *testing.T) {
 		t.Fatalf("shadowed %d %v", len(shadowed), err)
 	}
 	child := load(demo.ForkChild)
-	if child.Header.ParentSession == nil || child.Header.ParentSession.Str != demo.ForkParent || child.Events[12].Type != "session/end-seed" || child.Events[11].Type != "turn/end" {
+	if child.Header.ParentSession == nil || child.Header.ParentSession.Str != demo.ForkParent || child.Events()[12].Type != "session/end-seed" || child.Events()[11].Type != "turn/end" {
 		t.Fatalf("fork child header %s", child.Header.Meta())
 	}
 	rows, err := load(demo.Spilled).SpillRows()

@@ -1,0 +1,204 @@
+package views
+
+import (
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dshfs/dshfs/eventstore/event"
+)
+
+// packedSegment is how many events one piece of a packed events view holds at least (a piece ends with a
+// row, never inside one), and packedParallelMin the list from which the pieces are made on the store's
+// workers: the members' lines are most of a large view, and made on the writer's goroutine alone they left
+// the other cores idle for a sixth of a cold `cat`.
+// (Variables so that tests can make small views take the same paths.)
+var (
+	packedSegment     = 8192
+	packedParallelMin = 4 * 8192
+)
+
+// writePackedEvents writes the events view of a session with packed rows: each row's members' lines are
+// made as they are written, never kept with the session.
+func (s *Session) writePackedEvents(w io.Writer) error {
+	workers := 1
+	if s.store != nil {
+		workers = s.store.Tuning.N()
+	}
+	if len(s.events) < packedParallelMin || workers < 2 {
+		return s.writePackedLines(w)
+	}
+	var cuts []int // where each piece starts, and the list's end
+	for lo := 0; lo < len(s.events); {
+		cuts = append(cuts, lo)
+		hi := min(lo+packedSegment, len(s.events))
+		if k := s.rowAt(hi - 1); k >= 0 {
+			hi = s.packed[k].First + s.packed[k].Members
+		}
+		lo = hi
+	}
+	cuts = append(cuts, len(s.events))
+	pieces := len(cuts) - 1
+	// Every piece's buffer holds the largest piece: grown by append, or made at each piece's size, the
+	// buffers left copies behind that a `cat`, which runs no collection, kept to its end (40 MB of a
+	// 500k-event session); made so, the few in flight are reused from piece to piece.
+	largest := 0
+	for i := range pieces {
+		largest = max(largest, s.linesSize(cuts[i], cuts[i+1]))
+	}
+	type piece struct {
+		buf []byte
+		err error
+	}
+	results := make([]chan piece, pieces)
+	for i := range results {
+		results[i] = make(chan piece, 1)
+	}
+	// A worker takes a slot before it takes the next piece, so the pieces in flight are always the lowest
+	// ones not written yet: the piece the writer waits for is never behind a full window.
+	window := make(chan struct{}, 2*workers)
+	free := make(chan []byte, 2*workers+1) // the buffers of pieces written, for the next pieces
+	stop := make(chan struct{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				select {
+				case window <- struct{}{}:
+				case <-stop:
+					return
+				}
+				i := int(next.Add(1) - 1)
+				if i >= pieces {
+					<-window
+					return
+				}
+				var buf []byte
+				select {
+				case buf = <-free:
+				default:
+					buf = make([]byte, 0, largest)
+				}
+				buf, err := s.appendPackedLines(buf[:0], cuts[i], cuts[i+1])
+				results[i] <- piece{buf, err}
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for i := range pieces {
+		p := <-results[i]
+		if p.err != nil {
+			return p.err
+		}
+		if _, err := w.Write(p.buf); err != nil {
+			return &WriteError{Err: err}
+		}
+		select {
+		case free <- p.buf:
+		default:
+		}
+		<-window
+	}
+	return nil
+}
+
+// writePackedLines is writePackedEvents on the caller's goroutine: a line at a time, a row's lines at once
+// from one buffer.
+func (s *Session) writePackedLines(w io.Writer) error {
+	scratch := lineScratch.Get().(*packedScratch)
+	defer lineScratch.Put(scratch)
+	sc, buf := &scratch.sc, scratch.buf[:0]
+	defer func() {
+		if cap(buf) <= maxLineScratch {
+			scratch.buf = buf[:0]
+		}
+	}()
+	nl := []byte{'\n'}
+	rows := s.packed
+	for i := 0; i < len(s.events); {
+		if len(rows) > 0 && rows[0].First == i {
+			var err error
+			if buf, err = event.AppendPackedLines(buf[:0], rows[0], sc); err != nil {
+				panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
+			}
+			if _, err := w.Write(buf); err != nil {
+				return &WriteError{Err: err}
+			}
+			i += rows[0].Members
+			rows = rows[1:]
+			continue
+		}
+		if _, err := w.Write(s.events[i].Raw); err != nil {
+			return &WriteError{Err: err}
+		}
+		if _, err := w.Write(nl); err != nil {
+			return &WriteError{Err: err}
+		}
+		i++
+	}
+	return nil
+}
+
+// packedScratch is what writePackedLines reuses: a mount's first walk writes the events view of thousands
+// of small sessions, and each one's reader state and buffer were an allocation.
+type packedScratch struct {
+	sc  event.RowScratch
+	buf []byte
+}
+
+var lineScratch = sync.Pool{New: func() any { return new(packedScratch) }}
+
+// maxLineScratch bounds the buffer lineScratch keeps: one row's lines, which a row of huge texts makes
+// large.
+const maxLineScratch = 1 << 20
+
+// appendPackedLines appends the lines of events lo..hi (a range no row straddles) to buf.
+func (s *Session) appendPackedLines(buf []byte, lo, hi int) ([]byte, error) {
+	var sc event.RowScratch
+	k := sort.Search(len(s.packed), func(k int) bool { return s.packed[k].First >= lo })
+	for i := lo; i < hi; {
+		if k < len(s.packed) && s.packed[k].First == i {
+			var err error
+			if buf, err = event.AppendPackedLines(buf, s.packed[k], &sc); err != nil {
+				panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
+			}
+			i += s.packed[k].Members
+			k++
+			continue
+		}
+		buf = append(append(buf, s.events[i].Raw...), '\n')
+		i++
+	}
+	return buf, nil
+}
+
+// linesSize is the size of the lines of events lo..hi (a range no row straddles).
+func (s *Session) linesSize(lo, hi int) int {
+	size := 0
+	k := sort.Search(len(s.packed), func(k int) bool { return s.packed[k].First >= lo })
+	for i := lo; i < hi; {
+		if k < len(s.packed) && s.packed[k].First == i {
+			size += int(s.packed[k].Bytes) + s.packed[k].Members
+			i += s.packed[k].Members
+			k++
+			continue
+		}
+		size += len(s.events[i].Raw) + 1
+		i++
+	}
+	return size
+}
+
+// rowAt is the index in s.packed of the row whose members include event i, or -1.
+func (s *Session) rowAt(i int) int {
+	k := sort.Search(len(s.packed), func(k int) bool { return s.packed[k].First+s.packed[k].Members > i })
+	if k == len(s.packed) || s.packed[k].First > i {
+		return -1
+	}
+	return k
+}
