@@ -253,10 +253,12 @@ func (c *chunk) add(d chunk) {
 	d.release()
 }
 
-// own moves the events and packed rows that alias plain into one buffer of their exact size.
+// own moves the events that alias plain into one buffer of their exact size, and the packed rows that do
+// into another: a load that expands its rows once checked (Store.Inspect) drops the rows' bytes then,
+// which a buffer shared with the events would keep as long as any of them lives.
 func (c *chunk) own(plain []byte) {
 	evs := *c.events
-	kept := 0
+	kept, rows := 0, 0
 	for i := range evs {
 		if aliases(evs[i].Raw, plain) {
 			kept += len(evs[i].Raw)
@@ -264,7 +266,7 @@ func (c *chunk) own(plain []byte) {
 	}
 	for i := range c.rows {
 		if aliases(c.rows[i].Raw, plain) {
-			kept += len(c.rows[i].Raw)
+			rows += len(c.rows[i].Raw)
 		}
 	}
 	buf := make([]byte, 0, kept)
@@ -278,6 +280,10 @@ func (c *chunk) own(plain []byte) {
 			evs[i].Raw = move(raw)
 		}
 	}
+	if rows == 0 {
+		return
+	}
+	buf = make([]byte, 0, rows)
 	for i := range c.rows {
 		if raw := c.rows[i].Raw; aliases(raw, plain) {
 			c.rows[i].Raw = move(raw)
