@@ -64,7 +64,7 @@ func IndexRowOf(s *Session, dir string) IndexRow {
 		r.State = "needs repair"
 	}
 	r.Events = s.EventCount()
-	for _, e := range s.events { // types only: a packed row's members need not expand
+	for _, e := range s.current().events { // types only: a packed row's members need not expand
 		if e.Type == "turn/start" {
 			r.Turns++
 		}

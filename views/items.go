@@ -67,8 +67,9 @@ type Item struct {
 func (s *Session) Items(d Dir) ([]Item, error) {
 	switch d {
 	case DirEvents:
-		out := make([]Item, s.EventCount())
-		for i, e := range s.events { // names need types only: packed rows stay packed
+		l := s.current()
+		out := make([]Item, len(l.events))
+		for i, e := range l.events { // names need types only: packed rows stay packed
 			out[i] = eventItem(EventName(int64(i), e.Type), int64(i))
 		}
 		return out, nil
@@ -79,7 +80,7 @@ func (s *Session) Items(d Dir) ([]Item, error) {
 		}
 		out := make([]Item, len(fold.Nodes))
 		for pos, seq := range fold.Nodes {
-			out[pos] = eventItem(fmt.Sprintf("%010d-%s", pos, EventName(seq, s.events[seq].Type)), seq)
+			out[pos] = eventItem(fmt.Sprintf("%010d-%s", pos, EventName(seq, s.current().events[seq].Type)), seq)
 		}
 		return out, nil
 	case DirShadowed:
@@ -159,7 +160,7 @@ func (s *Session) Find(d Dir, name string) (Item, bool, error) {
 	switch d {
 	case DirEvents:
 		seq, ok := parseSeqName(name)
-		if !ok || seq >= int64(s.EventCount()) || EventName(seq, s.events[seq].Type) != name {
+		if l := s.current(); !ok || seq >= int64(len(l.events)) || EventName(seq, l.events[seq].Type) != name {
 			return Item{}, false, nil
 		}
 		return eventItem(name, seq), true, nil

@@ -21,31 +21,31 @@ var (
 
 // writePackedEvents writes the events view of a session with packed rows: each row's members' lines are
 // made as they are written, never kept with the session.
-func (s *Session) writePackedEvents(w io.Writer) error {
+func (s *Session) writePackedEvents(w io.Writer, l *eventList) error {
 	workers := 1
 	if s.store != nil {
 		workers = s.store.Tuning.N()
 	}
-	if len(s.events) < packedParallelMin || workers < 2 {
-		return s.writePackedLines(w)
+	if len(l.events) < packedParallelMin || workers < 2 {
+		return s.writePackedLines(w, l)
 	}
 	var cuts []int // where each piece starts, and the list's end
-	for lo := 0; lo < len(s.events); {
+	for lo := 0; lo < len(l.events); {
 		cuts = append(cuts, lo)
-		hi := min(lo+packedSegment, len(s.events))
-		if k := s.rowAt(hi - 1); k >= 0 {
-			hi = s.packed[k].First + s.packed[k].Members
+		hi := min(lo+packedSegment, len(l.events))
+		if k := l.rowAt(hi - 1); k >= 0 {
+			hi = l.rows[k].First + l.rows[k].Members
 		}
 		lo = hi
 	}
-	cuts = append(cuts, len(s.events))
+	cuts = append(cuts, len(l.events))
 	pieces := len(cuts) - 1
 	// Every piece's buffer holds the largest piece: grown by append, or made at each piece's size, the
 	// buffers left copies behind that a `cat`, which runs no collection, kept to its end (40 MB of a
 	// 500k-event session); made so, the few in flight are reused from piece to piece.
 	largest := 0
 	for i := range pieces {
-		largest = max(largest, s.linesSize(cuts[i], cuts[i+1]))
+		largest = max(largest, l.linesSize(cuts[i], cuts[i+1]))
 	}
 	type piece struct {
 		buf []byte
@@ -81,7 +81,7 @@ func (s *Session) writePackedEvents(w io.Writer) error {
 				default:
 					buf = make([]byte, 0, largest)
 				}
-				buf, err := s.appendPackedLines(buf[:0], cuts[i], cuts[i+1])
+				buf, err := s.appendPackedLines(buf[:0], l, cuts[i], cuts[i+1])
 				results[i] <- piece{buf, err}
 			}
 		})
@@ -109,7 +109,7 @@ func (s *Session) writePackedEvents(w io.Writer) error {
 
 // writePackedLines is writePackedEvents on the caller's goroutine: a line at a time, a row's lines at once
 // from one buffer.
-func (s *Session) writePackedLines(w io.Writer) error {
+func (s *Session) writePackedLines(w io.Writer, l *eventList) error {
 	scratch := lineScratch.Get().(*packedScratch)
 	defer lineScratch.Put(scratch)
 	sc, buf := &scratch.sc, scratch.buf[:0]
@@ -119,8 +119,8 @@ func (s *Session) writePackedLines(w io.Writer) error {
 		}
 	}()
 	nl := []byte{'\n'}
-	rows := s.packed
-	for i := 0; i < len(s.events); {
+	rows := l.rows
+	for i := 0; i < len(l.events); {
 		if len(rows) > 0 && rows[0].First == i {
 			var err error
 			if buf, err = event.AppendPackedLines(buf[:0], rows[0], sc); err != nil {
@@ -133,7 +133,7 @@ func (s *Session) writePackedLines(w io.Writer) error {
 			rows = rows[1:]
 			continue
 		}
-		if _, err := w.Write(s.events[i].Raw); err != nil {
+		if _, err := w.Write(l.events[i].Raw); err != nil {
 			return &WriteError{Err: err}
 		}
 		if _, err := w.Write(nl); err != nil {
@@ -157,47 +157,47 @@ var lineScratch = sync.Pool{New: func() any { return new(packedScratch) }}
 // large.
 const maxLineScratch = 1 << 20
 
-// appendPackedLines appends the lines of events lo..hi (a range no row straddles) to buf.
-func (s *Session) appendPackedLines(buf []byte, lo, hi int) ([]byte, error) {
+// appendPackedLines appends the lines of l's events lo..hi (a range no row straddles) to buf.
+func (s *Session) appendPackedLines(buf []byte, l *eventList, lo, hi int) ([]byte, error) {
 	var sc event.RowScratch
-	k := sort.Search(len(s.packed), func(k int) bool { return s.packed[k].First >= lo })
+	k := sort.Search(len(l.rows), func(k int) bool { return l.rows[k].First >= lo })
 	for i := lo; i < hi; {
-		if k < len(s.packed) && s.packed[k].First == i {
+		if k < len(l.rows) && l.rows[k].First == i {
 			var err error
-			if buf, err = event.AppendPackedLines(buf, s.packed[k], &sc); err != nil {
+			if buf, err = event.AppendPackedLines(buf, l.rows[k], &sc); err != nil {
 				panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
 			}
-			i += s.packed[k].Members
+			i += l.rows[k].Members
 			k++
 			continue
 		}
-		buf = append(append(buf, s.events[i].Raw...), '\n')
+		buf = append(append(buf, l.events[i].Raw...), '\n')
 		i++
 	}
 	return buf, nil
 }
 
 // linesSize is the size of the lines of events lo..hi (a range no row straddles).
-func (s *Session) linesSize(lo, hi int) int {
+func (l *eventList) linesSize(lo, hi int) int {
 	size := 0
-	k := sort.Search(len(s.packed), func(k int) bool { return s.packed[k].First >= lo })
+	k := sort.Search(len(l.rows), func(k int) bool { return l.rows[k].First >= lo })
 	for i := lo; i < hi; {
-		if k < len(s.packed) && s.packed[k].First == i {
-			size += int(s.packed[k].Bytes) + s.packed[k].Members
-			i += s.packed[k].Members
+		if k < len(l.rows) && l.rows[k].First == i {
+			size += int(l.rows[k].Bytes) + l.rows[k].Members
+			i += l.rows[k].Members
 			k++
 			continue
 		}
-		size += len(s.events[i].Raw) + 1
+		size += len(l.events[i].Raw) + 1
 		i++
 	}
 	return size
 }
 
-// rowAt is the index in s.packed of the row whose members include event i, or -1.
-func (s *Session) rowAt(i int) int {
-	k := sort.Search(len(s.packed), func(k int) bool { return s.packed[k].First+s.packed[k].Members > i })
-	if k == len(s.packed) || s.packed[k].First > i {
+// rowAt is the index in l.rows of the row whose members include event i, or -1.
+func (l *eventList) rowAt(i int) int {
+	k := sort.Search(len(l.rows), func(k int) bool { return l.rows[k].First+l.rows[k].Members > i })
+	if k == len(l.rows) || l.rows[k].First > i {
 		return -1
 	}
 	return k

@@ -125,6 +125,21 @@ func TestPackedSessionViews(t *testing.T) {
 			if !bytes.Equal(streamed.Bytes(), want.Bytes()) || !bytes.Equal(rendered, want.Bytes()) {
 				t.Fatalf("%s (%d rows packed): the events view differs from the expanded list", e.ID, rows)
 			}
+			// expanded, the snapshot drops its rows and serves the same; a load asked for expanded rows
+			// keeps none packed
+			again, err := s.Render(ctx, views.Events)
+			if views.PackedRows(s) != 0 || err != nil || !bytes.Equal(again, want.Bytes()) {
+				t.Fatalf("%s: after Events, %d rows packed, the events view %v", e.ID, views.PackedRows(s), err)
+			}
+			ex, err := views.Load(ctx, st, e.ID, views.Options{Expanded: true})
+			if err != nil || views.PackedRows(ex) != 0 || len(ex.Events()) != len(s.Events()) {
+				t.Fatalf("%s: an expanded load: %v, %d rows packed", e.ID, err, views.PackedRows(ex))
+			}
+			for i, ev := range ex.Events() {
+				if !bytes.Equal(ev.Raw, s.Events()[i].Raw) {
+					t.Fatalf("%s: an expanded load's event %d differs", e.ID, i)
+				}
+			}
 			if n != len(s.Events()) || size != wantSize {
 				t.Errorf("%s: RecordBytes %d events, %d bytes; expanded %d, %d", e.ID, n, size, len(s.Events()), wantSize)
 			}
@@ -151,4 +166,60 @@ func (f *failAfter) Write(p []byte) (int, error) {
 	}
 	f.n -= len(p)
 	return len(p), nil
+}
+
+// TestPackedExpandWhileWritten: a snapshot's rows expanded (Events) while other readers write its events
+// view, its mtime and one event each read one consistent list: the same bytes, no race.
+func TestPackedExpandWhileWritten(t *testing.T) {
+	ctx := context.Background()
+	b, err := jsonl.Open(fixtures.CopyTree(t, fixtures.Path(t, "upstream", "zstd")), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := eventstore.New(b)
+	st.Tuning.Workers = 3
+	defer views.SetPackedPieces(2, 0)()
+	l, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried := 0
+	for _, e := range l.Entries {
+		s, err := views.Load(ctx, st, e.ID, views.Options{})
+		if err != nil || s.Refusal != nil || views.PackedRows(s) == 0 {
+			continue
+		}
+		tried++
+		want, err := views.Load(ctx, st, e.ID, views.Options{Expanded: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantView, _ := want.Render(ctx, views.Events)
+		done := make(chan error, 4)
+		for k := range 4 {
+			go func() {
+				if k == 0 {
+					s.Events()
+					done <- nil
+					return
+				}
+				var out bytes.Buffer
+				if err := s.WriteView(ctx, &out, views.Events); err != nil || !bytes.Equal(out.Bytes(), wantView) {
+					done <- errors.New("the events view differs while the rows expand")
+					return
+				}
+				s.ModTime()
+				_, err := s.Render(ctx, views.Event(int64(s.EventCount()-1)))
+				done <- err
+			}()
+		}
+		for range 4 {
+			if err := <-done; err != nil {
+				t.Fatalf("%s: %v", e.ID, err)
+			}
+		}
+	}
+	if tried == 0 {
+		t.Fatal("no session with packed rows")
+	}
 }

@@ -40,10 +40,10 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 	if s.Refusal != nil {
 		return nil, s.Refusal
 	}
-	if view.Kind == KindEvents && len(s.packed) > 0 {
-		n, size := s.RecordBytes()
+	if l := s.current(); view.Kind == KindEvents && len(l.rows) > 0 {
+		n, size := l.recordBytes()
 		buf := bytes.NewBuffer(make([]byte, 0, size+int64(n)))
-		if err := s.writePackedEvents(buf); err != nil {
+		if err := s.writePackedEvents(buf, l); err != nil {
 			return nil, err
 		}
 		return buf.Bytes(), nil
@@ -213,8 +213,8 @@ func (s *Session) WriteView(ctx context.Context, w io.Writer, view View) error {
 	if view.Kind == KindRaw {
 		return s.store.WriteRaw(ctx, s.ID, w) // a zstd artifact's text a frame at a time
 	}
-	if view.Kind == KindEvents && s.Refusal == nil && len(s.packed) > 0 {
-		return s.writePackedEvents(w)
+	if l := s.current(); view.Kind == KindEvents && s.Refusal == nil && len(l.rows) > 0 {
+		return s.writePackedEvents(w, l)
 	}
 	var evs []event.Event
 	ok := false

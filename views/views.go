@@ -10,6 +10,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshfs/dshfs/compaction"
@@ -29,6 +30,10 @@ type Options struct {
 	// Entry, when the caller already has the session's listing entry, tells where a refused session's
 	// artifact is without listing the store again.
 	Entry *eventstore.Entry
+	// Expanded loads the log with its chunk rows expanded, for a caller that will read members' records
+	// anyway (a human view in `dshfs cat`): the load then expands them in place, where a snapshot that kept
+	// them packed would expand them into a copy of its list.
+	Expanded bool
 }
 
 // Errors a view can fail with besides the session's own refusal.
@@ -48,17 +53,16 @@ type Session struct {
 	Identity   string        // the artifact's storage identity (eventstore.Artifact.Identity); "" when unknown
 	Header     *event.Header // nil when the header itself was refused
 	HeaderLine []byte        // a refused session's first line, when it is a JSON object
-	// events is the list every view is computed from (Events): hollow where a chunk row is kept packed
-	// (packed), as a load keeps them for the views (eventstore.Store.InspectPacked)
-	events    []event.Event
-	packed    []event.PackedRow
-	wholeOnce sync.Once
-	whole     []event.Event // events with every member's record, made on first use (Events)
-	Closers   []event.Event // the repair a resume would commit
-	Torn      *eventstore.Torn
-	Refusal   error // why the session cannot be shown; only header, status and raw work then
-	Live      bool  // this process writes the session (its engine is the source of the snapshot)
-	Pending   int   // the last Pending events are accepted but not durable yet
+	// list is the list every view is computed from (Events), with the chunk rows kept packed, as a load
+	// keeps them for the views (eventstore.Store.InspectPacked); once a view expands them, the expanded
+	// list replaces it (a reader keeps the one it loaded, consistent with itself)
+	list       atomic.Pointer[eventList]
+	expandOnce sync.Once
+	Closers    []event.Event // the repair a resume would commit
+	Torn       *eventstore.Torn
+	Refusal    error // why the session cannot be shown; only header, status and raw work then
+	Live       bool  // this process writes the session (its engine is the source of the snapshot)
+	Pending    int   // the last Pending events are accepted but not durable yet
 	// Lineage names the live engine a snapshot came from (nil for any other): the engine's event list
 	// only grows, so a later snapshot of the same lineage holds this one's events as its prefix, and a
 	// rendering of this one can be extended (Extend) instead of rendered again.
@@ -107,7 +111,11 @@ type Session struct {
 // do not exist or cannot be read at all.
 func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*Session, error) {
 	s := &Session{ID: id, Backend: st.Backend().Name(), store: st, opts: opts}
-	ins, err := st.InspectPacked(ctx, id)
+	inspect := st.InspectPacked
+	if opts.Expanded {
+		inspect = st.Inspect
+	}
+	ins, err := inspect(ctx, id)
 	if err != nil {
 		if eventstore.IsNotFound(err) || unfinished(ctx, err) {
 			return nil, err
@@ -131,14 +139,16 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 	h := ins.Header
 	s.Header, s.Location, s.Revision, s.Identity, s.Torn, s.Closers = &h, st.Location(p.Path), p.Artifact.Token, p.Artifact.Identity, p.Torn, ins.Closers
 	s.Generation = p.Generation
+	events := ins.Events[:len(ins.Events)-len(ins.Closers)]
 	if opts.Inspect {
-		s.events = ins.Events
-	} else {
-		s.events = ins.Events[:len(ins.Events)-len(ins.Closers)]
+		events = ins.Events
 	}
-	s.packed = ins.Packed
-	events, packed, artifact, tuning := s.events, s.packed, p.Artifact.ModTime, st.Tuning
-	s.mtime = sync.OnceValue(func() time.Time { return modTime(events, packed, artifact, tuning) })
+	s.list.Store(&eventList{events: events, rows: ins.Packed})
+	artifact, tuning := p.Artifact.ModTime, st.Tuning
+	s.mtime = sync.OnceValue(func() time.Time {
+		l := s.current()
+		return modTime(l.events, l.rows, artifact, tuning)
+	})
 	if f := ins.Folder; f != nil && (opts.Inspect || len(ins.Closers) == 0) {
 		// the validation already folded exactly these events: keep its result instead of folding again
 		res := f.Result()
@@ -151,51 +161,71 @@ func Load(ctx context.Context, st *eventstore.Store, id string, opts Options) (*
 // expanded on first use (once per snapshot). The events view and the mtime read the packed rows without
 // it.
 func (s *Session) Events() []event.Event {
-	if len(s.packed) == 0 {
-		return s.events
+	l := s.current()
+	if len(l.rows) == 0 {
+		return l.events
 	}
-	s.wholeOnce.Do(func() {
-		whole, err := event.Materialize(s.events, s.packed)
+	s.expandOnce.Do(func() {
+		whole, err := event.Materialize(l.events, l.rows)
 		if err != nil {
 			// the rows were read by the same reader when the session was loaded, and their bytes are
 			// the load's own: a row that no longer reads is memory gone wrong, not a session's fault
 			panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
 		}
-		s.whole = whole
+		s.list.Store(&eventList{events: whole})
 	})
-	return s.whole
+	return s.current().events
+}
+
+// eventList is a session's events, hollow where rows holds a packed chunk row (event.PackedRow).
+type eventList struct {
+	events []event.Event
+	rows   []event.PackedRow
+}
+
+var noEvents = &eventList{}
+
+// current is the session's list as it is now: with its rows packed, or expanded.
+func (s *Session) current() *eventList {
+	if l := s.list.Load(); l != nil {
+		return l
+	}
+	return noEvents
 }
 
 // eventAt is s.Events()[i], expanding no more than its row when the list is not expanded yet (a view of one
 // event, or of a few picked out of a long log).
 func (s *Session) eventAt(i int) event.Event {
-	if e := s.events[i]; !e.IsHollow() {
+	l := s.current()
+	if e := l.events[i]; !e.IsHollow() {
 		return e
 	}
-	k := s.rowAt(i)
+	k := l.rowAt(i)
 	if k < 0 {
 		panic("views: event " + strconv.Itoa(i) + " of session " + s.ID + " is hollow outside every packed row")
 	}
-	members, err := event.ExpandPacked(nil, s.packed[k], nil)
+	members, err := event.ExpandPacked(nil, l.rows[k], nil)
 	if err != nil {
 		panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
 	}
-	return members[i-s.packed[k].First]
+	return members[i-l.rows[k].First]
 }
 
 // EventCount is len(s.Events()), without expanding packed rows.
-func (s *Session) EventCount() int { return len(s.events) }
+func (s *Session) EventCount() int { return len(s.current().events) }
 
 // RecordBytes is how many events the session holds and the size of their records, packed rows counted
 // as expanded, without expanding them (a cache's estimate of what the snapshot may come to hold).
-func (s *Session) RecordBytes() (events int, bytes int64) {
-	for i := range s.events {
-		bytes += int64(len(s.events[i].Raw))
+func (s *Session) RecordBytes() (events int, bytes int64) { return s.current().recordBytes() }
+
+func (l *eventList) recordBytes() (events int, bytes int64) {
+	for i := range l.events {
+		bytes += int64(len(l.events[i].Raw))
 	}
-	for i := range s.packed {
-		bytes += s.packed[i].Bytes
+	for i := range l.rows {
+		bytes += l.rows[i].Bytes
 	}
-	return len(s.events), bytes
+	return len(l.events), bytes
 }
 
 // FromEntry is the snapshot of a session the listing already refused, without reading it again.
@@ -209,8 +239,9 @@ func FromEntry(st *eventstore.Store, e eventstore.Entry, opts Options) *Session 
 func FromSnapshot(st *eventstore.Store, snap eventstore.Snapshot, opts Options) *Session {
 	h := snap.Header
 	s := &Session{ID: snap.ID, Backend: st.Backend().Name(), Location: st.Location(snap.Path), Revision: snap.Revision.Artifact, Identity: snap.Revision.Identity,
-		mtime: fixedTime(snap.ModTime), Header: &h, events: snap.Events, Live: true, Pending: len(snap.Events) - snap.Durable,
+		mtime: fixedTime(snap.ModTime), Header: &h, Live: true, Pending: len(snap.Events) - snap.Durable,
 		store: st, opts: opts}
+	s.list.Store(&eventList{events: snap.Events})
 	if snap.Generation >= 3 {
 		// the engine of a later generation keeps no fold: the projections fold its surface view
 		s.Generation = snap.Generation

@@ -152,7 +152,10 @@ func cmdCat(ctx context.Context, args []string, out *bufio.Writer) (int, error) 
 		return exitUsageErr, err
 	}
 	defer wholeLoadCollector()()
-	sess, err := views.Load(ctx, st, pos[1], views.Options{Inspect: o.inspect, Spill: spillRoots(cfg, st)})
+	// the events view (and one event's) reads the chunk rows packed; every other view reads the members'
+	// records, which a load expands in place for less memory than a snapshot expanding its rows later
+	expanded := view.Kind != views.KindEvents && view.Kind != views.KindEvent
+	sess, err := views.Load(ctx, st, pos[1], views.Options{Inspect: o.inspect, Spill: spillRoots(cfg, st), Expanded: expanded})
 	if err != nil {
 		return failCode(err), err
 	}
