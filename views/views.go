@@ -168,13 +168,18 @@ func (s *Session) Events() []event.Event {
 	s.expandOnce.Do(func() {
 		whole, err := event.Materialize(l.events, l.rows)
 		if err != nil {
-			// the rows were read by the same reader when the session was loaded, and their bytes are
-			// the load's own: a row that no longer reads is memory gone wrong, not a session's fault
-			panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
+			s.rowGone(err)
 		}
 		s.list.Store(&eventList{events: whole})
 	})
 	return s.current().events
+}
+
+// rowGone ends the program on a packed row that no longer expands. The rows were read by the same reader
+// when the session was loaded, and their bytes are the load's own: a row that no longer reads is memory
+// gone wrong, not a session's fault, and no view may be served from it.
+func (s *Session) rowGone(err error) {
+	panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
 }
 
 // eventList is a session's events, hollow where rows holds a packed chunk row (event.PackedRow).
@@ -206,7 +211,7 @@ func (s *Session) eventAt(i int) event.Event {
 	}
 	members, err := event.ExpandPacked(nil, l.rows[k], nil)
 	if err != nil {
-		panic("views: a packed chunk row of session " + s.ID + " no longer expands: " + err.Error())
+		s.rowGone(err)
 	}
 	return members[i-l.rows[k].First]
 }
