@@ -84,8 +84,11 @@ func integerLen(f float64) int {
 	return l
 }
 
-// packedRun reads a packed row again.
+// packedRun reads a packed row again, with sc's memory (nil: its own).
 func packedRun(row PackedRow, sc *RowScratch) (ChunkRun, error) {
+	if sc == nil {
+		sc = &RowScratch{}
+	}
 	run, ok := fastRow(row.Raw, trustedEvent(row.Raw).Type, sc)
 	if !ok || run.members() != row.Members {
 		return ChunkRun{}, errPackedRow
@@ -96,9 +99,6 @@ func packedRun(row PackedRow, sc *RowScratch) (ChunkRun, error) {
 // ExpandPacked appends the events a packed row stands for to dst, each with its record, as AppendExpand
 // makes them. sc, when not nil, is reused from one row to the next.
 func ExpandPacked(dst []Event, row PackedRow, sc *RowScratch) ([]Event, error) {
-	if sc == nil {
-		sc = &RowScratch{}
-	}
 	run, err := packedRun(row, sc)
 	if err != nil {
 		return dst, err
@@ -109,9 +109,6 @@ func ExpandPacked(dst []Event, row PackedRow, sc *RowScratch) ([]Event, error) {
 // AppendPackedLines appends the records of a packed row's members to buf, each followed by a line feed:
 // the lines events.jsonl holds for them, written without making the members' events.
 func AppendPackedLines(buf []byte, row PackedRow, sc *RowScratch) ([]byte, error) {
-	if sc == nil {
-		sc = &RowScratch{}
-	}
 	run, err := packedRun(row, sc)
 	if err != nil {
 		return buf, err
