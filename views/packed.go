@@ -187,10 +187,4 @@ func (l *eventList) linesSize(lo, hi int) int {
 }
 
 // rowAt is the index in l.rows of the row whose members include event i, or -1.
-func (l *eventList) rowAt(i int) int {
-	k := sort.Search(len(l.rows), func(k int) bool { return l.rows[k].First+l.rows[k].Members > i })
-	if k == len(l.rows) || l.rows[k].First > i {
-		return -1
-	}
-	return k
-}
+func (l *eventList) rowAt(i int) int { return event.RowOf(l.rows, i) }

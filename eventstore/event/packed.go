@@ -1,6 +1,9 @@
 package event
 
-import "errors"
+import (
+	"errors"
+	"sort"
+)
 
 // A loaded session's chunk rows are most of its memory once expanded: the 500k-event bench session's
 // members are 56 MB of records, beside 32 MB of plaintext, written once and read again only by the views
@@ -20,6 +23,15 @@ type PackedRow struct {
 	Bytes int64
 	// Newest is the latest time of a member, in whole milliseconds.
 	Newest int64
+}
+
+// RowOf is the index in rows (in list order) of the row whose members include list index i, or -1.
+func RowOf(rows []PackedRow, i int) int {
+	k := sort.Search(len(rows), func(k int) bool { return rows[k].First+rows[k].Members > i })
+	if k == len(rows) || rows[k].First > i {
+		return -1
+	}
+	return k
 }
 
 // IsHollow reports whether e stands for a packed row's member: it has no bytes of its own.

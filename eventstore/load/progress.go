@@ -2,7 +2,6 @@ package load
 
 import (
 	"errors"
-	"sort"
 	"strconv"
 	"sync"
 
@@ -72,8 +71,8 @@ func (p *Progress) record(events []event.Event, i int) (event.Event, error) {
 	p.mu.Lock()
 	packed := p.packed
 	p.mu.Unlock()
-	k := sort.Search(len(packed), func(k int) bool { return packed[k].First+packed[k].Members > i })
-	if k == len(packed) || packed[k].First > i {
+	k := event.RowOf(packed, i)
+	if k < 0 {
 		return event.Event{}, errors.New("load: event " + strconv.Itoa(i) + " has no record and no packed row")
 	}
 	members, err := event.ExpandPacked(nil, packed[k], nil)
