@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dshfs/dshfs/eventstore"
+	"github.com/dshfs/dshfs/eventstore/event"
 	"github.com/dshfs/dshfs/internal/eventtest"
 )
 
@@ -60,6 +61,30 @@ func testAppendBatches(t *testing.T, be Backend) {
 		t.Fatalf("inspect: %v closers %d", err, len(ins.Closers))
 	}
 	sameEvents(t, "inspect", ins.Events, log)
+	// with the chunk rows a backend can keep packed kept so: the same events once expanded, and no hollow
+	// event that no row stands for
+	packed, err := st.InspectPacked(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := 0
+	for _, r := range packed.Packed {
+		members += r.Members
+	}
+	hollow := 0
+	for _, e := range packed.Events {
+		if e.IsHollow() {
+			hollow++
+		}
+	}
+	if hollow != members {
+		t.Fatalf("inspect, rows kept packed: %d hollow events for %d rows of %d members", hollow, len(packed.Packed), members)
+	}
+	whole, err := event.Materialize(packed.Events, packed.Packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, "inspect, rows kept packed", whole, log)
 	// a second Store (another process) reads the same log
 	other := eventstore.New(st.Backend())
 	if p, err := other.ReadFrom(ctx, "a", 0); err != nil || len(p.Events) != len(log) {
