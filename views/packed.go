@@ -11,8 +11,8 @@ import (
 
 // packedSegment is how many events one piece of a packed events view holds at least (a piece ends with a
 // row, never inside one), and packedParallelMin the list from which the pieces are made on the store's
-// workers: the members' lines are most of a large view, and made on the writer's goroutine alone they were
-// a seventh of a cold `cat`'s CPU time with the other core idle.
+// workers: the members' lines are most of a large view, and made on the writer's goroutine alone they would
+// be a seventh of a cold `cat`'s CPU time with the other core idle.
 // (Variables so that tests can make small views take the same paths.)
 var (
 	packedSegment     = 8192
@@ -40,9 +40,9 @@ func (s *Session) writePackedEvents(w io.Writer, l *eventList) error {
 	}
 	cuts = append(cuts, len(l.events))
 	pieces := len(cuts) - 1
-	// Every piece's buffer holds the largest piece: grown by append, or made at each piece's size, the
-	// buffers left copies behind that a `cat`, which runs no collection, kept to its end (40 MB of a
-	// 500k-event session); made so, the few in flight are reused from piece to piece.
+	// Every piece's buffer holds the largest piece, so that the few in flight are reused from piece to
+	// piece: grown by append, or made at each piece's size, they would leave copies behind that a `cat`,
+	// which runs no collection, keeps to its end (40 MB of a 500k-event session).
 	largest := 0
 	for i := range pieces {
 		largest = max(largest, l.linesSize(cuts[i], cuts[i+1]))
@@ -137,7 +137,7 @@ func (s *Session) writePackedLines(w io.Writer, l *eventList) error {
 }
 
 // packedScratch is what writePackedLines reuses: a mount's first walk writes the events view of thousands
-// of small sessions, and each one's reader state and buffer were an allocation.
+// of small sessions, and each one's reader state and buffer would otherwise be an allocation.
 type packedScratch struct {
 	sc  event.RowScratch
 	buf []byte

@@ -250,8 +250,8 @@ var offHeapMin int64 = 4 << 20
 
 // offHeap holds an artifact's bytes in an anonymous mapping outside the Go heap. A whole-load command
 // paces no collection during its load (cmd/dshfs, wholeLoadCollector), so a compressed artifact read onto
-// the heap stayed in memory to the end of the load, an eighth of a 500k-event session's peak, though its
-// frames were decoded long before. Mapped, its pages go back to the kernel as the decode passes them
+// the heap would stay in memory to the end of the load, an eighth of a 500k-event session's peak, though its
+// frames are decoded long before. Mapped, its pages go back to the kernel as the decode passes them
 // (releaseBefore), and the mapping when the load is done (free). Nothing decoded aliases it: the load's
 // events own copies of their bytes. Its methods do nothing on nil, the heap's case.
 type offHeap struct {

@@ -132,7 +132,7 @@ const maxPooledEvents = 1 << 16
 
 // chunkLines recycles the chunks' line lists, as chunkEvents their event lists. A whole-load command paces
 // no collection during its load (cmd/dshfs, wholeLoadCollector), so every piece's list of lines, garbage
-// once the scanner has applied it, stayed in memory to the end: 10 MB of a 500k-event session's peak.
+// once the scanner has applied it, would stay in memory to the end: 10 MB of a 500k-event session's peak.
 var chunkLines = &sync.Pool{New: func() any { return new([]decodedLine) }}
 
 // newLines is an empty line list from chunkLines, with room for at least n lines.
