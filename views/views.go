@@ -202,7 +202,7 @@ func (s *Session) current() *eventList {
 // event, or of a few picked out of a long log).
 func (s *Session) eventAt(i int) event.Event {
 	l := s.current()
-	if e := l.events[i]; !e.IsHollow() {
+	if e := l.events[i]; len(l.rows) == 0 || !e.IsHollow() {
 		return e
 	}
 	k := l.rowAt(i)
