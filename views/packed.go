@@ -103,12 +103,13 @@ func (s *Session) writePackedEvents(w io.Writer, l *eventList) error {
 // from one buffer.
 func (s *Session) writePackedLines(w io.Writer, l *eventList) error {
 	scratch := lineScratch.Get().(*packedScratch)
-	defer lineScratch.Put(scratch)
 	sc, buf := &scratch.sc, scratch.buf[:0]
 	defer func() {
+		sc.Release()
 		if cap(buf) <= maxLineScratch {
 			scratch.buf = buf[:0]
 		}
+		lineScratch.Put(scratch)
 	}()
 	nl := []byte{'\n'}
 	rows := l.rows

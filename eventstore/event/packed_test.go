@@ -114,3 +114,28 @@ func TestPackedRowChanged(t *testing.T) {
 		t.Errorf("a row past the list's end materializes: %v", err)
 	}
 }
+
+// TestRowScratchRelease: a released scratch holds no token of the rows it read, so a pooled one keeps no
+// old row's text alive.
+func TestRowScratchRelease(t *testing.T) {
+	var sc RowScratch
+	raw := []byte(`{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":0,"index":0,"dt":[3,1],"texts":["a","b","c"]}}`)
+	if _, row, err := AppendStored(nil, raw, &sc); err != nil || !row {
+		t.Fatalf("not a row: %v", err)
+	}
+	held := 0
+	for _, q := range sc.quoted[:cap(sc.quoted)] {
+		if q != nil {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatal("the scratch holds no token: the test reads nothing")
+	}
+	sc.Release()
+	for i, q := range sc.quoted[:cap(sc.quoted)] {
+		if q != nil {
+			t.Fatalf("token %d still held after Release: %q", i, q)
+		}
+	}
+}

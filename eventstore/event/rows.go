@@ -51,6 +51,10 @@ type RowScratch struct {
 	quoted [][]byte
 }
 
+// Release lets go of the rows sc was last used on (a run's tokens alias its row's line), for a scratch kept
+// for later rows, say in a pool, that must not keep an old row's text alive.
+func (sc *RowScratch) Release() { clear(sc.quoted[:cap(sc.quoted)]) }
+
 // AppendStored is DecodeStored appending the line's events to dst. sc, when not nil, is the caller's
 // RowScratch for the rows it decodes one after another.
 func AppendStored(dst []Event, raw []byte, sc *RowScratch) (events []Event, row bool, err error) {

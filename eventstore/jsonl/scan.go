@@ -181,7 +181,10 @@ func predecode(plain []byte, own, packed bool) chunk {
 	c.events = chunkEvents.Get().(*[]event.Event)
 	evs := *c.events
 	sc := rowScratch.Get().(*event.RowScratch)
-	defer rowScratch.Put(sc)
+	defer func() {
+		sc.Release()
+		rowScratch.Put(sc)
+	}()
 	pos := 0
 	for {
 		nl := bytes.IndexByte(plain[pos:], '\n')
