@@ -41,8 +41,7 @@ func (s *Session) Render(ctx context.Context, view View) ([]byte, error) {
 		return nil, s.Refusal
 	}
 	if l := s.current(); view.Kind == KindEvents && len(l.rows) > 0 {
-		n, size := l.recordBytes()
-		buf := bytes.NewBuffer(make([]byte, 0, size+int64(n)))
+		buf := bytes.NewBuffer(make([]byte, 0, l.linesSize(0, len(l.events))))
 		if err := s.writePackedEvents(buf, l); err != nil {
 			return nil, err
 		}

@@ -202,18 +202,11 @@ func (s *Session) current() *eventList {
 // event, or of a few picked out of a long log).
 func (s *Session) eventAt(i int) event.Event {
 	l := s.current()
-	if e := l.events[i]; len(l.rows) == 0 || !e.IsHollow() {
-		return e
-	}
-	k := l.rowAt(i)
-	if k < 0 {
-		panic("views: event " + strconv.Itoa(i) + " of session " + s.ID + " is hollow outside every packed row")
-	}
-	members, err := event.ExpandPacked(nil, l.rows[k], nil)
+	e, err := event.MemberAt(l.events, l.rows, i)
 	if err != nil {
 		s.rowGone(err)
 	}
-	return members[i-l.rows[k].First]
+	return e
 }
 
 // EventCount is len(s.Events()), without expanding packed rows.
@@ -224,13 +217,8 @@ func (s *Session) EventCount() int { return len(s.current().events) }
 func (s *Session) RecordBytes() (events int, bytes int64) { return s.current().recordBytes() }
 
 func (l *eventList) recordBytes() (events int, bytes int64) {
-	for i := range l.events {
-		bytes += int64(len(l.events[i].Raw))
-	}
-	for i := range l.rows {
-		bytes += l.rows[i].Bytes
-	}
-	return len(l.events), bytes
+	n := len(l.events)
+	return n, int64(l.linesSize(0, n) - n) // the events view less its line feeds
 }
 
 // FromEntry is the snapshot of a session the listing already refused, without reading it again.

@@ -34,6 +34,26 @@ func RowOf(rows []PackedRow, i int) int {
 	return k
 }
 
+// MemberAt is event i of a list whose packed rows are rows, with its record: events[i] itself unless it is
+// a hollow member, which is expanded from its row alone.
+func MemberAt(events []Event, rows []PackedRow, i int) (Event, error) {
+	if e := events[i]; len(rows) == 0 || !e.IsHollow() {
+		return e, nil
+	}
+	k := RowOf(rows, i)
+	if k < 0 {
+		return Event{}, errNoRow
+	}
+	members, err := ExpandPacked(nil, rows[k], nil)
+	if err != nil {
+		return Event{}, err
+	}
+	return members[i-rows[k].First], nil
+}
+
+// errNoRow says that a hollow event stands in a list where no packed row covers it.
+var errNoRow = errors.New("hollow event outside every packed row")
+
 // IsHollow reports whether e stands for a packed row's member: it has no bytes of its own.
 func (e Event) IsHollow() bool { return e.Raw == nil }
 

@@ -64,22 +64,14 @@ func (p *Progress) FinishPacked(h event.Header, path string, events []event.Even
 // member of a packed row is expanded from the row. The checks read no member's record but the log's last
 // event's, whose seq and time the repair's closers take.
 func (p *Progress) record(events []event.Event, i int) (event.Event, error) {
-	e := events[i]
-	if !e.IsHollow() {
-		return e, nil
-	}
 	p.mu.Lock()
 	packed := p.packed
 	p.mu.Unlock()
-	k := event.RowOf(packed, i)
-	if k < 0 {
-		return event.Event{}, errors.New("load: event " + strconv.Itoa(i) + " has no record and no packed row")
-	}
-	members, err := event.ExpandPacked(nil, packed[k], nil)
+	e, err := event.MemberAt(events, packed, i)
 	if err != nil {
-		return event.Event{}, err
+		return event.Event{}, errors.New("load: event " + strconv.Itoa(i) + ": " + err.Error())
 	}
-	return members[i-packed[k].First], nil
+	return e, nil
 }
 
 // Abort reports that the load failed; the checks stop.
