@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,23 +50,37 @@ func installFaults(b *jsonl.Backend) {
 
 // startProfile writes a CPU profile of the whole run to $DSHFS_CPUPROFILE (with $DSHFS_CPUPROFILE_ON_SIGNAL
 // set, of the part of the run after a SIGUSR1), and a heap profile at the end of the run to $DSHFS_MEMPROFILE
-// (bench scripts profile the mount with them).
+// (bench scripts profile the mount with them). With $DSHFS_TRACE set, an execution trace of the same part of
+// the run is written there: it shows what a profile cannot, the time no goroutine ran and what each waited on.
 func startProfile() (stop func()) {
 	var mu sync.Mutex
 	stopCPU := func() {}
 	start := func() {
 		mu.Lock()
 		defer mu.Unlock()
+		if path := os.Getenv("DSHFS_TRACE"); path != "" {
+			if f, err := os.Create(path); err == nil {
+				if trace.Start(f) != nil {
+					f.Close()
+				} else {
+					stopCPU = func() { trace.Stop(); f.Close() }
+				}
+			}
+		}
+		if os.Getenv("DSHFS_CPUPROFILE") == "" {
+			return
+		}
 		if f, err := os.Create(os.Getenv("DSHFS_CPUPROFILE")); err == nil {
 			if err := pprof.StartCPUProfile(f); err != nil {
 				f.Close()
 			} else {
-				stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
+				stopTrace := stopCPU
+				stopCPU = func() { pprof.StopCPUProfile(); f.Close(); stopTrace() }
 			}
 		}
 	}
 	switch {
-	case os.Getenv("DSHFS_CPUPROFILE") == "":
+	case os.Getenv("DSHFS_CPUPROFILE") == "" && os.Getenv("DSHFS_TRACE") == "":
 	case os.Getenv("DSHFS_CPUPROFILE_ON_SIGNAL") != "":
 		// profile only what follows a SIGUSR1 (a repeated run after a warm-up, say)
 		sig := make(chan os.Signal, 1)
