@@ -21,8 +21,20 @@ import (
 // There is a worker per core (Options.Readahead, which cmd/dshfs sets to one per P), not one: the walk is
 // as fast as the renders ahead of it, and with one worker a third of the machine's CPU time sat idle
 // during a glob over a cold 10k-session store (stat of every events.jsonl: 9.6–10.9 s with one worker,
-// 7.5–8.7 s with two, alternating runs). Some idle time remains with two; it is not disk waits (no iowait was counted). The mount runs with a P
-// more than cores (cmd/dshfs spareProc), and so a worker more.
+// 7.5–8.7 s with two, alternating runs). The mount runs with a P more than cores (cmd/dshfs spareProc), and
+// so a worker more.
+//
+// The workers are background work, and the walk itself is the request in front of them: the shell's next
+// lookup, the kernel handing it to a reader of /dev/fuse, the goroutine that answers it. With the workers
+// at the same priority on every core, each step of that chain waited for a core: a glob's lookups were
+// 52 µs apart on a warm index and 150–215 µs apart while the workers rendered, and a fifth of the machine's
+// time was idle, the workers waiting for the walk to schedule their next jobs. So each worker renders on an
+// OS thread of its own at a lower priority (readaheadNice, background.go): a thread woken for a request
+// takes a core from a worker at once, and the workers still have the cores to themselves in between. The
+// window is 64 sessions, so that a walk that runs ahead for a while does not leave them without jobs. A
+// first grep -l over 10k cold sessions took 0.9x the time it took with the workers at the process's
+// priority and a window of 16 (medians of 8 alternating rounds, three times, each run against the same
+// grep over the files on disk; a window of 64 alone: no change).
 //
 // What pays for it, measured (README, readahead): a first grep -l over 10k sessions on cold caches took
 // 16.6-18.0 s with it and 19.0-22.0 s without it, and the second worker took a stat of every events.jsonl
@@ -34,8 +46,12 @@ import (
 // and never a view that is not indexed (status.json reports live state).
 
 const (
-	readaheadWindow = 16      // sessions rendered ahead of a walk
+	readaheadWindow = 64      // sessions rendered ahead of a walk
 	readaheadMax    = 1 << 20 // physical bytes of an artifact worth reading ahead
+	// readaheadNice is the workers' threads' nice value: a thread woken for a request preempts them, and
+	// they have a core to themselves when nothing else runs. Not the idle class (SCHED_IDLE): a request
+	// may wait on a render a worker has started, and must not starve behind other programs while it does.
+	readaheadNice = 10
 )
 
 // readaheadWorkers is how many goroutines render ahead.
@@ -109,8 +125,9 @@ func (f *FS) sawView(id string, view views.View) {
 	}
 }
 
-// readaheadLoop renders what sawView scheduled until ctx ends.
+// readaheadLoop renders what sawView scheduled until ctx ends, on a background thread.
 func (f *FS) readaheadLoop(ctx context.Context) {
+	background()
 	for {
 		select {
 		case <-ctx.Done():
