@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -102,7 +103,7 @@ func (b *Backend) readArtifact(path string) ([]byte, eventstore.Artifact, error)
 	}
 	var buf []byte
 	art, err := b.stableRead(path, func(f *os.File, fi os.FileInfo) (err error) {
-		buf, err = readAll(f, make([]byte, 0, fi.Size()+512))
+		buf, err = readAll(f, make([]byte, 0, fi.Size()+readSlack))
 		if err != nil {
 			return &eventstore.IOError{Err: err}
 		}
@@ -166,8 +167,9 @@ func (b *Backend) readDirect(path string) ([]byte, eventstore.Artifact, bool) {
 	return b.readDirectInto(path, nil)
 }
 
-// readDirectInto is readDirect reading into an offHeap mapping, set in *into, when into is not nil and
-// the file is at least offHeapMin bytes; when ok is false nothing stays mapped.
+// readDirectInto is readDirect reading into an offHeap, set in *into, when into is not nil: a mapping when
+// the file is at least offHeapMin bytes, a pooled buffer when it is at most artifactPoolMax; when ok is
+// false nothing stays mapped or taken from the pool.
 func (b *Backend) readDirectInto(path string, into **offHeap) ([]byte, eventstore.Artifact, bool) {
 	rel, err := filepath.Rel(b.root, path)
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
@@ -175,9 +177,10 @@ func (b *Backend) readDirectInto(path string, into **offHeap) ([]byte, eventstor
 	}
 	dir := b.root
 	parts := strings.Split(rel, string(filepath.Separator))
+	var st unix.Stat_t // not os.Lstat: a FileInfo for every directory of every load is garbage to collect
 	for _, p := range parts[:len(parts)-1] {
 		dir = filepath.Join(dir, p)
-		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return nil, eventstore.Artifact{}, false
 		}
 	}
@@ -209,8 +212,17 @@ func (b *Backend) readDirectInto(path string, into **offHeap) ([]byte, eventstor
 			}()
 		}
 	}
+	if into != nil && mem == nil && fi.Size()+readSlack <= artifactPoolMax {
+		mem = pooledOffHeap(int(fi.Size()))
+		buf = mem.buf[:fi.Size()]
+		defer func() {
+			if *into != mem {
+				mem.free()
+			}
+		}()
+	}
 	if buf == nil {
-		buf = make([]byte, fi.Size(), fi.Size()+512) // the capacity the careful read gives its buffer
+		buf = make([]byte, fi.Size(), fi.Size()+readSlack)
 	}
 	for n := 0; n < len(buf); {
 		m, err := unix.Read(fd, buf[n:])
@@ -222,7 +234,6 @@ func (b *Backend) readDirectInto(path string, into **offHeap) ([]byte, eventstor
 		}
 		n += m
 	}
-	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Dev != uint64(was.Dev) ||
 		st.Ino != was.Ino || st.Size != was.Size || st.Mtim != unix.Timespec(was.Mtim) || st.Ctim != unix.Timespec(was.Ctim) {
 		return nil, eventstore.Artifact{}, false
@@ -248,20 +259,48 @@ func (b *Backend) readDecodeOnly(path string) (buf []byte, art eventstore.Artifa
 // system calls of a mapping cost more than the memory is worth. A variable so tests can use small files.
 var offHeapMin int64 = 4 << 20
 
-// offHeap holds an artifact's bytes in an anonymous mapping outside the Go heap. A whole-load command
-// paces no collection during its load (cmd/dshfs, wholeLoadCollector), so a compressed artifact read onto
-// the heap would stay in memory to the end of the load, an eighth of a 500k-event session's peak, though its
-// frames are decoded long before. Mapped, its pages go back to the kernel as the decode passes them
-// (releaseBefore), and the mapping when the load is done (free). Nothing decoded aliases it: the load's
-// events own copies of their bytes. Its methods do nothing on nil, the heap's case.
+// offHeap holds an artifact's bytes where its load gives them back when it is done with them. A whole-load
+// command paces no collection during its load (cmd/dshfs, wholeLoadCollector), so a large compressed
+// artifact read onto the heap would stay in memory to the end of the load, an eighth of a 500k-event
+// session's peak, though its frames are decoded long before: it is read into an anonymous mapping outside
+// the heap, whose pages go back to the kernel as the decode passes them (releaseBefore), and the mapping
+// when the load is done (free). A small one is read into a buffer that free hands back to a pool for the
+// next load: a first walk over a large store reads thousands of artifacts of a few KB, and each made anew
+// was garbage for the collector to chase. Either way nothing decoded aliases it: the load's events own
+// copies of their bytes. Its methods do nothing on nil, the heap's case.
 type offHeap struct {
-	mem      []byte // the whole mapping
-	released int    // how many bytes at its start went back to the kernel
+	mem      []byte  // the whole mapping
+	released int     // how many bytes at its start went back to the kernel
+	buf      []byte  // a pooled buffer, instead of a mapping
+	pooled   *[]byte // what free puts back in artifactPool
+}
+
+// readSlack is the room after an artifact's bytes that every read buffer has: the capacity the careful
+// read gives its buffer.
+const readSlack = 512
+
+// artifactPoolMax is the largest buffer, slack included, that readDecodeOnly takes from artifactPool. A
+// variable so tests can change it.
+var artifactPoolMax int64 = 64 << 10
+
+var artifactPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// poisonPooled makes free overwrite a pooled buffer, so that a test sees any decoded bytes that still
+// alias it.
+var poisonPooled = false
+
+// pooledOffHeap takes a buffer of at least n bytes and the read's slack from artifactPool.
+func pooledOffHeap(n int) *offHeap {
+	p := artifactPool.Get().(*[]byte)
+	if cap(*p) < n+readSlack {
+		*p = make([]byte, 0, n+readSlack)
+	}
+	return &offHeap{buf: (*p)[:cap(*p)], pooled: p}
 }
 
 // mapOffHeap maps room for n bytes and the careful read's slack; nil when the kernel refuses.
 func mapOffHeap(n int) *offHeap {
-	mem, err := unix.Mmap(-1, 0, n+512, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := unix.Mmap(-1, 0, n+readSlack, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil
 	}
@@ -269,9 +308,10 @@ func mapOffHeap(n int) *offHeap {
 }
 
 // releaseBefore hands the whole pages before offset off back to the kernel: no reader of the mapping goes
-// below off again. A page read after it reads as zeros, never as another's memory.
+// below off again. A page read after it reads as zeros, never as another's memory. A pooled buffer keeps
+// its pages.
 func (m *offHeap) releaseBefore(off int64) {
-	if m == nil {
+	if m == nil || m.mem == nil {
 		return
 	}
 	end := int(off) &^ (os.Getpagesize() - 1)
@@ -283,10 +323,22 @@ func (m *offHeap) releaseBefore(off int64) {
 	}
 }
 
-// free unmaps the whole mapping; no reader may be left.
+// free unmaps the whole mapping, or puts the pooled buffer back; no reader may be left.
 func (m *offHeap) free() {
-	if m != nil && m.mem != nil {
+	if m == nil {
+		return
+	}
+	if m.mem != nil {
 		unix.Munmap(m.mem)
 		m.mem = nil
+	}
+	if m.pooled != nil {
+		if poisonPooled {
+			for i := range m.buf {
+				m.buf[i] = 0xaa
+			}
+		}
+		artifactPool.Put(m.pooled)
+		m.buf, m.pooled = nil, nil
 	}
 }

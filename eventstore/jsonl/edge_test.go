@@ -414,15 +414,22 @@ func TestZstdPiecesMatchFrameByFrame(t *testing.T) {
 	}
 	defer func(old int64) { zstdPieceBytes = old }(zstdPieceBytes)
 	defer func(old int64) { offHeapMin = old }(offHeapMin)
+	defer func(old int64) { artifactPoolMax = old }(artifactPoolMax)
+	defer func(old bool) { poisonPooled = old }(poisonPooled)
+	poisonPooled = true // a pooled buffer is overwritten when the load gives it back
 	for name, artifact := range cases {
 		if err := os.WriteFile(path, artifact, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		var want string
-		// each piece size read from the heap, then from an offHeap mapping whose pages go as they are passed
-		for k, piece := range []int64{1, 300, 1 << 40, 1, 300, 1 << 40} {
-			zstdPieceBytes, offHeapMin = piece, 1<<62
-			if k >= 3 {
+		// each piece size read from the heap, then from an offHeap mapping whose pages go as they are
+		// passed, then from a pooled buffer
+		for k, piece := range []int64{1, 300, 1 << 40, 1, 300, 1 << 40, 1, 300, 1 << 40} {
+			zstdPieceBytes, offHeapMin, artifactPoolMax = piece, 1<<62, 0
+			switch {
+			case k >= 6:
+				artifactPoolMax = 1 << 40
+			case k >= 3:
 				offHeapMin = 0
 			}
 			p, err := b.LoadStored(ctx, "p")
@@ -448,7 +455,7 @@ func TestZstdPiecesMatchFrameByFrame(t *testing.T) {
 				continue
 			}
 			if got != want {
-				t.Errorf("%s: pieces of %d bytes (off the heap: %v) give\n%s\nframe by frame\n%s", name, piece, k >= 3, got, want)
+				t.Errorf("%s: pieces of %d bytes (mapped: %v, pooled: %v) give\n%s\nframe by frame\n%s", name, piece, k >= 3 && k < 6, k >= 6, got, want)
 			}
 		}
 	}

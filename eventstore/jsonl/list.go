@@ -402,6 +402,6 @@ func subdirs(dir string) []string {
 // exists reports whether a name is there at all — a dangling symlink counts, so that a broken artifact is
 // listed and refused with its reason instead of silently skipped.
 func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
+	var st unix.Stat_t // not os.Lstat: a discover probes two names that are usually absent
+	return unix.Lstat(path, &st) == nil
 }
