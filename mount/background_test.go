@@ -1,6 +1,9 @@
 package mount
 
 import (
+	"os"
+	"strconv"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -25,9 +28,23 @@ func TestBackgroundThread(t *testing.T) {
 	type seen struct{ tid, nice int }
 	const workers = 4
 	ch, release := make(chan seen), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failing check must not leave the workers blocked
 	for range workers {
 		go func() {
 			background()
+			// goroutines started from a worker, blocking in system calls, make the runtime start threads
+			// while the worker's thread runs: none may inherit its priority
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					unix.Nanosleep(&unix.Timespec{Nsec: 5e6}, nil)
+				}()
+			}
+			wg.Wait()
 			ch <- seen{unix.Gettid(), nice(t)}
 			<-release
 		}()
@@ -48,7 +65,10 @@ func TestBackgroundThread(t *testing.T) {
 	if len(tids) < workers-1 {
 		t.Fatalf("%d workers shared threads: %v", workers, tids)
 	}
-	close(release)
+	if got := niceThreads(t); len(got) > len(tids) {
+		t.Fatalf("threads at nice %d: %v, but the workers are %v", readaheadNice, got, tids)
+	}
+	free()
 	for _, tid := range tids {
 		for i := 0; unix.Tgkill(unix.Getpid(), tid, 0) != unix.ESRCH; i++ {
 			if i == 2000 {
@@ -57,4 +77,25 @@ func TestBackgroundThread(t *testing.T) {
 			unix.Nanosleep(&unix.Timespec{Nsec: 1e6}, nil)
 		}
 	}
+}
+
+// niceThreads lists the process's threads that run at readaheadNice, but for its main thread: a worker
+// that ran there leaves it wedged, running nothing again.
+func niceThreads(t *testing.T) []int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil || tid == unix.Getpid() {
+			continue
+		}
+		if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil && 20-p == readaheadNice {
+			out = append(out, tid)
+		}
+	}
+	return out
 }
