@@ -9,14 +9,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nice is the calling thread's nice value (getpriority returns 20 - nice for a thread).
+// threadNice is the nice value of thread tid (getpriority returns 20 - nice).
+func threadNice(tid int) (int, error) {
+	p, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	return 20 - p, err
+}
+
+// nice is the calling thread's nice value.
 func nice(t *testing.T) int {
 	t.Helper()
-	p, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+	n, err := threadNice(unix.Gettid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return 20 - p
+	return n
 }
 
 // A readahead worker renders at readaheadNice on a thread of its own, and the priority leaves with it: the
@@ -25,7 +31,10 @@ func nice(t *testing.T) int {
 // workers held at once, at most one can be on it.)
 func TestBackgroundThread(t *testing.T) {
 	base := nice(t)
-	type seen struct{ tid, nice int }
+	type seen struct {
+		tid, nice int
+		err       error
+	}
 	const workers = 4
 	ch, release := make(chan seen), make(chan struct{})
 	var once sync.Once
@@ -45,13 +54,17 @@ func TestBackgroundThread(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			ch <- seen{unix.Gettid(), nice(t)}
+			n, err := threadNice(unix.Gettid())
+			ch <- seen{unix.Gettid(), n, err}
 			<-release
 		}()
 	}
 	var tids []int
 	for range workers {
 		w := <-ch
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
 		if w.nice != readaheadNice {
 			t.Fatalf("a worker's thread runs at nice %d, want %d", w.nice, readaheadNice)
 		}
@@ -93,7 +106,7 @@ func niceThreads(t *testing.T) []int {
 		if err != nil || tid == unix.Getpid() {
 			continue
 		}
-		if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil && 20-p == readaheadNice {
+		if n, err := threadNice(tid); err == nil && n == readaheadNice {
 			out = append(out, tid)
 		}
 	}
