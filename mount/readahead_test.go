@@ -65,10 +65,10 @@ func TestReadahead(t *testing.T) {
 	}
 	decodes := f.cache.Decodes()
 	for _, s := range []string{id(4), id(5)} {
-		n := attr(s, views.Events)
+		size := attr(s, views.Events)
 		r, err := f.Render(ctx, s, views.Events)
-		if err != nil || int64(len(r.Data)) != n {
-			t.Fatalf("%s: stat says %d bytes, a read %d (%v)", s, n, len(r.Data), err)
+		if err != nil || int64(len(r.Data)) != size {
+			t.Fatalf("%s: stat says %d bytes, a read %d (%v)", s, size, len(r.Data), err)
 		}
 		want, err := views.Load(ctx, st, s, views.Options{})
 		if err != nil {
