@@ -252,14 +252,23 @@ func (s *Store) inspect(ctx context.Context, id string, packed bool) (*Inspectio
 }
 
 // expandPacked gives the members of p's packed rows their records in p's events and in events (the checks'
-// list, a copy of p's when an upgrade changed an event), and leaves p with none packed.
+// list, a copy of p's when an upgrade changed an event), and leaves p with none packed. A copy of the same
+// length shares the records made for it rather than expanding every row a second time.
 func expandPacked(p *Prefix, events []event.Event) error {
 	if err := event.MaterializeInPlace(events, p.Packed); err != nil {
 		return err
 	}
 	if len(p.Events) > 0 && len(events) > 0 && &p.Events[0] != &events[0] {
-		if err := event.MaterializeInPlace(p.Events, p.Packed); err != nil {
-			return err
+		if len(p.Events) != len(events) {
+			if err := event.MaterializeInPlace(p.Events, p.Packed); err != nil {
+				return err
+			}
+		} else {
+			for _, r := range p.Packed { // MaterializeInPlace checked every row against len(events)
+				for i := r.First; i < r.First+r.Members; i++ {
+					p.Events[i].Raw = events[i].Raw
+				}
+			}
 		}
 	}
 	p.Packed = nil

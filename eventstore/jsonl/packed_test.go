@@ -15,7 +15,8 @@ import (
 // alike, and what it gives — events, closers, refusal — is what the same log read whole and checked after
 // gives (no progress sink: nothing kept packed), expanded (Inspect) or materialized. A log ends inside a
 // turn whose last line is a row, so that the repair's closers take the seq and time of a packed row's last
-// member; others hold rows between other lines, and a row the fast reader does not take.
+// member; others hold rows between other lines, a row after an event the checks upgrade, and a row the
+// fast reader does not take.
 func TestPackedLoadAgrees(t *testing.T) {
 	ctx := context.Background()
 	const (
@@ -30,6 +31,9 @@ func TestPackedLoadAgrees(t *testing.T) {
 			`{"type":"reasoning-chunks","seq0":7,"time0":10,"data":{"turn":1,"step":1,"index":1,"dt":[0,0],"texts":["x","y","z"]}}`,
 			`{"type":"step/end","seq":10,"time":11,"data":{"turn":1,"step":1}}`,
 			`{"type":"turn/end","seq":11,"time":12,"data":{"turn":1,"reason":{"kind":"completed"}}}`},
+		// the checks upgrade the legacy turn/start into a copy of the list: the rows expand into both
+		"an upgraded event before a row": {`{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"user"}}}`,
+			step, row},
 		// laid out other than the encoder lays it out: read the general way, expanded
 		"a row the fast reader leaves": {start, step,
 			`{"type":"text-chunks","seq0":2,"time0":3,"data":{"step":1,"turn":1,"index":0,"dt":[1],"texts":["a","b"]}}`},
@@ -87,6 +91,12 @@ func checkPackedAgrees(t *testing.T, st *eventstore.Store, name string, lines []
 	sameEvents(t, "closers", got.Closers, want.Closers)
 	if len(got.Packed) != 0 {
 		t.Errorf("Inspect kept %d rows packed", len(got.Packed))
+	}
+	// the stored list beside the checked one (its copy, where an event was upgraded) has every record too
+	for i, e := range got.Prefix.Events {
+		if e.IsHollow() || (e.Type == "assistant/chunk" && !bytes.Equal(e.Raw, want.Events[i].Raw)) {
+			t.Fatalf("Inspect's stored list: event %d %s, want %s", i, e.Raw, want.Events[i].Raw)
+		}
 	}
 	packed, err := st.InspectPacked(ctx, "p")
 	if err != nil {
