@@ -33,7 +33,7 @@ func (s *Session) writePackedEvents(w io.Writer, l *eventList) error {
 	for lo := 0; lo < len(l.events); {
 		cuts = append(cuts, lo)
 		hi := min(lo+packedSegment, len(l.events))
-		if k := l.rowAt(hi - 1); k >= 0 {
+		if k := event.RowOf(l.rows, hi-1); k >= 0 {
 			hi = l.rows[k].First + l.rows[k].Members
 		}
 		lo = hi
@@ -186,6 +186,3 @@ func (l *eventList) linesSize(lo, hi int) int {
 	}
 	return size
 }
-
-// rowAt is the index in l.rows of the row whose members include event i, or -1.
-func (l *eventList) rowAt(i int) int { return event.RowOf(l.rows, i) }
